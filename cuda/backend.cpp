@@ -1,0 +1,201 @@
+// cuda/backend.cpp — what both backends share: tagged, counted allocation with fault injection,
+// host transfers, Buffer's RAII, operand checks, and the names of tags, prims and error codes.
+#include <limits>
+#include <string>
+
+#include <tapewise/backend.hpp>
+
+#include "dispatch.hpp"
+
+namespace tapewise {
+
+std::int64_t Shape::numel() const {
+  std::int64_t n = 1;
+  for (std::int64_t d : dims) {
+    if (d < 0) return -1;
+    if (d != 0 && n > std::numeric_limits<std::int64_t>::max() / d) return -1;
+    n *= d;
+  }
+  return n;
+}
+
+std::string Shape::str() const {
+  std::string s = "[";
+  for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+const char* error_code_name(ErrorCode c) {
+  switch (c) {
+    case ErrorCode::InvalidNodeId: return "InvalidNodeId";
+    case ErrorCode::InvalidShape: return "InvalidShape";
+    case ErrorCode::ShapeMismatch: return "ShapeMismatch";
+    case ErrorCode::DTypeMismatch: return "DTypeMismatch";
+    case ErrorCode::SeedShapeMismatch: return "SeedShapeMismatch";
+    case ErrorCode::SeedDTypeMismatch: return "SeedDTypeMismatch";
+    case ErrorCode::BackendMismatch: return "BackendMismatch";
+    case ErrorCode::InvalidArgument: return "InvalidArgument";
+    case ErrorCode::OutOfMemory: return "OutOfMemory";
+    case ErrorCode::DeviceUnavailable: return "DeviceUnavailable";
+    case ErrorCode::CudaFailure: return "CudaFailure";
+  }
+  return "UnknownError";
+}
+
+const char* alloc_tag_name(AllocTag t) {
+  switch (t) {
+    case AllocTag::value: return "value";
+    case AllocTag::gradient: return "gradient";
+    case AllocTag::workspace: return "workspace";
+  }
+  return "?";
+}
+
+int prim_arity(Prim p) {
+  switch (p) {
+    case Prim::fill: return 0;
+    case Prim::add: case Prim::sub: case Prim::mul: case Prim::div: case Prim::fmax:
+    case Prim::fmin: return 2;
+    default: return 1;
+  }
+}
+
+const char* prim_name(Prim p) {
+  switch (p) {
+    case Prim::copy: return "copy";
+    case Prim::neg: return "neg";
+    case Prim::abs: return "abs";
+    case Prim::sign: return "sign";
+    case Prim::exp: return "exp";
+    case Prim::log: return "log";
+    case Prim::sin: return "sin";
+    case Prim::cos: return "cos";
+    case Prim::tanh: return "tanh";
+    case Prim::sigmoid: return "sigmoid";
+    case Prim::sigmoid_split: return "sigmoid_split";
+    case Prim::reciprocal: return "reciprocal";
+    case Prim::mul_scalar: return "mul_scalar";
+    case Prim::add_scalar: return "add_scalar";
+    case Prim::rsub_scalar: return "rsub_scalar";
+    case Prim::add: return "add";
+    case Prim::sub: return "sub";
+    case Prim::mul: return "mul";
+    case Prim::div: return "div";
+    case Prim::fmax: return "fmax";
+    case Prim::fmin: return "fmin";
+    case Prim::fill: return "fill";
+  }
+  return "?";
+}
+
+Buffer& Buffer::operator=(Buffer&& other) noexcept {
+  if (this != &other) {
+    reset();
+    owner_ = std::move(other.owner_);
+    data_ = other.data_;
+    shape_ = std::move(other.shape_);
+    dtype_ = other.dtype_;
+    numel_ = other.numel_;
+    tag_ = other.tag_;
+    other.owner_ = nullptr;
+    other.data_ = nullptr;
+    other.numel_ = 0;
+  }
+  return *this;
+}
+
+void Buffer::reset() {
+  if (owner_) {
+    owner_->release(*this);
+    owner_.reset();
+    data_ = nullptr;
+  }
+}
+
+void Backend::release(Buffer& b) {
+  if (b.data_) raw_release(b.data_);
+  const int t = static_cast<int>(b.tag_);
+  stats_.live_count[t] -= 1;
+  stats_.live_bytes[t] -= static_cast<std::int64_t>(b.bytes());
+}
+
+Result<Buffer> Backend::allocate(const Shape& shape, DType dtype, AllocTag tag) {
+  const std::int64_t n = shape.numel();
+  if (n < 0) return fail(ErrorCode::InvalidShape, "invalid shape " + shape.str() + " (negative dim or element count overflows int64)");
+  if (n > std::numeric_limits<std::int64_t>::max() / static_cast<std::int64_t>(dtype_size(dtype)))
+    return fail(ErrorCode::InvalidShape, "shape " + shape.str() + " is too large to address in bytes");
+  const std::size_t bytes = static_cast<std::size_t>(n) * dtype_size(dtype);
+  if (fail_countdown_ > 0 && --fail_countdown_ == 0)
+    return fail(ErrorCode::OutOfMemory, std::string("injected allocation failure (") +
+                                           alloc_tag_name(tag) + ", " + std::to_string(bytes) + " bytes)");
+  void* p = nullptr;
+  if (bytes > 0) {
+    auto got = raw_allocate(bytes);
+    if (!got) return tl::unexpected(got.error());
+    p = *got;
+  }
+  Buffer b;
+  b.owner_ = shared_from_this();
+  b.data_ = p;
+  b.shape_ = shape;
+  b.dtype_ = dtype;
+  b.numel_ = n;
+  b.tag_ = tag;
+  stats_.live_count[static_cast<int>(tag)] += 1;
+  stats_.live_bytes[static_cast<int>(tag)] += static_cast<std::int64_t>(bytes);
+  return b;
+}
+
+Result<Buffer> Backend::upload(const HostArray& host, AllocTag tag) {
+  const std::int64_t n = host.shape.numel();
+  if (n < 0) return fail(ErrorCode::InvalidShape, "upload: invalid shape " + host.shape.str());
+  if (static_cast<std::size_t>(n) * dtype_size(host.dtype) != host.bytes.size())
+    return fail(ErrorCode::InvalidArgument,
+                "upload: shape " + host.shape.str() + " of " + dtype_name(host.dtype) + " needs " +
+                    std::to_string(n * static_cast<std::int64_t>(dtype_size(host.dtype))) +
+                    " bytes, host data has " + std::to_string(host.bytes.size()));
+  auto buf = allocate(host.shape, host.dtype, tag);
+  if (!buf) return buf;
+  if (buf->bytes() > 0)
+    if (auto ok = copy_to_device(buf->data(), host.bytes.data(), buf->bytes()); !ok)
+      return tl::unexpected(ok.error());
+  return buf;
+}
+
+Result<HostArray> Backend::download(const Buffer& buffer) {
+  if (buffer.backend() != this)
+    return fail(ErrorCode::BackendMismatch, "download: buffer belongs to another backend");
+  HostArray h;
+  h.shape = buffer.shape();
+  h.dtype = buffer.dtype();
+  h.bytes.resize(buffer.bytes());
+  if (!h.bytes.empty())
+    if (auto ok = copy_to_host(h.bytes.data(), buffer.data(), h.bytes.size()); !ok)
+      return tl::unexpected(ok.error());
+  return h;
+}
+
+namespace detail {
+
+Result<void> check_operands(const char* what, std::span<const Buffer* const> inputs,
+                            std::span<Buffer* const> outputs) {
+  const Buffer* first = outputs.empty() ? inputs[0] : outputs[0];
+  auto check = [&](const Buffer& b, const char* role, std::size_t i) -> Result<void> {
+    if (!b) return fail(ErrorCode::InvalidArgument, std::string(what) + ": " + role + " " + std::to_string(i) + " is an empty buffer");
+    if (b.backend() != first->backend())
+      return fail(ErrorCode::BackendMismatch, std::string(what) + ": " + role + " " + std::to_string(i) + " belongs to another backend");
+    if (b.shape() != first->shape())
+      return fail(ErrorCode::ShapeMismatch, std::string(what) + ": " + role + " " + std::to_string(i) + " has shape " + b.shape().str() + ", expected " + first->shape().str());
+    if (b.dtype() != first->dtype())
+      return fail(ErrorCode::DTypeMismatch, std::string(what) + ": " + role + " " + std::to_string(i) + " is " + dtype_name(b.dtype()) + ", expected " + dtype_name(first->dtype()));
+    return {};
+  };
+  for (std::size_t i = 0; i < inputs.size(); ++i)
+    if (auto ok = check(*inputs[i], "input", i); !ok) return ok;
+  for (std::size_t i = 0; i < outputs.size(); ++i)
+    if (auto ok = check(*outputs[i], "output", i); !ok) return ok;
+  return {};
+}
+
+}  // namespace detail
+}  // namespace tapewise

@@ -1,0 +1,70 @@
+// cuda/cpu_backend.cpp — the CPU backend: the production per-element code (op_math.cuh) compiled
+// for the host and run in a plain loop, so machines without a GPU (CI) still run the production
+// math. Host memory via operator new; the same tagging and counting as the CUDA backend.
+#include <cstring>
+#include <new>
+
+#include <tapewise/backend.hpp>
+
+#include "dispatch.hpp"
+
+namespace tapewise {
+namespace {
+
+struct HostLoop {
+  template <class Fn, class T>
+  Result<void> run(const Fn& fn, std::int64_t n, const T* const* in, T* const* out, const char*) {
+    T x[Fn::nin > 0 ? Fn::nin : 1];
+    T y[Fn::nout];
+    for (std::int64_t i = 0; i < n; ++i) {
+      for (int k = 0; k < Fn::nin; ++k) x[k] = in[k][i];
+      fn(x, y);
+      for (int k = 0; k < Fn::nout; ++k) out[k][i] = y[k];
+    }
+    return {};
+  }
+};
+
+class CpuBackend final : public Backend {
+ public:
+  BackendKind kind() const override { return BackendKind::cpu; }
+  std::string describe() const override { return "CPU (host loop over the production per-element code)"; }
+
+  Result<void> forward(Op op, const Scalars& s, std::span<const Buffer* const> inputs,
+                       Buffer& out) override {
+    HostLoop loop;
+    return detail::run_forward(loop, op, s, inputs, out);
+  }
+  Result<void> vjp_fused(Op op, const Scalars& s, std::span<const Buffer* const> inputs,
+                         const Buffer& g, std::span<Buffer* const> grads) override {
+    HostLoop loop;
+    return detail::run_vjp(loop, op, s, inputs, g, grads);
+  }
+  Result<void> prim(Prim p, double c, std::span<const Buffer* const> inputs, Buffer& out) override {
+    HostLoop loop;
+    return detail::run_prim(loop, p, c, inputs, out);
+  }
+  Result<void> synchronize() override { return {}; }
+
+ protected:
+  Result<void*> raw_allocate(std::size_t bytes) override {
+    void* p = ::operator new(bytes, std::align_val_t{64}, std::nothrow);
+    if (!p) return fail(ErrorCode::OutOfMemory, "host allocation of " + std::to_string(bytes) + " bytes failed");
+    return p;
+  }
+  void raw_release(void* p) override { ::operator delete(p, std::align_val_t{64}); }
+  Result<void> copy_to_device(void* dst, const void* src, std::size_t bytes) override {
+    std::memcpy(dst, src, bytes);
+    return {};
+  }
+  Result<void> copy_to_host(void* dst, const void* src, std::size_t bytes) override {
+    std::memcpy(dst, src, bytes);
+    return {};
+  }
+};
+
+}  // namespace
+
+std::shared_ptr<Backend> make_cpu_backend() { return std::make_shared<CpuBackend>(); }
+
+}  // namespace tapewise

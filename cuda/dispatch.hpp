@@ -1,0 +1,152 @@
+// cuda/dispatch.hpp — turns (op, dtype) chosen at run time into a typed per-element functor and
+// hands it to a backend's runner (a CUDA kernel launch or a host loop). Driven by spec/ops.def,
+// so both backends dispatch every node the same way. Holds no math of its own.
+#pragma once
+
+#include <span>
+#include <string>
+
+#include <tapewise/backend.hpp>
+
+#include "op_math.cuh"
+
+namespace tapewise::detail {
+
+template <Op op>
+inline constexpr int kArity = kOps[static_cast<int>(op)].arity;
+
+template <Op op, class T>
+struct ForwardFn {
+  static constexpr int nin = kArity<op>;
+  static constexpr int nout = 1;
+  math::Params<T> p;
+  TW_HD void operator()(const T* in, T* out) const {
+    if constexpr (nin == 1) {
+      out[0] = math::OpMath<op>::forward(p, in[0]);
+    } else {
+      out[0] = math::OpMath<op>::forward(p, in[0], in[1]);
+    }
+  }
+};
+
+template <Op op, class T>
+struct VjpFn {
+  static constexpr int nin = kArity<op> + 1;  // inputs, then g
+  static constexpr int nout = kArity<op>;
+  math::Params<T> p;
+  TW_HD void operator()(const T* in, T* out) const {
+    if constexpr (nout == 1) {
+      out[0] = math::OpMath<op>::vjp(p, in[0], in[1]);
+    } else {
+      const math::Pair<T> d = math::OpMath<op>::vjp(p, in[0], in[1], in[2]);
+      out[0] = d.a;
+      out[1] = d.b;
+    }
+  }
+};
+
+template <class T>
+struct PrimFn {
+  static constexpr int nin = 2;  // unused inputs point at a valid buffer and are ignored
+  static constexpr int nout = 1;
+  Prim prim;
+  T c;
+  TW_HD void operator()(const T* in, T* out) const { out[0] = math::prim_apply(prim, c, in[0], in[1]); }
+};
+
+template <class T>
+math::Params<T> params_of(const Scalars& s) {
+  return {static_cast<T>(s.s0), static_cast<T>(s.s1)};
+}
+
+// Runner: template <class Fn, class T> Result<void> run(const Fn&, std::int64_t n,
+//                                                        const T* const* in, T* const* out, const char* what)
+template <class T, class Runner>
+Result<void> dispatch_forward(Runner& runner, Op op, const Scalars& s, std::int64_t n,
+                              const T* const* in, T* const* out) {
+  switch (op) {
+#define TAPEWISE_OP(name, ...) \
+  case Op::name:               \
+    return runner.run(ForwardFn<Op::name, T>{params_of<T>(s)}, n, in, out, #name " forward");
+#include "../spec/ops.def"
+#undef TAPEWISE_OP
+  }
+  return fail(ErrorCode::InvalidArgument, "unknown op");
+}
+
+template <class T, class Runner>
+Result<void> dispatch_vjp(Runner& runner, Op op, const Scalars& s, std::int64_t n,
+                          const T* const* in, T* const* out) {
+  switch (op) {
+#define TAPEWISE_OP(name, ...) \
+  case Op::name:               \
+    return runner.run(VjpFn<Op::name, T>{params_of<T>(s)}, n, in, out, #name " fused vjp");
+#include "../spec/ops.def"
+#undef TAPEWISE_OP
+  }
+  return fail(ErrorCode::InvalidArgument, "unknown op");
+}
+
+// Checks what every kernel entry point needs: matching shapes and dtypes, outputs allocated.
+Result<void> check_operands(const char* what, std::span<const Buffer* const> inputs,
+                            std::span<Buffer* const> outputs);
+
+// Calls fn.template operator()<T>() for the buffers' dtype.
+template <class F>
+Result<void> with_dtype(DType d, F&& fn) {
+  if (d == DType::float32) return fn.template operator()<float>();
+  return fn.template operator()<double>();
+}
+
+// Runs forward / fused VJP / prim on any runner, from buffers.
+template <class Runner>
+Result<void> run_forward(Runner& runner, Op op, const Scalars& s,
+                         std::span<const Buffer* const> inputs, Buffer& out) {
+  const OpInfo& info = op_info(op);
+  if (static_cast<int>(inputs.size()) != info.arity)
+    return fail(ErrorCode::InvalidArgument, std::string(info.name) + ": wrong number of inputs");
+  Buffer* outs[1] = {&out};
+  if (auto ok = check_operands(info.name, inputs, outs); !ok) return ok;
+  return with_dtype(out.dtype(), [&]<class T>() -> Result<void> {
+    const T* in[2] = {};
+    for (std::size_t i = 0; i < inputs.size(); ++i) in[i] = static_cast<const T*>(inputs[i]->data());
+    T* o[1] = {static_cast<T*>(out.data())};
+    return dispatch_forward<T>(runner, op, s, out.numel(), in, o);
+  });
+}
+
+template <class Runner>
+Result<void> run_vjp(Runner& runner, Op op, const Scalars& s, std::span<const Buffer* const> inputs,
+                     const Buffer& g, std::span<Buffer* const> grads) {
+  const OpInfo& info = op_info(op);
+  if (static_cast<int>(inputs.size()) != info.arity || static_cast<int>(grads.size()) != info.arity)
+    return fail(ErrorCode::InvalidArgument, std::string(info.name) + ": wrong number of operands");
+  const Buffer* all_in[3] = {};
+  for (std::size_t i = 0; i < inputs.size(); ++i) all_in[i] = inputs[i];
+  all_in[inputs.size()] = &g;
+  if (auto ok = check_operands(info.name, {all_in, inputs.size() + 1}, grads); !ok) return ok;
+  return with_dtype(g.dtype(), [&]<class T>() -> Result<void> {
+    const T* in[3] = {};
+    for (std::size_t i = 0; i < inputs.size() + 1; ++i) in[i] = static_cast<const T*>(all_in[i]->data());
+    T* o[2] = {};
+    for (std::size_t i = 0; i < grads.size(); ++i) o[i] = static_cast<T*>(grads[i]->data());
+    return dispatch_vjp<T>(runner, op, s, g.numel(), in, o);
+  });
+}
+
+template <class Runner>
+Result<void> run_prim(Runner& runner, Prim p, double c, std::span<const Buffer* const> inputs,
+                      Buffer& out) {
+  if (static_cast<int>(inputs.size()) != prim_arity(p))
+    return fail(ErrorCode::InvalidArgument, std::string(prim_name(p)) + ": wrong number of inputs");
+  Buffer* outs[1] = {&out};
+  if (auto ok = check_operands(prim_name(p), inputs, outs); !ok) return ok;
+  return with_dtype(out.dtype(), [&]<class T>() -> Result<void> {
+    const T* in[2] = {static_cast<const T*>(out.data()), static_cast<const T*>(out.data())};
+    for (std::size_t i = 0; i < inputs.size(); ++i) in[i] = static_cast<const T*>(inputs[i]->data());
+    T* o[1] = {static_cast<T*>(out.data())};
+    return runner.run(PrimFn<T>{p, static_cast<T>(c)}, out.numel(), in, o, prim_name(p));
+  });
+}
+
+}  // namespace tapewise::detail

@@ -1,0 +1,113 @@
+// cuda/scalar_math.cuh — the per-element primitives every kernel is built from, compiled for the
+// GPU by nvcc and for the host by g++. Each is one IEEE operation (one rounding) or one call of
+// the libm function ATen uses (expf/logf/sinf/cosf/tanhf on the GPU; glibc's on the host).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define TW_HD __host__ __device__ __forceinline__
+#else
+#define TW_HD inline
+#endif
+
+namespace tapewise::math {
+
+template <class T>
+struct Pair {
+  T a, b;
+};
+
+// The node's scalars, rounded once to the dtype by the launcher.
+template <class T>
+struct Params {
+  T s0, s1;
+};
+
+// libm, float and double overloads: the same entry points ATen's CUDA kernels call.
+TW_HD float lm_exp(float x) { return ::expf(x); }
+TW_HD double lm_exp(double x) { return ::exp(x); }
+TW_HD float lm_log(float x) { return ::logf(x); }
+TW_HD double lm_log(double x) { return ::log(x); }
+TW_HD float lm_sin(float x) { return ::sinf(x); }
+TW_HD double lm_sin(double x) { return ::sin(x); }
+TW_HD float lm_cos(float x) { return ::cosf(x); }
+TW_HD double lm_cos(double x) { return ::cos(x); }
+TW_HD float lm_tanh(float x) { return ::tanhf(x); }
+TW_HD double lm_tanh(double x) { return ::tanh(x); }
+TW_HD float lm_sqrt(float x) { return ::sqrtf(x); }
+TW_HD double lm_sqrt(double x) { return ::sqrt(x); }
+TW_HD float lm_fabs(float x) { return ::fabsf(x); }
+TW_HD double lm_fabs(double x) { return ::fabs(x); }
+
+template <class T>
+TW_HD bool is_nan(T x) {
+  return x != x;
+}
+
+// NaN-ignoring max/min (fmax/fmin). Equal operands (+0 vs -0) return the sign a GPU's max.f32 /
+// min.f32 returns — +0 for max, -0 for min — written out so the host agrees with the device.
+template <class T>
+TW_HD T fmax_(T a, T b) {
+  if (is_nan(a)) return b;
+  if (is_nan(b)) return a;
+  if (a == b) return std::signbit(a) ? b : a;
+  return a > b ? a : b;
+}
+template <class T>
+TW_HD T fmin_(T a, T b) {
+  if (is_nan(a)) return b;
+  if (is_nan(b)) return a;
+  if (a == b) return std::signbit(a) ? a : b;
+  return a < b ? a : b;
+}
+
+// ATen's sign: +1, -1, or 0 for ±0 and NaN.
+template <class T>
+TW_HD T sign(T x) {
+  return x > T(0) ? T(1) : (x < T(0) ? T(-1) : T(0));
+}
+
+// ATen's at::sigmoid: 1 / (1 + exp(-x)), three roundings; saturates to exactly 0 once exp(-x)
+// overflows (x < ~-88.7 in float32).
+template <class T>
+TW_HD T sigmoid(T x) {
+  return T(1) / (T(1) + lm_exp(-x));
+}
+
+// The split-exponential sigmoid (TorchLean's sigmoidSpec): never forms exp of a large positive.
+template <class T>
+TW_HD T sigmoid_split(T x) {
+  if (x > T(0)) return T(1) / (T(1) + lm_exp(-x));
+  const T e = lm_exp(x);
+  return e / (T(1) + e);
+}
+
+// TorchLean's softplusBuf: max(x, 0) + log(1 + exp(-|x|)), log and not log1p, unit beta.
+template <class T>
+TW_HD T softplus(T x) {
+  const T m = fmax_(x, T(0));
+  const T na = lm_fabs(x) * T(-1);
+  const T e = lm_exp(na);
+  const T l = lm_log(T(1) + e);
+  return m + l;
+}
+
+// gelu's constants, each rounded once to the dtype: c, k = sqrt(2/pi), and c3 = R(3 * R(c)).
+template <class T>
+struct GeluConstants {
+  static constexpr T c = static_cast<T>(0.044715);
+  static constexpr T k = static_cast<T>(0.79788456080286535588);
+  static constexpr T c3 = static_cast<T>(3.0 * static_cast<double>(static_cast<T>(0.044715)));
+};
+
+// t = tanh((x + ((x*c)*x)*x) * k), each parenthesis one rounding.
+template <class T>
+TW_HD T gelu_t(T x) {
+  using K = GeluConstants<T>;
+  const T x3c = ((x * K::c) * x) * x;
+  return lm_tanh((x + x3c) * K::k);
+}
+
+}  // namespace tapewise::math

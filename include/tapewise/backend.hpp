@@ -1,0 +1,124 @@
+// tapewise/backend.hpp — device memory and the kernels a tape runs on: a CUDA backend (production)
+// and a CPU backend (the same per-element code compiled for the host). Buffers are move-only
+// RAII handles; every allocation is tagged and counted so that leaks are observable.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "core.hpp"
+#include "op.hpp"
+
+namespace tapewise {
+
+enum class AllocTag : std::uint8_t { value, gradient, workspace };
+inline constexpr int kAllocTagCount = 3;
+const char* alloc_tag_name(AllocTag t);
+
+struct MemoryStats {
+  std::array<std::int64_t, kAllocTagCount> live_count{};
+  std::array<std::int64_t, kAllocTagCount> live_bytes{};
+  std::int64_t count(AllocTag t) const { return live_count[static_cast<int>(t)]; }
+  std::int64_t bytes(AllocTag t) const { return live_bytes[static_cast<int>(t)]; }
+  friend bool operator==(const MemoryStats&, const MemoryStats&) = default;
+};
+
+class Backend;
+
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  Buffer(Buffer&& other) noexcept { *this = std::move(other); }
+  Buffer& operator=(Buffer&& other) noexcept;
+  ~Buffer() { reset(); }
+
+  const Shape& shape() const { return shape_; }
+  DType dtype() const { return dtype_; }
+  std::int64_t numel() const { return numel_; }
+  std::size_t bytes() const { return static_cast<std::size_t>(numel_) * dtype_size(dtype_); }
+  AllocTag tag() const { return tag_; }
+  void* data() { return data_; }
+  const void* data() const { return data_; }
+  const Backend* backend() const { return owner_.get(); }
+  explicit operator bool() const { return owner_ != nullptr; }
+  void reset();  // releases the memory now
+
+ private:
+  friend class Backend;
+  std::shared_ptr<Backend> owner_;
+  void* data_ = nullptr;
+  Shape shape_;
+  DType dtype_ = DType::float32;
+  std::int64_t numel_ = 0;
+  AllocTag tag_ = AllocTag::value;
+};
+
+// The primitive buffer ops the staged VJPs are written in: each is one ATen-equivalent op with one
+// rounding per element in the dtype. `c` is the prim's scalar, rounded once to the dtype.
+enum class Prim : std::uint8_t {
+  // out = f(x)
+  copy, neg, abs, sign, exp, log, sin, cos, tanh, sigmoid, sigmoid_split, reciprocal,
+  // out = f(x, c)
+  mul_scalar, add_scalar, rsub_scalar,
+  // out = f(a, b)
+  add, sub, mul, div, fmax, fmin,
+  // out = c
+  fill,
+};
+int prim_arity(Prim p);  // buffer inputs: 0, 1 or 2
+const char* prim_name(Prim p);
+
+enum class BackendKind { cpu, cuda };
+
+class Backend : public std::enable_shared_from_this<Backend> {
+ public:
+  virtual ~Backend() = default;
+  virtual BackendKind kind() const = 0;
+  virtual std::string describe() const = 0;  // e.g. "CUDA: NVIDIA H200 (sm_90, 132 SMs)"
+
+  // Tagged, counted allocation. Fails with InvalidShape or OutOfMemory; never throws.
+  Result<Buffer> allocate(const Shape& shape, DType dtype, AllocTag tag);
+  Result<Buffer> upload(const HostArray& host, AllocTag tag = AllocTag::value);
+  Result<HostArray> download(const Buffer& buffer);
+
+  // y = op(inputs), one kernel. inputs.size() == arity; out pre-allocated with the same shape.
+  virtual Result<void> forward(Op op, const Scalars& s, std::span<const Buffer* const> inputs,
+                               Buffer& out) = 0;
+  // Fused VJP: one kernel reading inputs and g once, writing each gradient once, no workspace.
+  virtual Result<void> vjp_fused(Op op, const Scalars& s, std::span<const Buffer* const> inputs,
+                                 const Buffer& g, std::span<Buffer* const> grads) = 0;
+  // One primitive buffer op (the vocabulary of the staged VJPs).
+  virtual Result<void> prim(Prim p, double c, std::span<const Buffer* const> inputs,
+                            Buffer& out) = 0;
+  // Waits for all queued work; reports any asynchronous failure.
+  virtual Result<void> synchronize() = 0;
+
+  const MemoryStats& stats() const { return stats_; }
+  // Test hook: the n-th allocation from now (1 = the next one) fails with OutOfMemory.
+  void inject_allocation_failure(std::int64_t nth) { fail_countdown_ = nth; }
+
+ protected:
+  virtual Result<void*> raw_allocate(std::size_t bytes) = 0;
+  virtual void raw_release(void* p) = 0;
+  virtual Result<void> copy_to_device(void* dst, const void* src, std::size_t bytes) = 0;
+  virtual Result<void> copy_to_host(void* dst, const void* src, std::size_t bytes) = 0;
+
+ private:
+  friend class Buffer;
+  void release(Buffer& b);
+  MemoryStats stats_;
+  std::int64_t fail_countdown_ = 0;
+};
+
+std::shared_ptr<Backend> make_cpu_backend();
+// Fails with DeviceUnavailable (naming the CUDA error) where no usable GPU exists.
+Result<std::shared_ptr<Backend>> make_cuda_backend(int device = 0);
+// True when a CUDA device can be opened; `why` receives the reason when it cannot.
+bool cuda_available(std::string* why = nullptr);
+
+}  // namespace tapewise

@@ -1,0 +1,6 @@
+// tapewise/tapewise.hpp — the whole public C++ API in one include.
+#pragma once
+#include "backend.hpp"
+#include "core.hpp"
+#include "op.hpp"
+#include "tape.hpp"

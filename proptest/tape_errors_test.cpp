@@ -1,0 +1,185 @@
+// proptest/tape_errors_test.cpp — bad input never corrupts the tape: invalid ids, mismatched
+// shapes and dtypes, bad seeds, and allocation failure (injected) each return their error, leave
+// the tape exactly as it was, and leak nothing. Runs on every backend present.
+#include "test_support.hpp"
+
+namespace tapewise::testing {
+namespace {
+
+struct Snapshot {
+  std::size_t size;
+  MemoryStats stats;
+  friend bool operator==(const Snapshot&, const Snapshot&) = default;
+};
+Snapshot snapshot(const Tape& t) { return {t.size(), t.backend().stats()}; }
+
+class TapeErrors : public ::testing::TestWithParam<int> {
+ protected:
+  void SetUp() override {
+    auto backends = all_backends();
+    if (static_cast<std::size_t>(GetParam()) >= backends.size()) GTEST_SKIP() << "no CUDA device, GPU test skipped";
+    backend = backends[static_cast<std::size_t>(GetParam())];
+  }
+  std::shared_ptr<Backend> backend;
+};
+
+TEST_P(TapeErrors, InvalidIdsAreRejectedAndTapeUnchanged) {
+  Tape t(backend);
+  const NodeId x = *t.leaf(host<float>({1, 2, 3}));
+  const Snapshot before = snapshot(t);
+  for (NodeId bad : {NodeId(-1), NodeId(1), NodeId(99)}) {
+    auto r = t.sin(bad);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().code, ErrorCode::InvalidNodeId);
+    EXPECT_NE(r.error().message.find("sin"), std::string::npos) << r.error().message;
+    EXPECT_NE(r.error().message.find(std::to_string(bad)), std::string::npos) << r.error().message;
+    auto r2 = t.add(x, bad);
+    ASSERT_FALSE(r2);
+    EXPECT_EQ(r2.error().code, ErrorCode::InvalidNodeId);
+    EXPECT_EQ(snapshot(t), before);
+  }
+  auto v = t.value(5);
+  ASSERT_FALSE(v);
+  EXPECT_EQ(v.error().code, ErrorCode::InvalidNodeId);
+}
+
+TEST_P(TapeErrors, ShapeAndDTypeMismatchesAreRejected) {
+  Tape t(backend);
+  const NodeId a = *t.leaf(host<float>({1, 2, 3}));
+  const NodeId b = *t.leaf(host<float>({1, 2}));
+  const NodeId c = *t.leaf(host<double>({1, 2, 3}));
+  const Snapshot before = snapshot(t);
+  for (Op op : {Op::add, Op::sub, Op::mul, Op::div, Op::max, Op::min}) {
+    const NodeId ab[2] = {a, b};
+    auto r = t.apply(op, ab);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().code, ErrorCode::ShapeMismatch);
+    EXPECT_NE(r.error().message.find("[3]"), std::string::npos) << r.error().message;
+    EXPECT_NE(r.error().message.find("[2]"), std::string::npos) << r.error().message;
+    const NodeId ac[2] = {a, c};
+    auto r2 = t.apply(op, ac);
+    ASSERT_FALSE(r2);
+    EXPECT_EQ(r2.error().code, ErrorCode::DTypeMismatch);
+    EXPECT_NE(r2.error().message.find("float64"), std::string::npos) << r2.error().message;
+    EXPECT_EQ(snapshot(t), before);
+  }
+  const NodeId one[1] = {a};
+  auto arity = t.apply(Op::add, one);
+  ASSERT_FALSE(arity);
+  EXPECT_EQ(arity.error().code, ErrorCode::InvalidArgument);
+  EXPECT_EQ(snapshot(t), before);
+}
+
+TEST_P(TapeErrors, BadSeedsAndOutputIdsAreRejected) {
+  Tape t(backend);
+  const NodeId x = *t.leaf(host<float>({1, 2, 3}));
+  const NodeId y = *t.exp(x);
+  const Snapshot before = snapshot(t);
+  auto wrong_shape = t.backward(y, host<float>({1, 1}));
+  ASSERT_FALSE(wrong_shape);
+  EXPECT_EQ(wrong_shape.error().code, ErrorCode::SeedShapeMismatch);
+  auto wrong_dtype = t.backward(y, host<double>({1, 1, 1}));
+  ASSERT_FALSE(wrong_dtype);
+  EXPECT_EQ(wrong_dtype.error().code, ErrorCode::SeedDTypeMismatch);
+  auto wrong_out = t.backward_dense(7, host<float>({1, 1, 1}));
+  ASSERT_FALSE(wrong_out);
+  EXPECT_EQ(wrong_out.error().code, ErrorCode::InvalidNodeId);
+  EXPECT_EQ(snapshot(t), before);
+  auto other = backend->kind() == BackendKind::cpu ? make_cpu_backend() : backend;
+  if (other != backend) {
+    auto foreign = other->upload(host<float>({1, 1, 1}));
+    auto r = t.leaf(std::move(*foreign));
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().code, ErrorCode::BackendMismatch);
+    EXPECT_EQ(snapshot(t), before);
+  }
+}
+
+TEST_P(TapeErrors, InvalidShapesAndHostSizesAreRejected) {
+  Tape t(backend);
+  HostArray negative;
+  negative.shape = Shape{-2};
+  auto r = t.leaf(negative);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::InvalidShape);
+  HostArray short_data = host<float>({1, 2});
+  short_data.shape = Shape{3};
+  auto r2 = t.leaf(short_data);
+  ASSERT_FALSE(r2);
+  EXPECT_EQ(r2.error().code, ErrorCode::InvalidArgument);
+  EXPECT_EQ(t.size(), 0u);
+  HostArray huge;
+  huge.shape = Shape{std::int64_t(1) << 40, std::int64_t(1) << 40};
+  auto r3 = backend->allocate(huge.shape, DType::float32, AllocTag::value);
+  ASSERT_FALSE(r3);
+  EXPECT_EQ(r3.error().code, ErrorCode::InvalidShape);
+}
+
+// An allocation failing at every possible point of recording and backward: a clean OutOfMemory,
+// the tape unchanged, and nothing leaked — staged VJPs (many workspace buffers) included.
+TEST_P(TapeErrors, InjectedAllocationFailuresLeaveNothingBehind) {
+  for (VjpPath path : {VjpPath::fused, VjpPath::staged}) {
+    for (Op op : {Op::div, Op::safeLog, Op::gelu, Op::max, Op::add}) {
+      Tape t(backend);
+      const NodeId a = *t.leaf(host<float>({0.5f, 2.0f, -3.0f}));
+      const NodeId b = *t.leaf(host<float>({1.5f, -2.0f, 4.0f}));
+      const Snapshot before_record = snapshot(t);
+      backend->inject_allocation_failure(1);
+      const NodeId ab[2] = {a, b};
+      const int arity = op_info(op).arity;
+      auto failed = t.apply(op, {ab, static_cast<std::size_t>(arity)}, {1e-6, 0});
+      ASSERT_FALSE(failed);
+      EXPECT_EQ(failed.error().code, ErrorCode::OutOfMemory);
+      EXPECT_EQ(snapshot(t), before_record);
+      const NodeId y = *t.apply(op, {ab, static_cast<std::size_t>(arity)}, {1e-6, 0});
+      const NodeId z = *t.mul(y, a);
+      const Snapshot before = snapshot(t);
+      int failures = 0;
+      for (int nth = 1;; ++nth) {
+        backend->inject_allocation_failure(nth);
+        auto grads = t.backward(z, host<float>({1, -1, 2}), path);
+        backend->inject_allocation_failure(0);
+        if (grads) break;
+        ++failures;
+        EXPECT_EQ(grads.error().code, ErrorCode::OutOfMemory) << grads.error().str();
+        EXPECT_EQ(snapshot(t), before) << op_name(op) << " failing allocation " << nth;
+      }
+      EXPECT_GE(failures, 3) << op_name(op);
+      EXPECT_EQ(snapshot(t), before);
+    }
+  }
+}
+
+TEST_P(TapeErrors, EverythingIsReleasedWithTheTapeAndGradients) {
+  const MemoryStats empty = backend->stats();
+  {
+    Tape t(backend);
+    const NodeId x = *t.leaf(host<float>({1, 2, 3, 4, 5}));
+    const NodeId y = *t.tanh(*t.sin(x));
+    auto grads = t.backward(y, host<float>({1, 1, 1, 1, 1}), VjpPath::staged);
+    ASSERT_TRUE(grads) << grads.error().str();
+    EXPECT_EQ(backend->stats().count(AllocTag::workspace), empty.count(AllocTag::workspace));
+    EXPECT_EQ(backend->stats().count(AllocTag::value), empty.count(AllocTag::value) + 3);
+    EXPECT_GT(backend->stats().count(AllocTag::gradient), empty.count(AllocTag::gradient));
+  }
+  EXPECT_EQ(backend->stats(), empty);
+}
+
+TEST_P(TapeErrors, EmptyTensorsWork) {
+  Tape t(backend);
+  const NodeId x = *t.leaf(host<float>({}));
+  const NodeId y = *t.gelu(x);
+  const NodeId z = *t.max(y, x);
+  auto v = t.value(z);
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v->numel(), 0);
+  auto grads = t.backward(z, host<float>({}));
+  ASSERT_TRUE(grads) << grads.error().str();
+  EXPECT_TRUE(grads->has(x));
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, TapeErrors, ::testing::Values(0, 1),
+                         [](const auto& info) { return info.param == 0 ? std::string("cpu") : std::string("cuda"); });
+
+}  // namespace
+}  // namespace tapewise::testing

@@ -1,0 +1,111 @@
+// proptest/test_support.hpp — what the tests share: the backends to run on (CPU always, CUDA
+// where a device exists), RapidCheck generators for floats that matter (bit patterns, ±0,
+// subnormals, ±inf, NaN, ties), and small host-array helpers. No tolerances live here.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <rapidcheck.h>
+#include <rapidcheck/gtest.h>
+
+#include <tapewise/tapewise.hpp>
+
+namespace tapewise::testing {
+
+// The CUDA backend, created once per process; nullptr (with the reason) where there is no device.
+inline std::shared_ptr<Backend> cuda_backend_or_null(std::string* why = nullptr) {
+  static std::string reason;
+  static std::shared_ptr<Backend> backend = [] {
+    auto be = make_cuda_backend();
+    if (!be) {
+      reason = be.error().str();
+      return std::shared_ptr<Backend>();
+    }
+    return *be;
+  }();
+  if (why) *why = reason;
+  return backend;
+}
+
+// Skips the current test with a clear message where no CUDA device exists.
+#define TW_REQUIRE_CUDA(var)                                                  \
+  std::string var##_why;                                                      \
+  auto var = ::tapewise::testing::cuda_backend_or_null(&var##_why);           \
+  if (!var) GTEST_SKIP() << "no CUDA device, GPU test skipped: " << var##_why
+
+// Every backend available here, CPU first.
+inline std::vector<std::shared_ptr<Backend>> all_backends() {
+  std::vector<std::shared_ptr<Backend>> v{make_cpu_backend()};
+  if (auto cuda = cuda_backend_or_null()) v.push_back(cuda);
+  return v;
+}
+
+inline const char* backend_name(const Backend& be) { return be.kind() == BackendKind::cpu ? "cpu" : "cuda"; }
+
+template <class T>
+using Bits = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+
+template <class T>
+Bits<T> bits_of(T v) {
+  Bits<T> b;
+  std::memcpy(&b, &v, sizeof b);
+  return b;
+}
+
+template <class T>
+T from_bits(Bits<T> b) {
+  T v;
+  std::memcpy(&v, &b, sizeof v);
+  return v;
+}
+
+// Bitwise equality where any NaN matches any NaN (TorchLean's AgreeUpToNaN).
+template <class T>
+bool same_bits(T a, T b) {
+  return (std::isnan(a) && std::isnan(b)) || bits_of(a) == bits_of(b);
+}
+
+// Values worth testing at any op: signed zeros, subnormals, extremes, infinities, NaN, small ints.
+template <class T>
+std::vector<T> special_values() {
+  using L = std::numeric_limits<T>;
+  return {T(0), -T(0), L::denorm_min(), -L::denorm_min(), L::min(), -L::min(), L::max(), -L::max(),
+          L::infinity(), -L::infinity(), L::quiet_NaN(), T(1), T(-1), T(0.5), T(-0.5), T(2), T(-2),
+          T(3), T(-3), T(20), T(-20), T(100), T(-100), T(1e-30), T(-1e-30)};
+}
+
+// Any bit pattern (NaNs and subnormals included), or a special value, or a moderate number.
+template <class T>
+rc::Gen<T> any_float() {
+  return rc::gen::weightedOneOf<T>({
+      {4, rc::gen::map(rc::gen::resize(100, rc::gen::arbitrary<Bits<T>>()), [](Bits<T> b) { return from_bits<T>(b); })},
+      {2, rc::gen::elementOf(special_values<T>())},
+      {3, rc::gen::map(rc::gen::inRange(-4000, 4000), [](int i) { return static_cast<T>(i) / T(64); })},
+  });
+}
+
+// A finite value with magnitude in [2^lo, 2^hi], sign random unless positive_only.
+template <class T>
+rc::Gen<T> in_domain(int lo, int hi, bool positive_only) {
+  return rc::gen::map(
+      rc::gen::tuple(rc::gen::inRange(lo, hi), rc::gen::resize(100, rc::gen::arbitrary<std::uint32_t>()), rc::gen::arbitrary<bool>()),
+      [=](const std::tuple<int, std::uint32_t, bool>& t) {
+        const T mantissa = T(1) + static_cast<T>(std::get<1>(t)) / T(4294967296.0);
+        const T v = std::ldexp(mantissa, std::get<0>(t));
+        return (positive_only || std::get<2>(t)) ? v : -v;
+      });
+}
+
+template <class T>
+HostArray host(const std::vector<T>& v) {
+  return HostArray::of<T>(Shape{static_cast<std::int64_t>(v.size())}, v);
+}
+
+}  // namespace tapewise::testing
