@@ -9,6 +9,7 @@
 
 #include <tapewise/backend.hpp>
 
+#include "cuda_stream.hpp"
 #include "dispatch.hpp"
 
 namespace tapewise {
@@ -168,6 +169,11 @@ class CudaBackend final : public Backend {
 };
 
 }  // namespace
+
+cudaStream_t detail::cuda_stream_of(const Backend& be) {
+  const auto* cuda = dynamic_cast<const CudaBackend*>(&be);
+  return cuda ? cuda->stream() : nullptr;
+}
 
 bool cuda_available(std::string* why) {
   int count = 0;
