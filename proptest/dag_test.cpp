@@ -103,15 +103,7 @@ void linear_dag_matches_bit_for_bit(std::shared_ptr<Backend> be, bool dense) {
   }
 }
 
-class Dag : public ::testing::TestWithParam<int> {
- protected:
-  void SetUp() override {
-    auto backends = all_backends();
-    if (static_cast<std::size_t>(GetParam()) >= backends.size()) GTEST_SKIP() << "no CUDA device, GPU test skipped";
-    backend = backends[static_cast<std::size_t>(GetParam())];
-  }
-  std::shared_ptr<Backend> backend;
-};
+class Dag : public PerBackend {};
 
 TEST_P(Dag, LinearNodeDagsMatchTheReferenceBitForBit) {
   for (bool dense : {false, true}) {
@@ -196,8 +188,7 @@ TEST_P(Dag, AllNodeDagsAgreeWithTheReferenceStepByStep) {
   EXPECT_TRUE(rc::check("float32, all 23 nodes", [&] { all_node_dag_is_consistent_with_reference(backend); }));
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, Dag, ::testing::Values(0, 1),
-                         [](const auto& info) { return info.param == 0 ? std::string("cpu") : std::string("cuda"); });
+TW_INSTANTIATE_PER_BACKEND(Dag);
 
 }  // namespace
 }  // namespace tapewise::testing

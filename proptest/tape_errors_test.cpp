@@ -13,15 +13,7 @@ struct Snapshot {
 };
 Snapshot snapshot(const Tape& t) { return {t.size(), t.backend().stats()}; }
 
-class TapeErrors : public ::testing::TestWithParam<int> {
- protected:
-  void SetUp() override {
-    auto backends = all_backends();
-    if (static_cast<std::size_t>(GetParam()) >= backends.size()) GTEST_SKIP() << "no CUDA device, GPU test skipped";
-    backend = backends[static_cast<std::size_t>(GetParam())];
-  }
-  std::shared_ptr<Backend> backend;
-};
+class TapeErrors : public PerBackend {};
 
 TEST_P(TapeErrors, InvalidIdsAreRejectedAndTapeUnchanged) {
   Tape t(backend);
@@ -178,8 +170,7 @@ TEST_P(TapeErrors, EmptyTensorsWork) {
   EXPECT_TRUE(grads->has(x));
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, TapeErrors, ::testing::Values(0, 1),
-                         [](const auto& info) { return info.param == 0 ? std::string("cpu") : std::string("cuda"); });
+TW_INSTANTIATE_PER_BACKEND(TapeErrors);
 
 }  // namespace
 }  // namespace tapewise::testing

@@ -14,15 +14,7 @@ std::vector<T> grad_of(const Gradients& g, NodeId id) {
   return h ? h->to_vector<T>() : std::vector<T>{};
 }
 
-class TapeSemantics : public ::testing::TestWithParam<int> {
- protected:
-  void SetUp() override {
-    auto backends = all_backends();
-    if (static_cast<std::size_t>(GetParam()) >= backends.size()) GTEST_SKIP() << "no CUDA device, GPU test skipped";
-    backend = backends[static_cast<std::size_t>(GetParam())];
-  }
-  std::shared_ptr<Backend> backend;
-};
+class TapeSemantics : public PerBackend {};
 
 TEST_P(TapeSemantics, RepeatedParents) {
   const float odd_subnormal = 0x1p-149f * 3;  // g * 0.5 + g * 0.5 != g here: exposes the rule
@@ -149,8 +141,7 @@ TEST_P(TapeSemantics, RandomCommandSequencesSucceedOrChangeNothing) {
   }));
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, TapeSemantics, ::testing::Values(0, 1),
-                         [](const auto& info) { return info.param == 0 ? std::string("cpu") : std::string("cuda"); });
+TW_INSTANTIATE_PER_BACKEND(TapeSemantics);
 
 // Arithmetic-only nodes (no libm call) must give the same bits on the GPU as on the host.
 TEST(CrossBackend, ArithmeticNodesAreBitIdenticalOnCpuAndCuda) {

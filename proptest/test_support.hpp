@@ -47,6 +47,21 @@ inline std::vector<std::shared_ptr<Backend>> all_backends() {
   return v;
 }
 
+// A test run once per backend: parameter 0 is the CPU, 1 is CUDA (skipped where absent).
+class PerBackend : public ::testing::TestWithParam<int> {
+ protected:
+  void SetUp() override {
+    auto backends = all_backends();
+    if (static_cast<std::size_t>(GetParam()) >= backends.size()) GTEST_SKIP() << "no CUDA device, GPU test skipped";
+    backend = backends[static_cast<std::size_t>(GetParam())];
+  }
+  std::shared_ptr<Backend> backend;
+};
+
+#define TW_INSTANTIATE_PER_BACKEND(Suite)                               \
+  INSTANTIATE_TEST_SUITE_P(Backends, Suite, ::testing::Values(0, 1),    \
+                           [](const auto& info) { return std::string(info.param == 0 ? "cpu" : "cuda"); })
+
 inline const char* backend_name(const Backend& be) { return be.kind() == BackendKind::cpu ? "cpu" : "cuda"; }
 
 template <class T>
