@@ -1,0 +1,270 @@
+// reference/tools/measure_bounds.cpp — measures each op's error on a production backend against the
+// reference, to set spec/bounds.def: random inputs in each op's domain (spec/ops.def) plus kinks and
+// ties; prints the max ULP error, the max absolute error / (eps w), and what the current bounds
+// leave over. A one-off tool, not a test (no pass/fail logic beyond the exit code).
+//
+// Build (not in the CMake glob; after `ninja -C build-ref tapewise tapewise_reference`):
+//   reference/tools/build.sh build-ref
+// Run:  build-ref/bin/measure_bounds [--backend cpu|cuda] [--samples N] [--threads T] [--seed S]
+//                                    [--op NAME] [--dtype float32|float64]
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <tapewise/tapewise.hpp>
+
+#include "bounds.hpp"
+#include "measure.hpp"
+#include "reference.hpp"
+
+using namespace tapewise;
+using namespace tapewise::reference;
+
+namespace {
+
+struct Options {
+  std::string backend = "cpu";
+  std::int64_t samples = 20000;  // per op, dtype
+  int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::uint64_t seed = 1;
+  std::string op, dtype;
+};
+
+// One batch: inputs (a, b), cotangent g and the scalars, all dtype values widened to double.
+struct Batch {
+  Scalars s;
+  std::vector<double> a, b, g;
+};
+
+// Where a maximum was reached: inputs a, b (0 when unary), cotangent g, first scalar.
+struct Where {
+  double a = 0, b = 0, g = 0, s0 = 0;
+};
+
+constexpr std::array<double, 5> kUlpCandidates{1, 2, 4, 8, 16};
+
+// What one direction (forward, or VJP over both gradients) left over.
+struct Stats {
+  std::int64_t count = 0, violations = 0;
+  double max_ulp = 0, max_eps = 0, need_abs = 0, need_ulp = 0, max_ratio = 0;
+  std::array<double, 5> need_abs_at{};  // the abs term needed with ulp = kUlpCandidates[i]
+  Where at_max_ulp, at_need_abs;
+  void add(const ErrorCheck& c, Bound bound, const Where& where) {
+    ++count;
+    if (!c.within) ++violations;
+    max_eps = std::max(max_eps, c.error_eps);
+    max_ratio = std::max(max_ratio, c.ratio);
+    // The abs term this sample needs on top of the ulp bound.
+    const double need = c.error_ulps > bound.ulp && c.ratio > 0 ? c.error_eps * (1 - bound.ulp / c.error_ulps) : 0;
+    if (need > need_abs) need_abs = need, at_need_abs = where;
+    // The ulp term this sample needs on top of the abs bound.
+    if (c.error_eps > bound.abs && c.ratio > 0)
+      need_ulp = std::max(need_ulp, c.error_ulps * (1 - bound.abs / c.error_eps));
+    if (c.error_ulps > max_ulp) max_ulp = c.error_ulps, at_max_ulp = where;
+    for (std::size_t i = 0; i < kUlpCandidates.size(); ++i)
+      if (c.error_ulps > kUlpCandidates[i] && c.ratio > 0)
+        need_abs_at[i] = std::max(need_abs_at[i], c.error_eps * (1 - kUlpCandidates[i] / c.error_ulps));
+  }
+  void merge(const Stats& o) {
+    count += o.count, violations += o.violations;
+    max_eps = std::max(max_eps, o.max_eps), max_ratio = std::max(max_ratio, o.max_ratio);
+    need_ulp = std::max(need_ulp, o.need_ulp);
+    if (o.need_abs > need_abs) need_abs = o.need_abs, at_need_abs = o.at_need_abs;
+    if (o.max_ulp > max_ulp) max_ulp = o.max_ulp, at_max_ulp = o.at_max_ulp;
+    for (std::size_t i = 0; i < kUlpCandidates.size(); ++i) need_abs_at[i] = std::max(need_abs_at[i], o.need_abs_at[i]);
+  }
+};
+
+class Sampler {
+ public:
+  Sampler(const OpInfo& info, DType d, std::uint64_t seed) : info_(info), d_(d), rng_(seed) {}
+
+  // A dtype value with magnitude in [2^lo, 2^hi] (log-uniform), both signs unless positive_only.
+  double in_domain() { return signed_value(info_.domain_log2_lo, info_.domain_log2_hi, info_.positive_only); }
+  double signed_value(double lo, double hi, bool positive_only) {
+    const double v = std::exp2(std::uniform_real_distribution<double>(lo, hi)(rng_));
+    return round_to(d_, positive_only || coin(0.5) ? v : -v);
+  }
+  bool coin(double p) { return std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
+
+  Scalars scalars() {
+    switch (info_.op) {
+      case Op::scale: return {signed_value(-8, 8, false), 0};
+      case Op::clamp: {
+        double lo = in_domain(), hi = in_domain();
+        if (lo > hi && !coin(0.1)) std::swap(lo, hi);  // lo > hi now and then: output hi, grad 0
+        return {lo, hi};
+      }
+      case Op::safeLog: {
+        static const double fixed[] = {1e-12, 1e-6, 1e-3, 0.5};
+        return {coin(0.5) ? fixed[std::uniform_int_distribution<int>(0, 3)(rng_)] : signed_value(-40, 0, true), 0};
+      }
+      default: return {};
+    }
+  }
+
+  Batch batch(std::int64_t n) {
+    Batch bt{scalars(), {}, {}, {}};
+    for (std::int64_t i = 0; i < n; ++i) {
+      double a = in_domain(), b = in_domain();
+      if ((info_.op == Op::max || info_.op == Op::min) && coin(0.1)) b = a;  // ties
+      if (info_.op == Op::clamp && coin(0.05)) a = round_to(d_, coin(0.5) ? bt.s.s0 : bt.s.s1);
+      if ((info_.op == Op::relu || info_.op == Op::abs || info_.op == Op::sqrt) && coin(0.02))
+        a = coin(0.5) ? 0.0 : -0.0;  // the kink
+      bt.a.push_back(a), bt.b.push_back(b), bt.g.push_back(in_domain());
+    }
+    return bt;
+  }
+
+ private:
+  const OpInfo& info_;
+  DType d_;
+  std::mt19937_64 rng_;
+};
+
+HostArray host(const std::vector<double>& v, DType d) {
+  const Shape shape{static_cast<std::int64_t>(v.size())};
+  if (d == DType::float64) return HostArray::of<double>(shape, v);
+  std::vector<float> f(v.begin(), v.end());
+  return HostArray::of<float>(shape, f);
+}
+
+std::vector<double> widen(const HostArray& h) {
+  std::vector<double> v(static_cast<std::size_t>(h.numel()));
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = h.as_double(static_cast<std::int64_t>(i));
+  return v;
+}
+
+template <class T>
+T must(Result<T> r, const char* what) {
+  if (!r) {
+    std::fprintf(stderr, "%s: %s\n", what, r.error().str().c_str());
+    std::exit(2);
+  }
+  return std::move(*r);
+}
+void must(Result<void> r, const char* what) {
+  if (!r) {
+    std::fprintf(stderr, "%s: %s\n", what, r.error().str().c_str());
+    std::exit(2);
+  }
+}
+
+// Runs forward and fused VJP of one batch on the backend; returns y, da, db (db empty if unary).
+std::array<std::vector<double>, 3> produce(Backend& be, const OpInfo& info, DType d, const Batch& bt) {
+  const Shape shape{static_cast<std::int64_t>(bt.a.size())};
+  Buffer a = must(be.upload(host(bt.a, d)), "upload a");
+  Buffer b = must(be.upload(host(bt.b, d)), "upload b");
+  Buffer g = must(be.upload(host(bt.g, d)), "upload g");
+  Buffer y = must(be.allocate(shape, d, AllocTag::value), "allocate y");
+  Buffer da = must(be.allocate(shape, d, AllocTag::gradient), "allocate da");
+  Buffer db = must(be.allocate(shape, d, AllocTag::gradient), "allocate db");
+  const Buffer* inputs[2] = {&a, &b};
+  Buffer* grads[2] = {&da, &db};
+  const auto n_in = static_cast<std::size_t>(info.arity);
+  must(be.forward(info.op, bt.s, std::span<const Buffer* const>(inputs, n_in), y), "forward");
+  must(be.vjp_fused(info.op, bt.s, std::span<const Buffer* const>(inputs, n_in), g,
+                    std::span<Buffer* const>(grads, n_in)),
+       "vjp_fused");
+  must(be.synchronize(), "synchronize");
+  return {widen(must(be.download(y), "download")), widen(must(be.download(da), "download")),
+          info.arity == 2 ? widen(must(be.download(db), "download")) : std::vector<double>()};
+}
+
+// Checks elements [begin, end) of a batch against the reference.
+void check_range(const OpInfo& info, DType d, const Batch& bt, const std::array<std::vector<double>, 3>& out,
+                 std::size_t begin, std::size_t end, Stats& fwd, Stats& vjp_stats) {
+  ensure_precision();
+  const Bound fb = forward_bound(info.op, d), vb = vjp_bound(info.op, d);
+  const auto n_in = static_cast<std::size_t>(info.arity);
+  for (std::size_t i = begin; i < end; ++i) {
+    const Real in[2] = {real(bt.a[i]), real(bt.b[i])};
+    const Real g = real(bt.g[i]);
+    const std::span<const Real> args(in, n_in);
+    const Where where{bt.a[i], n_in == 2 ? bt.b[i] : 0.0, bt.g[i], bt.s.s0};
+    fwd.add(check(forward(info.op, d, bt.s, args), out[0][i], d, fb,
+                  abs_weight(info.op, d, bt.s, args, g, false)),
+            fb, where);
+    const auto exact = vjp(info.op, d, bt.s, args, g);
+    const double w = abs_weight(info.op, d, bt.s, args, g, true);
+    for (std::size_t k = 0; k < n_in; ++k) vjp_stats.add(check(exact[k], out[1 + k][i], d, vb, w), vb, where);
+  }
+}
+
+void report(const char* op, DType d, const char* dir, const Stats& s, Bound b) {
+  auto at = [](const Where& w) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "(a=%.17g b=%.17g g=%.17g s0=%.17g)", w.a, w.b, w.g, w.s0);
+    return std::string(buf);
+  };
+  std::printf("%-9s %-8s %-3s n=%-8lld max_ulp=%-9.4g max_abs/eps.w=%-9.4g need_abs@%gulp=%-8.4g need_ulp@%gabs=%-8.4g ratio=%-7.4g "
+              "bound={%g,%g} violations=%lld | need_abs@1,2,4,8,16ulp=%.3g,%.3g,%.3g,%.3g,%.3g | max_ulp at %s | "
+              "need_abs at %s\n",
+              op, dtype_name(d), dir, static_cast<long long>(s.count), s.max_ulp, s.max_eps, b.ulp, s.need_abs, b.abs, s.need_ulp,
+              s.max_ratio, b.ulp, b.abs, static_cast<long long>(s.violations), s.need_abs_at[0], s.need_abs_at[1], s.need_abs_at[2],
+              s.need_abs_at[3], s.need_abs_at[4], at(s.at_max_ulp).c_str(),
+              at(s.at_need_abs).c_str());
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string k = argv[i], v = argv[i + 1];
+    if (k == "--backend") o.backend = v;
+    else if (k == "--samples") o.samples = std::stoll(v);
+    else if (k == "--threads") o.threads = std::stoi(v);
+    else if (k == "--seed") o.seed = std::stoull(v);
+    else if (k == "--op") o.op = v;
+    else if (k == "--dtype") o.dtype = v;
+    else {
+      std::fprintf(stderr, "unknown option %s\n", k.c_str());
+      std::exit(2);
+    }
+  }
+  return o;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options opt = parse(argc, argv);
+  ensure_precision();  // once on the main thread before any worker starts
+  std::shared_ptr<Backend> be = opt.backend == "cuda" ? must(make_cuda_backend(), "cuda backend") : make_cpu_backend();
+  std::printf("# backend: %s; samples per op and dtype: %lld; seed %llu\n", be->describe().c_str(),
+              static_cast<long long>(opt.samples), static_cast<unsigned long long>(opt.seed));
+  std::int64_t violations = 0;
+  for (const OpInfo& info : kOps) {
+    if (!opt.op.empty() && opt.op != info.name) continue;
+    for (DType d : {DType::float32, DType::float64}) {
+      if (!opt.dtype.empty() && opt.dtype != dtype_name(d)) continue;
+      Sampler sampler(info, d, opt.seed * 1000003u + static_cast<unsigned>(info.op) * 2 + (d == DType::float64));
+      Stats fwd, vjp_stats;
+      constexpr int kBatches = 16;  // distinct scalars per op
+      for (int bi = 0; bi < kBatches; ++bi) {
+        const Batch bt = sampler.batch(std::max<std::int64_t>(1, opt.samples / kBatches));
+        const auto out = produce(*be, info, d, bt);
+        std::vector<Stats> f(static_cast<std::size_t>(opt.threads)), v(f.size());
+        std::vector<std::thread> pool;
+        const std::size_t n = bt.a.size(), chunk = (n + f.size() - 1) / f.size();
+        for (std::size_t t = 0; t < f.size(); ++t)
+          pool.emplace_back(check_range, std::cref(info), d, std::cref(bt), std::cref(out), std::min(n, t * chunk),
+                            std::min(n, (t + 1) * chunk), std::ref(f[t]), std::ref(v[t]));
+        for (std::size_t t = 0; t < pool.size(); ++t) pool[t].join(), fwd.merge(f[t]), vjp_stats.merge(v[t]);
+      }
+      report(info.name, d, "fwd", fwd, forward_bound(info.op, d));
+      report(info.name, d, "vjp", vjp_stats, vjp_bound(info.op, d));
+      std::fflush(stdout);
+      violations += fwd.violations + vjp_stats.violations;
+    }
+  }
+  std::printf("# total violations of spec/bounds.def: %lld\n", static_cast<long long>(violations));
+  return violations == 0 ? 0 : 1;
+}
