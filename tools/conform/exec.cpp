@@ -1,0 +1,173 @@
+// tools/conform/exec.cpp — one node on a backend, through the public API only (Backend::forward,
+// Backend::vjp_fused, tapewise::staged_vjp, Tape). The runner never reaches into cuda/.
+#include "exec.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+// Declares `var` from a Result, or returns its error.
+#define TW_TRY(var, expr)                                         \
+  auto var##_result = (expr);                                     \
+  if (!var##_result) return tl::unexpected(var##_result.error()); \
+  auto var = std::move(*var##_result)
+
+namespace tapewise::conform {
+
+namespace {
+
+HostArray scalar_array(DType dtype, double v) {
+  if (dtype == DType::float32) {
+    const float f = static_cast<float>(v);
+    return HostArray::of<float>(Shape{1}, std::span<const float>(&f, 1));
+  }
+  return HostArray::of<double>(Shape{1}, std::span<const double>(&v, 1));
+}
+
+}  // namespace
+
+Result<NodeOutputs> run_node(Backend& backend, Op op, const Scalars& s,
+                             std::span<const HostArray> inputs, const HostArray* g, VjpPath path,
+                             WorkspaceLeaks* leaks) {
+  const OpInfo& info = op_info(op);
+  if (static_cast<int>(inputs.size()) != info.arity)
+    return fail(ErrorCode::InvalidArgument, std::string(info.name) + " takes " + std::to_string(info.arity) + " input(s)");
+  std::vector<Buffer> in;
+  for (const HostArray& h : inputs) {
+    TW_TRY(buffer, backend.upload(h));
+    in.push_back(std::move(buffer));
+  }
+  const Buffer* in_ptrs[2] = {&in[0], &in[in.size() - 1]};
+  const std::span<const Buffer* const> in_span(in_ptrs, in.size());
+
+  NodeOutputs out;
+  TW_TRY(y, backend.allocate(in[0].shape(), in[0].dtype(), AllocTag::value));
+  if (auto ok = backend.forward(op, s, in_span, y); !ok) return tl::unexpected(ok.error());
+  TW_TRY(y_host, backend.download(y));
+  out.y = std::move(y_host);
+  if (!g) return out;
+
+  TW_TRY(g_buffer, backend.upload(*g));
+  std::vector<Buffer> grads;
+  for (int i = 0; i < info.arity; ++i) {
+    TW_TRY(grad, backend.allocate(in[0].shape(), in[0].dtype(), AllocTag::gradient));
+    grads.push_back(std::move(grad));
+  }
+  Buffer* grad_ptrs[2] = {&grads[0], &grads[grads.size() - 1]};
+  const std::span<Buffer* const> grad_span(grad_ptrs, grads.size());
+  if (path == VjpPath::fused) {
+    if (auto ok = backend.vjp_fused(op, s, in_span, g_buffer, grad_span); !ok) return tl::unexpected(ok.error());
+  } else {
+    const MemoryStats before = backend.stats();
+    if (auto ok = staged_vjp(backend, op, s, in_span, g_buffer, grad_span); !ok) return tl::unexpected(ok.error());
+    const MemoryStats after = backend.stats();
+    if (leaks) {
+      ++leaks->staged_calls;
+      if (after.count(AllocTag::workspace) != before.count(AllocTag::workspace) ||
+          after.bytes(AllocTag::workspace) != before.bytes(AllocTag::workspace))
+        ++leaks->leaking_calls;
+    }
+  }
+  for (const Buffer& grad : grads) {
+    TW_TRY(grad_host, backend.download(grad));
+    out.grads.push_back(std::move(grad_host));
+  }
+  return out;
+}
+
+Result<NodeOutputs> run_on_tape(const std::shared_ptr<Backend>& backend, Op op, const Scalars& s,
+                                std::span<const HostArray> leaf_values, bool same, const HostArray& g,
+                                VjpPath path) {
+  Tape tape(backend);
+  std::vector<NodeId> leaves;
+  for (const HostArray& v : leaf_values) {
+    TW_TRY(id, tape.leaf(v));
+    leaves.push_back(id);
+  }
+  std::vector<NodeId> parents = leaves;
+  if (same && !leaves.empty()) parents.push_back(leaves[0]);
+  TW_TRY(node, tape.apply(op, parents, s));
+  TW_TRY(grads, tape.backward(node, g, path));
+  NodeOutputs out;
+  TW_TRY(y, tape.value(node));
+  out.y = std::move(y);
+  for (NodeId leaf : leaves) {
+    if (!grads.has(leaf))
+      return fail(ErrorCode::InvalidArgument, std::string(op_name(op)) + ": backward gave input " +
+                                                  std::to_string(leaf) + " no gradient");
+    TW_TRY(grad, grads.host(leaf));
+    out.grads.push_back(std::move(grad));
+  }
+  return out;
+}
+
+Result<NodeOutputs> run_special_point(const std::shared_ptr<Backend>& backend, const SpecialPoint& point,
+                                      VjpPath path) {
+  std::vector<HostArray> leaves;
+  for (double v : point.inputs) leaves.push_back(scalar_array(point.dtype, v));
+  return run_on_tape(backend, point.op, point.scalars, leaves, point.same, scalar_array(point.dtype, point.g), path);
+}
+
+Result<ChosenBackend> choose_backend(BackendChoice choice) {
+  ChosenBackend chosen;
+  if (choice == BackendChoice::cpu) {
+    chosen.backend = make_cpu_backend();
+    chosen.name = "cpu";
+    chosen.why = "chosen with --backend cpu";
+    return chosen;
+  }
+  auto cuda = make_cuda_backend();
+  if (cuda) {
+    chosen.backend = *cuda;
+    chosen.name = "cuda";
+    chosen.why = choice == BackendChoice::cuda ? "chosen with --backend cuda" : "a CUDA device is present";
+    return chosen;
+  }
+  if (choice == BackendChoice::cuda) return tl::unexpected(cuda.error());
+  chosen.backend = make_cpu_backend();
+  chosen.name = "cpu";
+  chosen.why = "no CUDA device: " + cuda.error().str();
+  return chosen;
+}
+
+Result<Timing> time_node(Backend& backend, Op op, const Scalars& s, std::span<const HostArray> inputs,
+                         const HostArray& g) {
+  using Clock = std::chrono::steady_clock;
+  std::vector<Buffer> in;
+  for (const HostArray& h : inputs) {
+    TW_TRY(buffer, backend.upload(h));
+    in.push_back(std::move(buffer));
+  }
+  const Buffer* in_ptrs[2] = {&in[0], &in[in.size() - 1]};
+  const std::span<const Buffer* const> in_span(in_ptrs, in.size());
+  TW_TRY(g_buffer, backend.upload(g));
+  TW_TRY(y, backend.allocate(g_buffer.shape(), g_buffer.dtype(), AllocTag::value));
+  std::vector<Buffer> grads;
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    TW_TRY(grad, backend.allocate(g_buffer.shape(), g_buffer.dtype(), AllocTag::gradient));
+    grads.push_back(std::move(grad));
+  }
+  Buffer* grad_ptrs[2] = {&grads[0], &grads[grads.size() - 1]};
+  const std::span<Buffer* const> grad_span(grad_ptrs, grads.size());
+
+  // Best of a few repetitions after one warm-up call: the figure is the path's speed, not noise.
+  auto best_seconds = [&](auto&& call) -> Result<double> {
+    double best = 1e300;
+    for (int rep = 0; rep < 4; ++rep) {
+      const auto start = Clock::now();
+      if (auto ok = call(); !ok) return tl::unexpected(ok.error());
+      if (auto ok = backend.synchronize(); !ok) return tl::unexpected(ok.error());
+      const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+      if (rep > 0) best = std::min(best, seconds);
+    }
+    return best;
+  };
+  Timing t;
+  t.elements = g.numel();
+  TW_TRY(forward_s, best_seconds([&] { return backend.forward(op, s, in_span, y); }));
+  TW_TRY(vjp_s, best_seconds([&] { return backend.vjp_fused(op, s, in_span, g_buffer, grad_span); }));
+  t.forward_s = forward_s;
+  t.vjp_s = vjp_s;
+  return t;
+}
+
+}  // namespace tapewise::conform

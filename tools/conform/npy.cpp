@@ -1,0 +1,264 @@
+// tools/conform/npy.cpp — the .npy reader and writer (format spec: numpy.lib.format). The header is a
+// Python dict literal; we parse exactly the three keys numpy writes and reject everything else.
+#include "npy.hpp"
+
+#include <bit>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <optional>
+#include <string_view>
+
+namespace tapewise::conform {
+
+static_assert(std::endian::native == std::endian::little,
+              "tapewise's host arrays are little-endian, as '<f4'/'<f8' files are");
+
+namespace {
+
+constexpr char kMagic[] = "\x93NUMPY";
+constexpr std::size_t kMagicSize = 6;
+
+tl::unexpected<Error> bad(const std::string& what, const std::string& why) {
+  return fail(ErrorCode::InvalidArgument, what + ": " + why);
+}
+
+// A cursor over the header text with the few token kinds a .npy header dict uses.
+class HeaderParser {
+ public:
+  explicit HeaderParser(std::string_view text) : text_(text) {}
+
+  void skip_space() {
+    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\t')) ++pos_;
+  }
+  bool eat(char c) {
+    skip_space();
+    if (pos_ < text_.size() && text_[pos_] == c) {
+      ++pos_;
+      return true;
+    }
+    return false;
+  }
+  bool at_end() const { return pos_ == text_.size(); }
+  std::optional<std::string> string_literal() {
+    skip_space();
+    if (pos_ >= text_.size() || (text_[pos_] != '\'' && text_[pos_] != '"')) return std::nullopt;
+    const char quote = text_[pos_++];
+    const std::size_t end = text_.find(quote, pos_);
+    if (end == std::string_view::npos) return std::nullopt;
+    std::string s(text_.substr(pos_, end - pos_));
+    pos_ = end + 1;
+    return s;
+  }
+  std::optional<bool> boolean() {
+    skip_space();
+    for (const auto& [word, value] : {std::pair{"True", true}, std::pair{"False", false}}) {
+      const std::string_view w(word);
+      if (text_.substr(pos_, w.size()) == w) {
+        pos_ += w.size();
+        return value;
+      }
+    }
+    return std::nullopt;
+  }
+  // A tuple of non-negative integers: (), (n,), (n, m), ... ; a trailing comma is allowed.
+  std::optional<std::vector<std::int64_t>> int_tuple(std::string& why) {
+    if (!eat('(')) {
+      why = "shape is not a tuple";
+      return std::nullopt;
+    }
+    std::vector<std::int64_t> dims;
+    while (!eat(')')) {
+      skip_space();
+      if (pos_ < text_.size() && text_[pos_] == '-') {
+        why = "shape has a negative dimension";
+        return std::nullopt;
+      }
+      std::int64_t value = 0;
+      std::size_t digits = 0;
+      while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') {
+        const int d = text_[pos_++] - '0';
+        if (value > (std::numeric_limits<std::int64_t>::max() - d) / 10) {
+          why = "shape dimension overflows int64";
+          return std::nullopt;
+        }
+        value = value * 10 + d;
+        ++digits;
+      }
+      if (digits == 0) {
+        why = "shape is not a tuple of integers";
+        return std::nullopt;
+      }
+      dims.push_back(value);
+      if (!eat(',')) {
+        if (!eat(')')) {
+          why = "shape tuple is malformed";
+          return std::nullopt;
+        }
+        break;
+      }
+    }
+    return dims;
+  }
+
+ private:
+  std::string_view text_;
+  std::size_t pos_ = 0;
+};
+
+struct Header {
+  DType dtype = DType::float32;
+  Shape shape;
+};
+
+Result<Header> parse_header(std::string_view text, const std::string& what) {
+  if (text.empty() || text.back() != '\n') return bad(what, "header does not end with a newline");
+  text.remove_suffix(1);
+  HeaderParser p(text);
+  if (!p.eat('{')) return bad(what, "header is not a Python dict literal");
+  std::optional<std::string> descr;
+  std::optional<bool> fortran_order;
+  std::optional<std::vector<std::int64_t>> shape;
+  while (!p.eat('}')) {
+    const auto key = p.string_literal();
+    if (!key) return bad(what, "header dict has a malformed key");
+    if (!p.eat(':')) return bad(what, "header dict has no ':' after '" + *key + "'");
+    std::string why;
+    if (*key == "descr") {
+      if (descr) return bad(what, "header repeats 'descr'");
+      descr = p.string_literal();
+      if (!descr) return bad(what, "'descr' is not a string (structured dtypes are not supported)");
+    } else if (*key == "fortran_order") {
+      if (fortran_order) return bad(what, "header repeats 'fortran_order'");
+      fortran_order = p.boolean();
+      if (!fortran_order) return bad(what, "'fortran_order' is not True or False");
+    } else if (*key == "shape") {
+      if (shape) return bad(what, "header repeats 'shape'");
+      shape = p.int_tuple(why);
+      if (!shape) return bad(what, why);
+    } else {
+      return bad(what, "header has an unknown key '" + *key + "'");
+    }
+    if (!p.eat(',')) {
+      if (!p.eat('}')) return bad(what, "header dict is malformed after '" + *key + "'");
+      break;
+    }
+  }
+  p.skip_space();
+  if (!p.at_end()) return bad(what, "header has text after the dict");
+  if (!descr || !fortran_order || !shape)
+    return bad(what, "header lacks one of 'descr', 'fortran_order', 'shape'");
+
+  Header h;
+  if (*descr == "<f4") {
+    h.dtype = DType::float32;
+  } else if (*descr == "<f8") {
+    h.dtype = DType::float64;
+  } else if (*descr == ">f4" || *descr == ">f8") {
+    return bad(what, "dtype '" + *descr + "' is big-endian; tapewise reads '<f4' or '<f8'");
+  } else {
+    return bad(what, "dtype '" + *descr + "' is not supported; tapewise reads '<f4' (float32) or '<f8' (float64)");
+  }
+  if (*fortran_order)
+    return bad(what, "array is in Fortran order; write it C-contiguous (numpy.ascontiguousarray)");
+  h.shape = Shape(*shape);
+  if (!h.shape.valid()) return bad(what, "shape " + h.shape.str() + " has too many elements");
+  return h;
+}
+
+std::uint32_t read_le(const std::byte* p, int bytes) {
+  std::uint32_t v = 0;
+  for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | static_cast<std::uint8_t>(p[i]);
+  return v;
+}
+
+// Python's spelling of a shape: (), (3,), (2, 3).
+std::string shape_tuple(const Shape& s) {
+  std::string t = "(";
+  for (std::size_t i = 0; i < s.dims.size(); ++i) t += (i ? ", " : "") + std::to_string(s.dims[i]);
+  if (s.dims.size() == 1) t += ",";
+  return t + ")";
+}
+
+}  // namespace
+
+Result<HostArray> parse_npy(std::span<const std::byte> file, const std::string& what) {
+  if (file.size() < kMagicSize || std::memcmp(file.data(), kMagic, kMagicSize) != 0)
+    return bad(what, "not a .npy file (bad magic; expected \\x93NUMPY)");
+  if (file.size() < kMagicSize + 2) return bad(what, "truncated before the version bytes");
+  const int major = static_cast<int>(file[6]), minor = static_cast<int>(file[7]);
+  if ((major != 1 && major != 2) || minor != 0)
+    return bad(what, "unsupported .npy version " + std::to_string(major) + "." + std::to_string(minor) +
+                         " (tapewise reads 1.0 and 2.0)");
+  const int length_bytes = major == 1 ? 2 : 4;
+  const std::size_t prefix = kMagicSize + 2 + static_cast<std::size_t>(length_bytes);
+  if (file.size() < prefix) return bad(what, "truncated in the header length");
+  const std::size_t header_size = read_le(file.data() + kMagicSize + 2, length_bytes);
+  if (file.size() - prefix < header_size) return bad(what, "truncated in the header");
+  const std::string_view header_text(reinterpret_cast<const char*>(file.data() + prefix), header_size);
+  for (char c : header_text)
+    if (static_cast<unsigned char>(c) >= 0x80) return bad(what, "header is not ASCII");
+  auto header = parse_header(header_text, what);
+  if (!header) return tl::unexpected(header.error());
+
+  HostArray out;
+  out.shape = header->shape;
+  out.dtype = header->dtype;
+  const std::int64_t numel = out.shape.numel();
+  const std::size_t data_size = file.size() - prefix - header_size;
+  const std::size_t element = dtype_size(out.dtype);
+  if (static_cast<std::uint64_t>(numel) > std::numeric_limits<std::size_t>::max() / element)
+    return bad(what, "shape " + out.shape.str() + " is too large");
+  const std::size_t expected = static_cast<std::size_t>(numel) * element;
+  if (data_size < expected)
+    return bad(what, "truncated data: shape " + out.shape.str() + " needs " + std::to_string(expected) +
+                         " bytes, the file holds " + std::to_string(data_size));
+  if (data_size > expected)
+    return bad(what, std::to_string(data_size - expected) + " bytes after the data of shape " + out.shape.str());
+  const auto* data = file.data() + prefix + header_size;
+  out.bytes.assign(data, data + expected);
+  return out;
+}
+
+Result<HostArray> read_npy(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return bad(path, "cannot open for reading");
+  std::vector<char> chars((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) return bad(path, "read error");
+  const auto* p = reinterpret_cast<const std::byte*>(chars.data());
+  return parse_npy({p, chars.size()}, path);
+}
+
+std::vector<std::byte> encode_npy(const HostArray& array) {
+  std::string header = std::string("{'descr': '") + (array.dtype == DType::float32 ? "<f4" : "<f8") +
+                       "', 'fortran_order': False, 'shape': " + shape_tuple(array.shape) + ", }";
+  const bool v2 = header.size() + 1 + kMagicSize + 4 > 65535;
+  const std::size_t prefix = kMagicSize + 2 + (v2 ? 4 : 2);
+  const std::size_t total = (prefix + header.size() + 1 + 63) / 64 * 64;
+  header.append(total - prefix - header.size() - 1, ' ');
+  header.push_back('\n');
+
+  std::vector<std::byte> out;
+  out.reserve(total + array.bytes.size());
+  for (std::size_t i = 0; i < kMagicSize; ++i) out.push_back(static_cast<std::byte>(kMagic[i]));
+  out.push_back(std::byte{static_cast<unsigned char>(v2 ? 2 : 1)});
+  out.push_back(std::byte{0});
+  const std::uint32_t length = static_cast<std::uint32_t>(header.size());
+  for (int i = 0; i < (v2 ? 4 : 2); ++i) out.push_back(static_cast<std::byte>((length >> (8 * i)) & 0xff));
+  for (char c : header) out.push_back(static_cast<std::byte>(c));
+  out.insert(out.end(), array.bytes.begin(), array.bytes.end());
+  return out;
+}
+
+Result<void> write_npy(const std::string& path, const HostArray& array) {
+  const std::vector<std::byte> bytes = encode_npy(array);
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) return bad(path, "cannot open for writing");
+  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  if (!out) return bad(path, "write error");
+  return {};
+}
+
+}  // namespace tapewise::conform
