@@ -36,36 +36,58 @@ struct alignas(16) Vec {
 };
 
 constexpr int kThreads = 256;
+// 16-byte vectors per operand that each thread loads before computing any of them: kUnroll * nin
+// independent loads in flight per thread, whatever the occupancy the op's registers allow.
+constexpr int kUnroll = 4;
+constexpr std::int64_t kTile = std::int64_t{kThreads} * kUnroll;  // vectors per block and step
+constexpr std::int64_t kMaxBlocks = std::int64_t{1} << 30;        // grid-stride beyond this
 
-// One pass: each thread handles 16-byte vectors of every operand, then the scalar tail.
+// Block b covers vectors [b * kTile, (b + 1) * kTile): thread t takes vectors b*kTile + t + u*kThreads
+// (u < kUnroll), coalesced per u. All loads of a step precede its first store, so in-place calls
+// (a prim whose output is its input) stay correct: each element is read, then written, by one thread.
+// __launch_bounds__(kThreads, 1): without the 1, ptxas caps some instantiations at 32 registers and
+// spills (clamp forward float32: 44 bytes, abs/neg float64: 4); with it, no instantiation spills.
 template <class Fn, class T>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 1)
     map_kernel(Fn fn, std::int64_t n, Pointers<const T, Fn::nin> in, Pointers<T, Fn::nout> out,
                bool vectorized) {
   constexpr int V = 16 / sizeof(T);
   using VecT = Vec<T, V>;
-  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  const std::int64_t tid = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const std::int64_t nvec = vectorized ? n / V : 0;
-  for (std::int64_t i = tid; i < nvec; i += stride) {
-    VecT xs[Fn::nin];
-    VecT ys[Fn::nout];
+  for (std::int64_t first = std::int64_t{blockIdx.x} * kTile + threadIdx.x; first < nvec;
+       first += std::int64_t{gridDim.x} * kTile) {
+    VecT xs[kUnroll][Fn::nin];
 #pragma unroll
-    for (int k = 0; k < Fn::nin; ++k) xs[k] = reinterpret_cast<const VecT*>(in.p[k])[i];
+    for (int u = 0; u < kUnroll; ++u) {
+      const std::int64_t i = first + u * kThreads;
+      if (i < nvec) {
 #pragma unroll
-    for (int j = 0; j < V; ++j) {
-      T x[Fn::nin];
-      T y[Fn::nout];
-#pragma unroll
-      for (int k = 0; k < Fn::nin; ++k) x[k] = xs[k].v[j];
-      fn(x, y);
-#pragma unroll
-      for (int k = 0; k < Fn::nout; ++k) ys[k].v[j] = y[k];
+        for (int k = 0; k < Fn::nin; ++k) xs[u][k] = reinterpret_cast<const VecT*>(in.p[k])[i];
+      }
     }
 #pragma unroll
-    for (int k = 0; k < Fn::nout; ++k) reinterpret_cast<VecT*>(out.p[k])[i] = ys[k];
+    for (int u = 0; u < kUnroll; ++u) {
+      const std::int64_t i = first + u * kThreads;
+      if (i < nvec) {
+        VecT ys[Fn::nout];
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          T x[Fn::nin];
+          T y[Fn::nout];
+#pragma unroll
+          for (int k = 0; k < Fn::nin; ++k) x[k] = xs[u][k].v[j];
+          fn(x, y);
+#pragma unroll
+          for (int k = 0; k < Fn::nout; ++k) ys[k].v[j] = y[k];
+        }
+#pragma unroll
+        for (int k = 0; k < Fn::nout; ++k) reinterpret_cast<VecT*>(out.p[k])[i] = ys[k];
+      }
+    }
   }
-  for (std::int64_t i = nvec * V + tid; i < n; i += stride) {
+  // Scalar elements: the last n % V when vectorized, all of them when an operand is misaligned.
+  const std::int64_t stride = std::int64_t{gridDim.x} * blockDim.x;
+  for (std::int64_t i = nvec * V + std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += stride) {
     T x[Fn::nin];
     T y[Fn::nout];
 #pragma unroll
@@ -77,10 +99,12 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; }
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
+// The grid covers the tensor once (one step per block), so no block count depends on how many
+// blocks of this kernel an SM can hold; the error text is built only on failure.
 struct KernelLaunch {
   cudaStream_t stream;
-  int max_blocks;
 
   template <class Fn, class T>
   Result<void> run(const Fn& fn, std::int64_t n, const T* const* in, T* const* out,
@@ -98,10 +122,14 @@ struct KernelLaunch {
       vectorized = vectorized && aligned16(out[k]);
     }
     constexpr int V = 16 / sizeof(T);
-    const std::int64_t items = vectorized ? std::max<std::int64_t>(n / V, n % V) : n;
-    const std::int64_t blocks = std::clamp<std::int64_t>((items + kThreads - 1) / kThreads, 1, max_blocks);
+    const std::int64_t nvec = vectorized ? n / V : 0;
+    const std::int64_t scalars = n - nvec * V;
+    const std::int64_t blocks =
+        std::clamp<std::int64_t>(std::max(ceil_div(nvec, kTile), ceil_div(scalars, kThreads)), 1, kMaxBlocks);
     map_kernel<Fn, T><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(fn, n, ins, outs, vectorized);
-    return cuda_check(cudaGetLastError(), std::string(what) + " kernel launch");
+    const cudaError_t err = cudaGetLastError();
+    if (err == cudaSuccess) return {};
+    return cuda_check(err, std::string(what) + " kernel launch");
   }
 };
 
@@ -159,8 +187,7 @@ class CudaBackend final : public Backend {
   }
 
  private:
-  // Enough resident blocks to fill every SM; the grid-stride loop covers the rest.
-  KernelLaunch launcher() const { return KernelLaunch{stream_, sm_count_ * (2048 / kThreads)}; }
+  KernelLaunch launcher() const { return KernelLaunch{stream_}; }
 
   int device_;
   cudaStream_t stream_;
