@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
 # tools/run_bench.sh OUTDIR — PyTorch eager (tools/bench_torch.py) then tapewise-bench on the same GPU in
-# one run; writes OUTDIR/bench_<date>.{txt,json} (the table and JSON to keep), torch_<date>.{txt,json},
-# and the proposed kernel's A/B as bench_tuned_<date>.{txt,json}. It builds nothing: it runs a built binary.
+# one run; writes OUTDIR/bench_<date>.{txt,json} (the table and JSON to keep) and torch_<date>.{txt,json}.
+# It builds nothing: it runs a built binary.
 #
 # Environment: TAPEWISE_BENCH   the binary (default: build-bench/bin/tapewise-bench, else build/bin/...)
 #              TAPEWISE_COMMIT  the commit to record (default: git rev-parse, where .git exists; else unknown)
-#              TAPEWISE_BENCH_TUNED=0  skips the tuned-kernel A/B
 #              BENCH_SIZES (26,12)  BENCH_DTYPES (f32,f64)  BENCH_REPS (20)
 set -uo pipefail
 out=${1:?usage: tools/run_bench.sh OUTDIR}
@@ -71,44 +70,31 @@ echo "== PyTorch done after $((SECONDS - start)) s"
 bench_rc=${PIPESTATUS[0]}
 echo "== tapewise-bench exited $bench_rc after $((SECONDS - start)) s" | tee -a "$txt"
 
-tuned_json=$out/bench_tuned_$date.json
-if [ "${TAPEWISE_BENCH_TUNED:-1}" != 0 ] && [ -s "$json" ]; then
-  "$bench" --kernel tuned --sizes "$sizes" --dtypes "$dtypes" --reps "$reps" --commit "$commit" --date "$date" \
-    "${torch_args[@]}" --compare "$json" --json "$tuned_json" >"$out/bench_tuned_$date.txt" 2>&1
-  echo "== tuned-kernel A/B exited $? after $((SECONDS - start)) s (bench_tuned_$date.txt)"
-fi
-
 # A digest last (the part a remote run's output tail keeps): float32 at 2^26, the chain, the summary.
-python3 - "$json" "$tuned_json" <<'EOF'
-import json, os, sys
+python3 - "$json" <<'EOF'
+import json, sys
 try:
     prod = json.load(open(sys.argv[1]))
 except Exception as ex:
     sys.exit(f'digest: no tapewise JSON ({ex})')
-tuned = json.load(open(sys.argv[2])) if os.path.exists(sys.argv[2]) else None
-tm = {(r['op'], r['dtype'], r['log2n'], r['dir']): r for r in (tuned or {}).get('rows', [])}
 m = prod['meta']
 print(f"\n== digest: {m['gpu']} | {m['date']} | commit {m['commit']} | copy roofline "
       f"{prod['copy']['roofline_1GiB']['gbps']:.0f} GB/s")
-print(f"{'op':9s} {'dir':4s} {'ms':>8s} {'%copy':>6s} {'torch':>8s} {'ratio':>6s} {'verdict':7s} {'tuned ms':>8s} {'%copy':>6s} {'check':>11s}")
+print(f"{'op':9s} {'dir':4s} {'ms':>8s} {'%copy':>6s} {'torch':>8s} {'ratio':>6s} {'verdict':7s}")
 for r in prod['rows']:
     if r['dtype'] != 'f32' or r['log2n'] != 26 or r['dir'] == 'staged': continue
-    t = tm.get((r['op'], 'f32', 26, r['dir']))
     ratio = f"{r['ratio']:.2f}x" if r.get('ratio') else '-'
     torch = f"{r['torch_ms']:.4f}" if r.get('torch_ms') else '-'
-    tuned_cols = f"{t['ms']:8.4f} {100 * t['frac_copy']:5.1f}% {t['check']:>11s}" if t else ''
-    print(f"{r['op']:9s} {r['dir']:4s} {r['ms']:8.4f} {100 * r['frac_copy']:5.1f}% {torch:>8s} {ratio:>6s} {r['verdict']:7s} {tuned_cols}")
+    print(f"{r['op']:9s} {r['dir']:4s} {r['ms']:8.4f} {100 * r['frac_copy']:5.1f}% {torch:>8s} {ratio:>6s} {r['verdict']:7s}")
 c = prod.get('chain')
 if c:
     sp = f"{c['speedup']:.2f}x" if c.get('speedup') else '-'
     print(f"chain 1000 x 4096: {c['us_per_node']:.2f} us/node (record {c['record_host_us_per_node']:.2f}, backward "
           f"{c['backward_host_us_per_node']:.2f}, teardown {c['teardown_host_us_per_node']:.2f} host), torch "
           f"{c.get('torch_us_per_node') or float('nan'):.2f} -> {sp}: {c['verdict']}")
-for name, doc in (('prod', prod), ('tuned', tuned)):
-    if not doc: continue
-    s = doc['summary']
-    print(f"{name}: {s['pass']} PASS, {s['miss']} MISS of {s['judged']}; check failures: {len(s['check_failures'])}")
-    for line in s['misses'] + s['check_failures']: print('   ', line)
+s = prod['summary']
+print(f"summary: {s['pass']} PASS, {s['miss']} MISS of {s['judged']}; check failures: {len(s['check_failures'])}")
+for line in s['misses'] + s['check_failures']: print('   ', line)
 EOF
 echo "== run_bench: done in $((SECONDS - start)) s; files in $out: $(cd "$out" && ls | tr '\n' ' ')"
 exit "$bench_rc"

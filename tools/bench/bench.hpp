@@ -22,7 +22,6 @@ struct Options {
   std::vector<DType> dtypes{DType::float32, DType::float64};
   std::vector<Op> ops;      // all 23 by default
   int reps = 20;            // timed runs for sizes >= 2^20; 10x that below (launch-bound, cheap)
-  std::string kernel = "prod";  // prod: the backend's kernels; tuned: tools/bench/tuned_kernel.cuh
   std::string backend = "cuda";  // cpu: a dry run of the harness without a GPU (numbers mean nothing)
   std::string json_path, torch_path, compare_path, commit, date;
   bool staged = true, chain = true;
@@ -45,7 +44,7 @@ struct Row {
   std::optional<double> torch_ms, ratio;       // PyTorch eager (fwd; bwd via autograd.grad); torch/ours
   std::optional<double> torch_bytes;           // add/sub backward only: what PyTorch's kernels move
   std::optional<double> compare_ms, speedup;   // --compare: the same row of another tapewise JSON
-  std::string check = "ok";   // poison check (and fused == staged, tuned == prod) result
+  std::string check = "ok";   // poison check (and fused == staged) result
   std::string target;         // issue target, for f32 at 2^26 (fwd and fused vjp)
   std::string verdict = "-";  // PASS | MISS | - (not judged)
 };

@@ -19,7 +19,6 @@
 
 #include "bench.hpp"
 #include "cuda_stream.hpp"
-#include "tuned_launch.hpp"
 
 using namespace tapewise;
 using namespace tapewise::bench;
@@ -334,65 +333,6 @@ ChainResult run_chain(const std::shared_ptr<Backend>& be, std::uint64_t seed) {
   return c;
 }
 
-// The kernel under test in --kernel tuned: tuned_kernel.cuh on the GPU; on --backend cpu (the dry run
-// of this tool) the backend itself, so the A/B's bookkeeping can be exercised without a GPU.
-struct TunedCalls {
-  std::function<Result<void>(Op, const Scalars&, std::span<const Buffer* const>, Buffer&)> forward;
-  std::function<Result<void>(Op, const Scalars&, std::span<const Buffer* const>, const Buffer&,
-                             std::span<Buffer* const>)>
-      vjp;
-};
-
-// --kernel tuned: the tuned kernel must write what the production kernel writes at sizes that are
-// not whole tiles (partial tiles, scalar tails, one element), for every op, fwd and fused vjp.
-json tuned_sweep(Backend& be, Device& dev, const Options& opt, const TunedCalls& tuned, bool& failed) {
-  const std::int64_t sizes[] = {1, 2, 3, 7, 1000, 1023, 1025, 4097, 65537, 1000003, (std::int64_t{1} << 22) + 5};
-  json result = {{"sizes", sizes}, {"failures", json::array()}};
-  HostCopy want, got;
-  int compared = 0;
-  for (const DType d : opt.dtypes) {
-    for (const std::int64_t n : sizes) {
-      Inputs in = make_inputs(be, d, n, opt.seed + 5000 + static_cast<std::uint64_t>(n));
-      for (const Op op : opt.ops) {
-        const OpInfo& info = op_info(op);
-        const Scalars sc = bench_scalars(op);
-        const bool pos = positive_inputs(op);
-        const Buffer* inputs[2] = {pos ? &in.ap : &in.a, pos ? &in.bp : &in.b};
-        const std::span<const Buffer* const> ins(inputs, static_cast<std::size_t>(info.arity));
-        Buffer outs[2];
-        const int nout_fwd = 1, nout_vjp = info.arity;
-        for (int k = 0; k < 2; ++k) outs[k] = value_or_die(be.allocate(Shape{n}, d, AllocTag::value), "sweep: allocate");
-        Buffer* optr[2] = {&outs[0], &outs[1]};
-        for (const bool vjp : {false, true}) {
-          const std::span<Buffer* const> os(optr, static_cast<std::size_t>(vjp ? nout_vjp : nout_fwd));
-          const std::string what = std::string(info.name) + " " + dtype_short(d) + " n=" + std::to_string(n) +
-                                   (vjp ? " vjp" : " fwd");
-          auto run = [&](bool use_tuned) {
-            for (Buffer* o : os) dev.poison(*o);
-            if (vjp)
-              ok_or_die(use_tuned ? tuned.vjp(op, sc, ins, in.g, os) : be.vjp_fused(op, sc, ins, in.g, os), what);
-            else
-              ok_or_die(use_tuned ? tuned.forward(op, sc, ins, *os[0]) : be.forward(op, sc, ins, *os[0]), what);
-          };
-          for (std::size_t k = 0; k < os.size(); ++k) {
-            run(false);
-            dev.fetch(*os[k], want);
-            run(true);
-            dev.fetch(*os[k], got);
-            ++compared;
-            if (Device::unwritten(got, d) > 0 || !Device::same(want, got)) {
-              result["failures"].push_back(what + " output " + std::to_string(k));
-              failed = true;
-            }
-          }
-        }
-      }
-    }
-  }
-  result["compared_outputs"] = compared;
-  return result;
-}
-
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> out;
   std::stringstream ss(s);
@@ -426,9 +366,6 @@ int main(int argc, char** argv) {
   app.add_option("--json", opt.json_path, "write the results as JSON here");
   app.add_option("--torch", opt.torch_path, "PyTorch eager timings from tools/bench_torch.py (same GPU, same run)");
   app.add_option("--compare", opt.compare_path, "an earlier tapewise-bench JSON: adds its ms and the speedup");
-  app.add_option("--kernel", opt.kernel, "prod: the backend's kernels; tuned: tools/bench/tuned_kernel.cuh "
-                                         "(fwd and fused vjp only; outputs checked bit-equal to prod)")
-      ->capture_default_str()->check(CLI::IsMember({"prod", "tuned"}));
   app.add_option("--commit", opt.commit, "git commit to record (default: $TAPEWISE_COMMIT, else 'unknown')");
   app.add_option("--date", opt.date, "date to record (default: today, UTC)");
   app.add_option("--device", opt.device, "CUDA device index")->capture_default_str();
@@ -439,8 +376,8 @@ int main(int argc, char** argv) {
   app.add_flag("--no-staged", no_staged, "skip the staged VJP timings");
   app.add_flag("--no-chain", no_chain, "skip the 1,000-node chain");
   CLI11_PARSE(app, argc, argv);
-  opt.staged = !no_staged && opt.kernel == "prod";
-  opt.chain = !no_chain && opt.kernel == "prod";
+  opt.staged = !no_staged;
+  opt.chain = !no_chain;
 
   opt.log2_sizes.clear();
   for (const std::string& s : split(sizes)) {
@@ -506,23 +443,9 @@ int main(int argc, char** argv) {
     cudaRuntimeGetVersion(&runtime);
   }
   Device dev(*be, stream);
-  TunedCalls tuned;
-  if (stream) {
-    tuned.forward = [stream](Op op, const Scalars& s, std::span<const Buffer* const> in, Buffer& out) {
-      return tuned_forward(stream, op, s, in, out);
-    };
-    tuned.vjp = [stream](Op op, const Scalars& s, std::span<const Buffer* const> in, const Buffer& g,
-                         std::span<Buffer* const> grads) { return tuned_vjp(stream, op, s, in, g, grads); };
-  } else {  // --backend cpu: an identity A/B (see TunedCalls)
-    tuned.forward = [&be](Op op, const Scalars& s, std::span<const Buffer* const> in, Buffer& out) {
-      return be->forward(op, s, in, out);
-    };
-    tuned.vjp = [&be](Op op, const Scalars& s, std::span<const Buffer* const> in, const Buffer& g,
-                      std::span<Buffer* const> grads) { return be->vjp_fused(op, s, in, g, grads); };
-  }
 
   json meta = {{"tool", "tapewise-bench"},
-               {"kernel", opt.kernel == "prod" ? std::string("prod: cuda/cuda_backend.cu") : std::string(tuned_description())},
+               {"kernel", "prod: cuda/cuda_backend.cu"},
                {"date", opt.date},
                {"commit", opt.commit},
                {"gpu", prop.name},
@@ -550,21 +473,12 @@ int main(int argc, char** argv) {
   const double roofline_ms = dev.copy_ms(roofline_traffic, opt.reps);
   json copy = {{"roofline_1GiB", {{"traffic_bytes", roofline_traffic}, {"ms", roofline_ms},
                                   {"gbps", roofline_traffic / (roofline_ms * 1e-3) / 1e9}}}};
-  std::printf("tapewise-bench [%s] on %s, %s, commit %s; copy roofline (1 GiB D2D): %.1f GB/s\n",
-              opt.kernel.c_str(), prop.name, opt.date.c_str(), opt.commit.c_str(),
-              roofline_traffic / (roofline_ms * 1e-3) / 1e9);
+  std::printf("tapewise-bench on %s, %s, commit %s; copy roofline (1 GiB D2D): %.1f GB/s\n", prop.name,
+              opt.date.c_str(), opt.commit.c_str(), roofline_traffic / (roofline_ms * 1e-3) / 1e9);
   std::fflush(stdout);
 
   std::vector<Row> rows;
   bool checks_failed = false;
-  if (opt.kernel == "tuned") {
-    std::printf("  tuned == prod at odd sizes (partial tiles, scalar tails) ...\n");
-    std::fflush(stdout);
-    meta["tuned_sweep"] = tuned_sweep(*be, dev, opt, tuned, checks_failed);
-    std::printf("  ... %d outputs compared, %zu differ\n", meta["tuned_sweep"]["compared_outputs"].get<int>(),
-                meta["tuned_sweep"]["failures"].size());
-    for (const json& f : meta["tuned_sweep"]["failures"]) std::printf("  SWEEP MISMATCH %s\n", f.get<std::string>().c_str());
-  }
   HostCopy ref[2], got;
   for (const DType d : opt.dtypes) {
     for (const int log2n : opt.log2_sizes) {
@@ -612,27 +526,15 @@ int main(int argc, char** argv) {
           if (check != "ok") checks_failed = true;
           rows.push_back(r);
         };
-        // Poison the outputs, run once, check every element was written. prod: the outputs land in
-        // ref[] (the fused gradients stay there for the staged comparison). tuned: ref[] holds the
-        // production kernel's outputs and the tuned kernel's must equal them bit for bit.
-        auto check_outputs = [&](std::span<Buffer* const> outs, const std::function<Result<void>()>& prod,
-                                 const std::function<Result<void>()>& timed) -> std::string {
-          const bool tuned = opt.kernel == "tuned";
-          if (tuned) {
-            for (Buffer* o : outs) dev.poison(*o);
-            ok_or_die(prod(), what + " (production reference)");
-            for (std::size_t k = 0; k < outs.size(); ++k) dev.fetch(*outs[k], ref[k]);
-          }
+        // Poison the outputs, run once, check every element was written. The outputs land in ref[]
+        // (the fused gradients stay there for the staged comparison).
+        auto check_outputs = [&](std::span<Buffer* const> outs, const std::function<Result<void>()>& call) -> std::string {
           for (Buffer* o : outs) dev.poison(*o);
-          ok_or_die(timed(), what);
+          ok_or_die(call(), what);
           std::string result = "ok";
           for (std::size_t k = 0; k < outs.size(); ++k) {
-            HostCopy& h = tuned ? got : ref[k];
-            dev.fetch(*outs[k], h);
-            if (const std::int64_t bad = Device::unwritten(h, d); bad > 0)
-              result = std::to_string(bad) + " unwritten";
-            else if (tuned && !Device::same(h, ref[k]))
-              result = "tuned!=prod";
+            dev.fetch(*outs[k], ref[k]);
+            if (const std::int64_t bad = Device::unwritten(ref[k], d); bad > 0) result = std::to_string(bad) + " unwritten";
           }
           return result;
         };
@@ -640,19 +542,15 @@ int main(int argc, char** argv) {
         // (a) forward
         {
           Buffer* outs[1] = {&out};
-          auto prod = [&]() { return be->forward(op, sc, ins, out); };
-          std::function<Result<void>()> timed = prod;
-          if (opt.kernel == "tuned") timed = [&]() { return tuned.forward(op, sc, ins, out); };
-          const std::string check = check_outputs(outs, prod, timed);
-          make_row("fwd", median_ms(stream, reps, timed, what + " forward"), check);
+          const std::function<Result<void>()> fwd = [&]() { return be->forward(op, sc, ins, out); };
+          const std::string check = check_outputs(outs, fwd);
+          make_row("fwd", median_ms(stream, reps, fwd, what + " forward"), check);
         }
         // (b) fused VJP
         {
-          auto prod = [&]() { return be->vjp_fused(op, sc, ins, in.g, gs); };
-          std::function<Result<void>()> timed = prod;
-          if (opt.kernel == "tuned") timed = [&]() { return tuned.vjp(op, sc, ins, in.g, gs); };
-          const std::string check = check_outputs(gs, prod, timed);
-          make_row("vjp", median_ms(stream, reps, timed, what + " fused vjp"), check);
+          const std::function<Result<void>()> vjp = [&]() { return be->vjp_fused(op, sc, ins, in.g, gs); };
+          const std::string check = check_outputs(gs, vjp);
+          make_row("vjp", median_ms(stream, reps, vjp, what + " fused vjp"), check);
         }
         // (c) staged VJP, for reference; its outputs must equal the fused ones bit for bit
         if (opt.staged) {
@@ -692,8 +590,6 @@ int main(int argc, char** argv) {
     json doc = {{"meta", meta}, {"copy", copy}, {"rows", rows_json(rows)}};
     if (chain) doc["chain"] = chain_json(*chain);
     doc["summary"] = summary_json(rows, chain);
-    if (meta.contains("tuned_sweep"))
-      for (const json& f : meta["tuned_sweep"]["failures"]) doc["summary"]["check_failures"].push_back("sweep: " + f.get<std::string>());
     if (have_torch) doc["torch"] = torch;
     std::ofstream f(opt.json_path);
     if (!f) die("cannot write " + opt.json_path);
