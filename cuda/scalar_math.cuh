@@ -76,12 +76,15 @@ TW_HD T sigmoid(T x) {
   return T(1) / (T(1) + lm_exp(-x));
 }
 
-// The split-exponential sigmoid (TorchLean's sigmoidSpec): never forms exp of a large positive.
+// The split-exponential sigmoid (TorchLean's sigmoidSpec): x > 0: 1 / (1 + exp(-x)); else
+// e / (1 + e) with e = exp(x) — never forms exp of a large positive. Written with one exp call on
+// a selected argument so a warp whose x straddle 0 does not run both branches (same roundings).
 template <class T>
 TW_HD T sigmoid_split(T x) {
-  if (x > T(0)) return T(1) / (T(1) + lm_exp(-x));
-  const T e = lm_exp(x);
-  return e / (T(1) + e);
+  const bool positive = x > T(0);
+  const T e = lm_exp(positive ? -x : x);
+  const T d = T(1) + e;
+  return positive ? T(1) / d : e / d;
 }
 
 // TorchLean's softplusBuf: max(x, 0) + log(1 + exp(-|x|)), log and not log1p, unit beta.
