@@ -23,6 +23,15 @@ HostArray scalar_array(DType dtype, double v) {
   return HostArray::of<double>(Shape{1}, std::span<const double>(&v, 1));
 }
 
+Result<std::vector<Buffer>> upload_all(Backend& backend, std::span<const HostArray> inputs) {
+  std::vector<Buffer> in;
+  for (const HostArray& h : inputs) {
+    TW_TRY(buffer, backend.upload(h));
+    in.push_back(std::move(buffer));
+  }
+  return in;
+}
+
 }  // namespace
 
 Result<NodeOutputs> run_node(Backend& backend, Op op, const Scalars& s,
@@ -31,11 +40,7 @@ Result<NodeOutputs> run_node(Backend& backend, Op op, const Scalars& s,
   const OpInfo& info = op_info(op);
   if (static_cast<int>(inputs.size()) != info.arity)
     return fail(ErrorCode::InvalidArgument, std::string(info.name) + " takes " + std::to_string(info.arity) + " input(s)");
-  std::vector<Buffer> in;
-  for (const HostArray& h : inputs) {
-    TW_TRY(buffer, backend.upload(h));
-    in.push_back(std::move(buffer));
-  }
+  TW_TRY(in, upload_all(backend, inputs));
   const Buffer* in_ptrs[2] = {&in[0], &in[in.size() - 1]};
   const std::span<const Buffer* const> in_span(in_ptrs, in.size());
 
@@ -132,11 +137,7 @@ Result<ChosenBackend> choose_backend(BackendChoice choice) {
 Result<Timing> time_node(Backend& backend, Op op, const Scalars& s, std::span<const HostArray> inputs,
                          const HostArray& g) {
   using Clock = std::chrono::steady_clock;
-  std::vector<Buffer> in;
-  for (const HostArray& h : inputs) {
-    TW_TRY(buffer, backend.upload(h));
-    in.push_back(std::move(buffer));
-  }
+  TW_TRY(in, upload_all(backend, inputs));
   const Buffer* in_ptrs[2] = {&in[0], &in[in.size() - 1]};
   const std::span<const Buffer* const> in_span(in_ptrs, in.size());
   TW_TRY(g_buffer, backend.upload(g));
