@@ -92,12 +92,14 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
   if (this != &other) {
     reset();
     owner_ = std::move(other.owner_);
+    shared_ = other.shared_;
     data_ = other.data_;
     shape_ = std::move(other.shape_);
     dtype_ = other.dtype_;
     numel_ = other.numel_;
     tag_ = other.tag_;
     other.owner_ = nullptr;
+    other.shared_ = nullptr;
     other.data_ = nullptr;
     other.numel_ = 0;
   }
@@ -108,24 +110,50 @@ void Buffer::reset() {
   if (owner_) {
     owner_->release(*this);
     owner_.reset();
+    shared_ = nullptr;
     data_ = nullptr;
   }
 }
 
+// The allocation behind buffers carved by allocate_many, and how many of them are still alive.
+struct Buffer::SharedAllocation {
+  void* base;
+  std::int64_t live_buffers;
+};
+
 void Backend::release(Buffer& b) {
-  if (b.data_) raw_release(b.data_);
+  if (b.shared_) {
+    if (--b.shared_->live_buffers == 0) {
+      raw_release(b.shared_->base);
+      delete b.shared_;
+    }
+  } else if (b.data_) {
+    raw_release(b.data_);
+  }
   const int t = static_cast<int>(b.tag_);
   stats_.live_count[t] -= 1;
   stats_.live_bytes[t] -= static_cast<std::int64_t>(b.bytes());
 }
 
-Result<Buffer> Backend::allocate(const Shape& shape, DType dtype, AllocTag tag) {
+namespace {
+// The byte size of shape x dtype, or InvalidShape when it cannot be addressed.
+Result<std::size_t> byte_size(const Shape& shape, DType dtype) {
   const std::int64_t n = shape.numel();
   if (n < 0) return fail(ErrorCode::InvalidShape, "invalid shape " + shape.str() + " (negative dim or element count overflows int64)");
   if (n > std::numeric_limits<std::int64_t>::max() / static_cast<std::int64_t>(dtype_size(dtype)))
     return fail(ErrorCode::InvalidShape, "shape " + shape.str() + " is too large to address in bytes");
-  const std::size_t bytes = static_cast<std::size_t>(n) * dtype_size(dtype);
-  if (fail_countdown_ > 0 && --fail_countdown_ == 0)
+  return static_cast<std::size_t>(n) * dtype_size(dtype);
+}
+}  // namespace
+
+bool Backend::take_injected_failure() { return fail_countdown_ > 0 && --fail_countdown_ == 0; }
+
+Result<Buffer> Backend::allocate(const Shape& shape, DType dtype, AllocTag tag) {
+  auto size = byte_size(shape, dtype);
+  if (!size) return tl::unexpected(size.error());
+  const std::int64_t n = shape.numel();
+  const std::size_t bytes = *size;
+  if (take_injected_failure())
     return fail(ErrorCode::OutOfMemory, std::string("injected allocation failure (") +
                                            alloc_tag_name(tag) + ", " + std::to_string(bytes) + " bytes)");
   void* p = nullptr;
@@ -144,6 +172,50 @@ Result<Buffer> Backend::allocate(const Shape& shape, DType dtype, AllocTag tag) 
   stats_.live_count[static_cast<int>(tag)] += 1;
   stats_.live_bytes[static_cast<int>(tag)] += static_cast<std::int64_t>(bytes);
   return b;
+}
+
+Result<std::vector<Buffer>> Backend::allocate_many(std::span<const BufferSpec> parts, AllocTag tag) {
+  // Each part starts 16-byte aligned, so the 16-byte vector path of every kernel applies to it.
+  constexpr std::size_t kAlign = 16;
+  std::vector<std::size_t> offsets(parts.size());
+  std::size_t total = 0;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    auto size = byte_size(parts[i].shape, parts[i].dtype);
+    if (!size) return tl::unexpected(size.error());
+    if (*size > std::numeric_limits<std::size_t>::max() / 2 - total)
+      return fail(ErrorCode::InvalidShape, "allocate_many: " + std::to_string(parts.size()) + " parts too large to address in bytes");
+    offsets[i] = total;
+    total += (*size + kAlign - 1) / kAlign * kAlign;
+  }
+  if (parts.empty()) return std::vector<Buffer>{};
+  if (take_injected_failure())
+    return fail(ErrorCode::OutOfMemory, std::string("injected allocation failure (") + alloc_tag_name(tag) + ", " +
+                                           std::to_string(parts.size()) + " buffers in one allocation of " +
+                                           std::to_string(total) + " bytes)");
+  Buffer::SharedAllocation* shared = nullptr;
+  if (total > 0) {
+    auto got = raw_allocate(total);
+    if (!got) return tl::unexpected(got.error());
+    shared = new Buffer::SharedAllocation{*got, 0};
+  }
+  std::vector<Buffer> buffers(parts.size());
+  const std::shared_ptr<Backend> self = shared_from_this();
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    Buffer& b = buffers[i];
+    b.owner_ = self;
+    b.shape_ = parts[i].shape;
+    b.dtype_ = parts[i].dtype;
+    b.numel_ = parts[i].shape.numel();
+    b.tag_ = tag;
+    if (b.bytes() > 0) {  // an empty part owns nothing, as allocate's empty buffers
+      b.shared_ = shared;
+      b.data_ = static_cast<std::byte*>(shared->base) + offsets[i];
+      shared->live_buffers += 1;
+    }
+    stats_.live_count[static_cast<int>(tag)] += 1;
+    stats_.live_bytes[static_cast<int>(tag)] += static_cast<std::int64_t>(b.bytes());
+  }
+  return buffers;
 }
 
 Result<Buffer> Backend::upload(const HostArray& host, AllocTag tag) {

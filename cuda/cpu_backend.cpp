@@ -1,12 +1,14 @@
 // cuda/cpu_backend.cpp — the CPU backend: the production per-element code (op_math.cuh) compiled
 // for the host and run in a plain loop, so machines without a GPU (CI) still run the production
 // math. Host memory via operator new; the same tagging and counting as the CUDA backend.
+#include <algorithm>
 #include <cstring>
 #include <new>
 
 #include <tapewise/backend.hpp>
 
 #include "dispatch.hpp"
+#include "program.hpp"
 
 namespace tapewise {
 namespace {
@@ -43,6 +45,15 @@ class CpuBackend final : public Backend {
   Result<void> prim(Prim p, double c, std::span<const Buffer* const> inputs, Buffer& out) override {
     HostLoop loop;
     return detail::run_prim(loop, p, c, inputs, out);
+  }
+  // Each element sees every step in order, as in the CUDA kernel; the elements go in tiles, each
+  // step over a whole tile, so a step's operands stay in cache for the next step.
+  Result<void> run_program(const detail::Program& program) override {
+    constexpr std::int64_t kTile = 256;
+    for (std::int64_t first = 0; first < program.max_numel; first += kTile)
+      for (const detail::Step& step : program.steps)
+        for (std::int64_t i = first, end = std::min(first + kTile, step.numel); i < end; ++i) detail::run_step_at(step, i);
+    return {};
   }
   Result<void> synchronize() override { return {}; }
 

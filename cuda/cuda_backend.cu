@@ -11,6 +11,7 @@
 
 #include "cuda_stream.hpp"
 #include "dispatch.hpp"
+#include "program.hpp"
 
 namespace tapewise {
 namespace {
@@ -160,6 +161,11 @@ class CudaBackend final : public Backend {
   Result<void> prim(Prim p, double c, std::span<const Buffer* const> inputs, Buffer& out) override {
     KernelLaunch launch = launcher();
     return detail::run_prim(launch, p, c, inputs, out);
+  }
+  Result<void> run_program(const detail::Program& program) override {
+    const cudaError_t err = detail::launch_program(stream_, program);
+    if (err == cudaSuccess) return {};
+    return cuda_check(err, "tape program (" + std::to_string(program.steps.size()) + " steps) kernel launch");
   }
   Result<void> synchronize() override {
     return cuda_check(cudaStreamSynchronize(stream_), "synchronize");

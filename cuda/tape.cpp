@@ -1,14 +1,27 @@
 // cuda/tape.cpp — recording and reverse mode. Recording checks ids, shapes and dtypes, runs the
-// forward and appends a data node; backward interprets nodes in descending id order. Nothing is
-// appended or mutated until every step has succeeded, so an error leaves the tape unchanged.
+// forward (or defers it to the next program, for small nodes) and appends a data node; backward
+// interprets nodes in descending id order, node by node or as one program. Nothing is appended or
+// mutated until every step has succeeded, so an error leaves the tape unchanged.
+#include <cstdint>
 #include <string>
 
 #include <tapewise/tape.hpp>
 
+#include "program.hpp"
+
 namespace tapewise {
+
+static_assert(Tape::kMaxPendingNodes == detail::kStepsPerLaunch,
+              "a full pending list is meant to be exactly one CUDA launch of program steps");
 
 namespace {
 std::string id_str(NodeId id) { return "#" + std::to_string(id); }
+
+// Programs write into buffers the tape hands out as const (values computed late, slots being
+// filled): the buffers are the tape's own.
+void* writable(const Buffer& b) { return const_cast<void*>(b.data()); }
+
+bool runs_as_program(std::int64_t numel, std::int64_t threshold) { return threshold > 0 && numel <= threshold; }
 }  // namespace
 
 bool Gradients::has(NodeId id) const {
@@ -32,7 +45,32 @@ Buffer Gradients::take(NodeId id) {
   return b;
 }
 
-Tape::Tape(std::shared_ptr<Backend> backend) : backend_(std::move(backend)) {}
+Tape::Tape(std::shared_ptr<Backend> backend) : backend_(std::move(backend)) {
+  pending_.reserve(kMaxPendingNodes);  // recording never reallocates it, so never fails halfway
+}
+
+Result<void> Tape::flush() const {
+  if (pending_.empty()) return {};
+  detail::Program program;
+  program.steps.reserve(pending_.size());
+  for (NodeId id : pending_) {
+    const Node& n = nodes_[static_cast<std::size_t>(id)];
+    detail::Step step{};
+    step.kind = detail::StepKind::forward;
+    step.op = *n.op;
+    step.dtype = n.value.dtype();
+    step.numel = n.value.numel();
+    step.s0 = n.scalars.s0;
+    step.s1 = n.scalars.s1;
+    for (int k = 0; k < n.arity; ++k) step.in[k] = nodes_[static_cast<std::size_t>(n.parents[k])].value.data();
+    step.out[0] = writable(n.value);
+    program.add(step);
+  }
+  // On failure the nodes stay pending (tape.hpp says why) and the next read runs them again.
+  if (auto ok = backend_->run_program(program); !ok) return ok;
+  pending_.clear();
+  return {};
+}
 
 Result<void> Tape::check_id(const char* what, NodeId id) const {
   if (id < 0 || static_cast<std::size_t>(id) >= nodes_.size())
@@ -81,10 +119,19 @@ Result<NodeId> Tape::apply(Op op, std::span<const NodeId> parents, Scalars scala
       return fail(ErrorCode::DTypeMismatch, std::string(info.name) + ": a " + id_str(parents[0]) + " is " +
                                                 dtype_name(a.dtype()) + ", b " + id_str(parents[1]) + " is " + dtype_name(b.dtype()));
   }
+  // Allocation first: a failure then leaves even the pending list as it was.
   auto value = backend_->allocate(inputs[0]->shape(), inputs[0]->dtype(), AllocTag::value);
   if (!value) return tl::unexpected(value.error());
-  if (auto ok = backend_->forward(op, scalars, {inputs, parents.size()}, *value); !ok)
-    return tl::unexpected(ok.error());
+  const bool deferred = runs_as_program(inputs[0]->numel(), backend_->program_threshold());
+  if (deferred) {
+    if (pending_.size() >= kMaxPendingNodes)
+      if (auto ok = flush(); !ok) return tl::unexpected(ok.error());
+  } else {
+    // A larger node runs now, on its own kernel, after whatever is pending (its inputs may be
+    // pending nodes when the threshold was lowered since they were recorded).
+    if (auto ok = flush(); !ok) return tl::unexpected(ok.error());
+    if (auto ok = backend_->forward(op, scalars, {inputs, parents.size()}, *value); !ok) return tl::unexpected(ok.error());
+  }
   Node n;
   n.op = op;
   n.scalars = scalars;
@@ -93,16 +140,20 @@ Result<NodeId> Tape::apply(Op op, std::span<const NodeId> parents, Scalars scala
   n.requires_grad = requires_grad;
   n.value = std::move(*value);
   nodes_.push_back(std::move(n));
-  return static_cast<NodeId>(nodes_.size() - 1);
+  const auto id = static_cast<NodeId>(nodes_.size() - 1);
+  if (deferred) pending_.push_back(id);  // within the reserved capacity: cannot fail
+  return id;
 }
 
 Result<const Buffer*> Tape::value_buffer(NodeId id) const {
   if (auto ok = check_id("value", id); !ok) return tl::unexpected(ok.error());
+  if (auto ok = flush(); !ok) return tl::unexpected(ok.error());
   return &nodes_[static_cast<std::size_t>(id)].value;
 }
 
 Result<HostArray> Tape::value(NodeId id) const {
   if (auto ok = check_id("value", id); !ok) return tl::unexpected(ok.error());
+  if (auto ok = flush(); !ok) return tl::unexpected(ok.error());
   return backend_->download(nodes_[static_cast<std::size_t>(id)].value);
 }
 
@@ -137,6 +188,11 @@ Result<Gradients> Tape::run_backward(NodeId out, const Buffer& seed, VjpPath pat
   if (seed.dtype() != out_value.dtype())
     return fail(ErrorCode::SeedDTypeMismatch, std::string(what) + ": seed is " + dtype_name(seed.dtype()) +
                                                   ", output " + id_str(out) + " is " + dtype_name(out_value.dtype()));
+  // Every node the backward visits has the output's shape (a node's inputs have its shape), so
+  // the output's size decides whether they are all small enough for one program.
+  if (path == VjpPath::fused && runs_as_program(out_value.numel(), backend_->program_threshold()))
+    return run_backward_program(out, seed, dense);
+  if (auto ok = flush(); !ok) return tl::unexpected(ok.error());
   Backend& be = *backend_;
   Gradients grads(nodes_.size());
   auto& slots = grads.slots_;
@@ -213,6 +269,118 @@ Result<Gradients> Tape::run_backward(NodeId out, const Buffer& seed, VjpPath pat
       slots[id] = std::move(*zeros);
     }
   }
+  return grads;
+}
+
+// run_backward's walk replayed on the host into one program: the same nodes visited in the same
+// order, each contribution written as its accumulate would (store / +0 / existing + g). All slots
+// come from one allocation, made before the pending forwards are flushed, so a failing allocation
+// changes nothing at all.
+Result<Gradients> Tape::run_backward_program(NodeId out, const Buffer& seed, bool dense) const {
+  Backend& be = *backend_;
+  const std::size_t count = nodes_.size();
+  auto at = [&](NodeId id) -> const Node& { return nodes_[static_cast<std::size_t>(id)]; };
+  auto coalesced = [](const Node& n) {  // max(a, a) / min(a, a): the parent receives g once
+    return n.arity == 2 && n.parents[0] == n.parents[1] && (*n.op == Op::max || *n.op == Op::min);
+  };
+  auto visited = [&](const std::vector<std::uint8_t>& reached, NodeId id) {
+    const Node& n = at(id);
+    return reached[static_cast<std::size_t>(id)] && n.op && n.requires_grad;
+  };
+
+  // Which nodes receive a contribution (run_backward's slots), and (dense) which get only zeros.
+  std::vector<std::uint8_t> reached(count, 0);
+  reached[static_cast<std::size_t>(out)] = 1;
+  for (NodeId id = out; id >= 0; --id) {
+    if (!visited(reached, id)) continue;
+    const Node& n = at(id);
+    for (int k = 0; k < (coalesced(n) ? 1 : n.arity); ++k)
+      if (at(n.parents[k]).requires_grad) reached[static_cast<std::size_t>(n.parents[k])] = 1;
+  }
+  std::vector<BufferSpec> specs;
+  std::vector<std::size_t> slot_of(count, SIZE_MAX);
+  for (std::size_t id = 0; id < count; ++id) {
+    if (!reached[id] && !(dense && nodes_[id].requires_grad)) continue;
+    slot_of[id] = specs.size();
+    specs.push_back({nodes_[id].value.shape(), nodes_[id].value.dtype()});
+  }
+  auto arena = be.allocate_many(specs, AllocTag::gradient);
+  if (!arena) return tl::unexpected(arena.error());
+  if (auto ok = flush(); !ok) return tl::unexpected(ok.error());
+  std::vector<Buffer>& slots = *arena;
+  auto slot = [&](NodeId id) -> Buffer& { return slots[slot_of[static_cast<std::size_t>(id)]]; };
+
+  // First write to a slot keeps the contribution (sparse) or adds it to +0 (dense); later ones add.
+  std::vector<std::uint8_t> written(count, 0);
+  auto write_into = [&](NodeId pid, void*& dst, detail::SlotWrite& how) {
+    if (!at(pid).requires_grad) {
+      how = detail::SlotWrite::none;
+      return;
+    }
+    auto& w = written[static_cast<std::size_t>(pid)];
+    how = w ? detail::SlotWrite::accumulate : dense ? detail::SlotWrite::store_dense : detail::SlotWrite::store;
+    w = 1;
+    dst = slot(pid).data();
+  };
+  auto base_step = [](detail::StepKind kind, const Buffer& like) {
+    detail::Step step{};
+    step.kind = kind;
+    step.dtype = like.dtype();
+    step.numel = like.numel();
+    return step;
+  };
+
+  detail::Program program;
+  program.steps.reserve(static_cast<std::size_t>(out) + 2 + (dense ? count : 0));
+  {
+    detail::Step copy = base_step(detail::StepKind::pass, seed);
+    copy.in[0] = seed.data();
+    copy.out[0] = slot(out).data();
+    copy.write[0] = detail::SlotWrite::store;
+    written[static_cast<std::size_t>(out)] = 1;
+    program.add(copy);
+  }
+  for (NodeId id = out; id >= 0; --id) {
+    if (!visited(reached, id)) continue;
+    const Node& n = at(id);
+    const Buffer& g = slot(id);
+    if (coalesced(n)) {
+      detail::Step once = base_step(detail::StepKind::pass, g);
+      once.in[0] = g.data();
+      write_into(n.parents[0], once.out[0], once.write[0]);
+      program.add(once);
+      continue;
+    }
+    detail::Step step = base_step(detail::StepKind::vjp, g);
+    step.op = *n.op;
+    step.s0 = n.scalars.s0;
+    step.s1 = n.scalars.s1;
+    step.g = g.data();
+    for (int k = 0; k < n.arity; ++k) step.in[k] = at(n.parents[k]).value.data();
+    for (int k = 0; k < n.arity; ++k) write_into(n.parents[k], step.out[k], step.write[k]);
+    program.add(step);
+  }
+  // Dense: slots that received nothing hold +0; a large one (a node outside the output's graph)
+  // by a fill kernel, so the program's threads stay as many as the output's elements.
+  std::vector<NodeId> large_zeros;
+  for (std::size_t id = 0; id < count; ++id) {
+    if (slot_of[id] == SIZE_MAX || reached[id]) continue;
+    Buffer& zeros = slots[slot_of[id]];
+    if (!runs_as_program(zeros.numel(), be.program_threshold())) {
+      large_zeros.push_back(static_cast<NodeId>(id));
+      continue;
+    }
+    detail::Step zero = base_step(detail::StepKind::zero, zeros);
+    zero.out[0] = zeros.data();
+    program.add(zero);
+  }
+  if (auto ok = be.run_program(program); !ok) return tl::unexpected(ok.error());
+  for (NodeId id : large_zeros)
+    if (auto ok = be.prim(Prim::fill, 0.0, {}, slot(id)); !ok) return tl::unexpected(ok.error());
+
+  Gradients grads(count);
+  for (std::size_t id = 0; id < count; ++id)
+    if (slot_of[id] != SIZE_MAX) grads.slots_[id] = std::move(slots[slot_of[id]]);
   return grads;
 }
 

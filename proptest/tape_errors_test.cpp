@@ -136,7 +136,10 @@ TEST_P(TapeErrors, InjectedAllocationFailuresLeaveNothingBehind) {
         EXPECT_EQ(grads.error().code, ErrorCode::OutOfMemory) << grads.error().str();
         EXPECT_EQ(snapshot(t), before) << op_name(op) << " failing allocation " << nth;
       }
-      EXPECT_GE(failures, 3) << op_name(op);
+      // A fused backward over small tensors is one program: the seed and one arena are its only
+      // allocations; the per-node paths allocate per contribution and workspace.
+      const bool one_program = path == VjpPath::fused && backend->program_threshold() > 0;
+      EXPECT_GE(failures, one_program ? 2 : 3) << op_name(op);
       EXPECT_EQ(snapshot(t), before);
     }
   }

@@ -8,6 +8,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "core.hpp"
 #include "op.hpp"
@@ -27,6 +28,9 @@ struct MemoryStats {
 };
 
 class Backend;
+namespace detail {
+struct Program;  // a tape program (cuda/program.hpp): internal to the library
+}  // namespace detail
 
 class Buffer {
  public:
@@ -50,7 +54,9 @@ class Buffer {
 
  private:
   friend class Backend;
+  struct SharedAllocation;                // one allocation several buffers were carved from
   std::shared_ptr<Backend> owner_;
+  SharedAllocation* shared_ = nullptr;    // set by Backend::allocate_many; else data_ is its own
   void* data_ = nullptr;
   Shape shape_;
   DType dtype_ = DType::float32;
@@ -75,6 +81,16 @@ const char* prim_name(Prim p);
 
 enum class BackendKind { cpu, cuda };
 
+// One part of Backend::allocate_many.
+struct BufferSpec {
+  Shape shape;
+  DType dtype = DType::float32;
+};
+
+// Tapes defer the forward of nodes of at most this many elements and run them, and backward passes
+// over them, as programs (one kernel per flush instead of one per node); 0 turns that off.
+inline constexpr std::int64_t kDefaultProgramThreshold = std::int64_t{1} << 16;
+
 class Backend : public std::enable_shared_from_this<Backend> {
  public:
   virtual ~Backend() = default;
@@ -83,6 +99,10 @@ class Backend : public std::enable_shared_from_this<Backend> {
 
   // Tagged, counted allocation. Fails with InvalidShape or OutOfMemory; never throws.
   Result<Buffer> allocate(const Shape& shape, DType dtype, AllocTag tag);
+  // One allocation carved into one buffer per part, each 16-byte aligned, tagged and counted as a
+  // buffer of its own; the allocation is freed when the last of them is released. Counts as a
+  // single allocation for inject_allocation_failure.
+  Result<std::vector<Buffer>> allocate_many(std::span<const BufferSpec> parts, AllocTag tag);
   Result<Buffer> upload(const HostArray& host, AllocTag tag = AllocTag::value);
   Result<HostArray> download(const Buffer& buffer);
 
@@ -95,8 +115,16 @@ class Backend : public std::enable_shared_from_this<Backend> {
   // One primitive buffer op (the vocabulary of the staged VJPs).
   virtual Result<void> prim(Prim p, double c, std::span<const Buffer* const> inputs,
                             Buffer& out) = 0;
+  // Runs a tape program: every step, in order, at every element (cuda/program.hpp). Queued like
+  // a kernel: no synchronisation, no allocation.
+  virtual Result<void> run_program(const detail::Program& program) = 0;
   // Waits for all queued work; reports any asynchronous failure.
   virtual Result<void> synchronize() = 0;
+
+  // Element count up to which tapes on this backend use programs (kDefaultProgramThreshold);
+  // 0 runs every node with its own kernels. Read by a tape at each record and backward.
+  std::int64_t program_threshold() const { return program_threshold_; }
+  void set_program_threshold(std::int64_t numel) { program_threshold_ = numel < 0 ? 0 : numel; }
 
   const MemoryStats& stats() const { return stats_; }
   // Test hook: the n-th allocation from now (1 = the next one) fails with OutOfMemory.
@@ -111,8 +139,10 @@ class Backend : public std::enable_shared_from_this<Backend> {
  private:
   friend class Buffer;
   void release(Buffer& b);
+  bool take_injected_failure();  // true when this allocation is the one set to fail
   MemoryStats stats_;
   std::int64_t fail_countdown_ = 0;
+  std::int64_t program_threshold_ = kDefaultProgramThreshold;
 };
 
 std::shared_ptr<Backend> make_cpu_backend();

@@ -1,6 +1,22 @@
 // tapewise/tape.hpp — the reverse-mode tape. A node is data ({op, scalars, parents, value}); the
 // backward pass interprets it. Ids are array positions, so parents always have smaller ids.
 // Every method either succeeds or returns an Error and leaves the tape exactly as it was.
+//
+// Small nodes run as programs. A node of at most backend().program_threshold() elements gets its
+// value buffer at record (so OutOfMemory still surfaces there), but its forward is deferred: it
+// joins the pending list, and one program computes all pending nodes at the next flush — before
+// anything reads a value (value, value_buffer, backward*), before recording a larger node, when
+// kMaxPendingNodes are pending, or when flush() is called. A fused backward whose output is that
+// small (every node it visits has the output's shape) runs as one program too, its gradient slots
+// carved from one allocation. Programs call the per-node path's per-element code in the same
+// order, so values and gradients are the same bits either way.
+//
+// A failed flush (a kernel launch error: in practice a device that is gone) returns its error from
+// the call that flushed, and that call changes nothing: the nodes stay on the tape and pending,
+// and the next read tries again (a forward depends only on its inputs, so running it twice is
+// harmless). They are not removed, because their ids have already been handed out: removing them
+// would let later nodes reuse those ids. `node(id)` does not flush: its `value` may be pending.
+// Not thread-safe, as the backend is not: const methods may flush.
 #pragma once
 
 #include <cstdint>
@@ -45,11 +61,22 @@ class Gradients {
 
 class Tape {
  public:
+  // At most this many nodes wait for their forward: one CUDA launch's worth of program steps
+  // (cuda/program.hpp), so a full list flushes as exactly one kernel, and the device starts on
+  // long recordings while the host is still recording.
+  static constexpr std::size_t kMaxPendingNodes = 448;
+
   explicit Tape(std::shared_ptr<Backend> backend);
 
   Backend& backend() const { return *backend_; }
   std::size_t size() const { return nodes_.size(); }
+  // The node's record; its value's contents may still be pending (see above): read values through
+  // value() or value_buffer(), which flush.
   const Node& node(NodeId id) const { return nodes_.at(static_cast<std::size_t>(id)); }
+
+  // Nodes whose forward is deferred; flush() runs them now (as one program).
+  std::size_t pending() const { return pending_.size(); }
+  Result<void> flush() const;
 
   Result<NodeId> leaf(Buffer value, bool requires_grad = true);
   Result<NodeId> leaf(const HostArray& value, bool requires_grad = true);
@@ -104,9 +131,13 @@ class Tape {
   }
   Result<void> check_id(const char* what, NodeId id) const;
   Result<Gradients> run_backward(NodeId out, const Buffer& seed, VjpPath path, bool dense) const;
+  Result<Gradients> run_backward_program(NodeId out, const Buffer& seed, bool dense) const;
 
   std::shared_ptr<Backend> backend_;
   std::vector<Node> nodes_;
+  // Ids of the nodes whose forward has not run yet, ascending. Flushing computes their values, a
+  // cache of what was recorded, so const readers may flush.
+  mutable std::vector<NodeId> pending_;
 };
 
 // The VJP of one node as the spec stages it (workspace buffers, released before return).

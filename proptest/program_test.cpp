@@ -1,0 +1,621 @@
+// proptest/program_test.cpp — tape programs: small nodes' forwards deferred and run as one program,
+// fused backward passes over small outputs run as one program with their slots carved from one
+// allocation. They must give the per-node path's bits on random DAGs of all 23 nodes, flush before
+// every read, change nothing on error and leak nothing. Runs on every backend present.
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "test_support.hpp"
+
+namespace tapewise::testing {
+namespace {
+
+// Sets a backend's program threshold for a scope (the CUDA backend is shared by every test).
+class ThresholdScope {
+ public:
+  ThresholdScope(Backend& be, std::int64_t threshold) : be_(be), saved_(be.program_threshold()) {
+    be.set_program_threshold(threshold);
+  }
+  ~ThresholdScope() { be_.set_program_threshold(saved_); }
+  ThresholdScope(const ThresholdScope&) = delete;
+  ThresholdScope& operator=(const ThresholdScope&) = delete;
+
+ private:
+  Backend& be_;
+  std::int64_t saved_;
+};
+
+// The threshold the random DAGs run under: small enough that a "large" node costs nothing.
+constexpr std::int64_t kSmall = 8;
+
+struct TensorType {
+  Shape shape;
+  DType dtype;
+};
+
+// Sizes around kSmall: a scalar, empty, at and above the threshold, two dtypes.
+const std::vector<TensorType>& tensor_types() {
+  static const std::vector<TensorType> types{
+      {Shape{5}, DType::float32}, {Shape{2, 3}, DType::float32}, {Shape{}, DType::float32},
+      {Shape{0}, DType::float32}, {Shape{3}, DType::float64},    {Shape{kSmall}, DType::float64},
+      {Shape{kSmall + 3}, DType::float32},
+  };
+  return types;
+}
+
+// Any float (bit patterns, specials), or mostly moderate values with full mantissas: sums of those
+// round differently when added in another order, which exposes any change of accumulation order.
+template <class T>
+rc::Gen<T> tape_value() {
+  return rc::gen::weightedOneOf<T>({{1, any_float<T>()}, {2, in_domain<T>(-3, 3, false)}});
+}
+
+// (if / else, not ?: — a generator throws to stop a case, and g++ 12 then destroys the ?:'s
+// temporaries that were never constructed.)
+template <class Make>
+HostArray values_of(const TensorType& type, Make&& make) {
+  const auto n = static_cast<std::size_t>(type.shape.numel());
+  if (type.dtype == DType::float32) return HostArray::of<float>(type.shape, *rc::gen::container<std::vector<float>>(n, make.template operator()<float>()));
+  return HostArray::of<double>(type.shape, *rc::gen::container<std::vector<double>>(n, make.template operator()<double>()));
+}
+
+HostArray random_values(const TensorType& type) {
+  return values_of(type, []<class T>() { return tape_value<T>(); });
+}
+
+HostArray moderate_values(const TensorType& type) {
+  return values_of(type, []<class T>() { return in_domain<T>(-2, 2, false); });
+}
+
+Scalars random_scalars(Op op) {
+  switch (op) {
+    case Op::scale: return {*rc::gen::elementOf(std::vector<double>{0.37, -1.5, 1.0 + 0x1p-24, 0.0}), 0};
+    case Op::clamp: return {*rc::gen::elementOf(std::vector<double>{-0.5, 0.0, -1e-40}),
+                            *rc::gen::elementOf(std::vector<double>{0.5, 0.0, 3.0})};
+    case Op::safeLog: return {*rc::gen::elementOf(std::vector<double>{1e-6, 0.0, 1.0}), 0};
+    default: return {};
+  }
+}
+
+struct DagNode {
+  std::optional<Op> op;
+  std::array<NodeId, 2> parents{-1, -1};
+  Scalars scalars;
+  bool requires_grad = true;
+  HostArray leaf;  // leaves only
+  std::size_t type = 0;
+};
+
+// Leaves of random types, then nodes of all 23 ops over earlier nodes of one type (a binary node's
+// second parent has the first's type; sometimes it is the first: repeated parents). Half the DAGs
+// have a single type, so that slots receive many contributions; half use only arithmetic nodes,
+// whose values stay finite, so that a change in the order of additions shows in the bits.
+std::vector<DagNode> random_dag() {
+  static const std::vector<Op> arithmetic{Op::add, Op::sub, Op::mul, Op::neg, Op::scale, Op::max, Op::min, Op::div};
+  std::vector<Op> all;
+  for (const OpInfo& info : kOps) all.push_back(info.op);
+  const std::vector<Op>& ops = *rc::gen::arbitrary<bool>() ? arithmetic : all;
+  std::vector<DagNode> dag;
+  const int leaves = *rc::gen::inRange(1, 6);
+  const int inner = *rc::gen::inRange(1, 30);
+  const bool one_type = *rc::gen::arbitrary<bool>();
+  const auto first_type = *rc::gen::inRange<std::size_t>(0, tensor_types().size());
+  for (int i = 0; i < leaves; ++i) {
+    DagNode n;
+    n.type = one_type ? first_type : *rc::gen::inRange<std::size_t>(0, tensor_types().size());
+    n.requires_grad = *rc::gen::weightedElement<bool>({{4, true}, {1, false}});
+    n.leaf = random_values(tensor_types()[n.type]);
+    dag.push_back(std::move(n));
+  }
+  for (int i = 0; i < inner; ++i) {
+    DagNode n;
+    n.op = *rc::gen::elementOf(ops);
+    n.scalars = random_scalars(*n.op);
+    n.parents[0] = *rc::gen::inRange<NodeId>(0, static_cast<NodeId>(dag.size()));
+    n.type = dag[static_cast<std::size_t>(n.parents[0])].type;
+    n.requires_grad = dag[static_cast<std::size_t>(n.parents[0])].requires_grad;
+    if (op_info(*n.op).arity == 2) {
+      std::vector<NodeId> same_type;
+      for (std::size_t j = 0; j < dag.size(); ++j)
+        if (dag[j].type == n.type) same_type.push_back(static_cast<NodeId>(j));
+      n.parents[1] = *rc::gen::weightedOneOf<NodeId>({{1, rc::gen::just(n.parents[0])}, {3, rc::gen::elementOf(same_type)}});
+      n.requires_grad = n.requires_grad || dag[static_cast<std::size_t>(n.parents[1])].requires_grad;
+    }
+    dag.push_back(std::move(n));
+  }
+  return dag;
+}
+
+// One line per node, for failure logs: "#3 = mul(#1, #1) [5] float32 rg" (types: tensor_types()).
+std::string describe(const std::vector<DagNode>& dag, bool with_types = true) {
+  std::string text;
+  for (std::size_t i = 0; i < dag.size(); ++i) {
+    const DagNode& n = dag[i];
+    const TensorType& type = tensor_types()[n.type];
+    text += "#" + std::to_string(i) + " = ";
+    if (n.op) {
+      text += std::string(op_name(*n.op)) + "(#" + std::to_string(n.parents[0]);
+      if (op_info(*n.op).arity == 2) text += ", #" + std::to_string(n.parents[1]);
+      text += ")";
+    } else {
+      text += "leaf";
+    }
+    if (with_types) text += " " + type.shape.str() + " " + dtype_name(type.dtype);
+    text += n.requires_grad ? " rg\n" : "\n";
+  }
+  return text;
+}
+
+bool is_small(const DagNode& n, std::int64_t threshold) {
+  return threshold > 0 && tensor_types()[n.type].shape.numel() <= threshold;
+}
+
+void record(Tape& t, const std::vector<DagNode>& dag) {
+  for (std::size_t i = 0; i < dag.size(); ++i) {
+    const DagNode& n = dag[i];
+    auto id = n.op ? t.apply(*n.op, {n.parents.data(), static_cast<std::size_t>(op_info(*n.op).arity)}, n.scalars)
+                   : t.leaf(n.leaf, n.requires_grad);
+    RC_ASSERT(id == static_cast<NodeId>(i));
+    RC_ASSERT(t.node(*id).requires_grad == n.requires_grad);
+  }
+}
+
+// Nodes deferred after recording `dag` under `threshold`: the small ones since the last large one.
+std::size_t expected_pending(const std::vector<DagNode>& dag, std::int64_t threshold) {
+  std::size_t pending = 0;
+  for (const DagNode& n : dag)
+    if (n.op) pending = is_small(n, threshold) ? pending + 1 : 0;
+  return pending;
+}
+
+MemoryStats difference(const MemoryStats& after, const MemoryStats& before) {
+  MemoryStats d;
+  for (int t = 0; t < kAllocTagCount; ++t) {
+    d.live_count[t] = after.live_count[t] - before.live_count[t];
+    d.live_bytes[t] = after.live_bytes[t] - before.live_bytes[t];
+  }
+  return d;
+}
+
+enum BackwardKind { sparse_fused, dense_fused, sparse_staged, dense_staged };
+constexpr std::array<BackwardKind, 4> kBackwardKinds{sparse_fused, dense_fused, sparse_staged, dense_staged};
+
+// What a tape gave: every value, and each backward's gradients and what it left allocated.
+struct Outcome {
+  std::vector<HostArray> values;
+  std::array<std::vector<std::optional<HostArray>>, 4> grads;
+  std::array<MemoryStats, 4> left_allocated;
+};
+
+Result<Gradients> run(const Tape& t, BackwardKind kind, NodeId out, const HostArray& seed) {
+  const VjpPath path = kind == sparse_fused || kind == dense_fused ? VjpPath::fused : VjpPath::staged;
+  return kind == sparse_fused || kind == sparse_staged ? t.backward(out, seed, path) : t.backward_dense(out, seed, path);
+}
+
+// Records the DAG under `threshold`, runs every backward before reading any value (so the
+// backward itself must flush), then reads the values.
+Outcome record_and_differentiate(const std::shared_ptr<Backend>& be, std::int64_t threshold,
+                                 const std::vector<DagNode>& dag, NodeId out, const HostArray& seed) {
+  ThresholdScope scope(*be, threshold);
+  Outcome o;
+  Tape t(be);
+  record(t, dag);
+  RC_ASSERT(t.pending() == expected_pending(dag, threshold));
+  for (BackwardKind kind : kBackwardKinds) {
+    const MemoryStats before = be->stats();
+    auto grads = run(t, kind, out, seed);
+    RC_ASSERT(grads.has_value());
+    RC_ASSERT(t.pending() == 0u);
+    o.left_allocated[kind] = difference(be->stats(), before);
+    RC_ASSERT(o.left_allocated[kind].count(AllocTag::workspace) == 0);
+    for (std::size_t id = 0; id < dag.size(); ++id)
+      o.grads[kind].push_back(grads->has(static_cast<NodeId>(id)) ? std::optional<HostArray>(*grads->host(static_cast<NodeId>(id)))
+                                                                  : std::nullopt);
+  }
+  for (std::size_t id = 0; id < dag.size(); ++id) o.values.push_back(*t.value(static_cast<NodeId>(id)));
+  return o;
+}
+
+// Bit for bit, where any NaN matches any NaN (the project's AgreeUpToNaN): which NaN an IEEE
+// operation returns when both operands are NaN is the operand order the compiler happened to pick
+// on x86 (it treats + and * as commutative), so NaN payloads and signs are not part of the promise.
+bool agree(const HostArray& a, const HostArray& b) {
+  if (a.shape != b.shape || a.dtype != b.dtype || a.bytes.size() != b.bytes.size()) return false;
+  for (std::int64_t i = 0; i < a.numel(); ++i) {
+    const bool same = a.dtype == DType::float32 ? same_bits(a.at<float>(i), b.at<float>(i)) : same_bits(a.at<double>(i), b.at<double>(i));
+    if (!same) return false;
+  }
+  return true;
+}
+
+// "element i: <bits> vs <bits>" for the first element where two arrays disagree.
+std::string first_difference(const HostArray& a, const HostArray& b) {
+  if (a.shape != b.shape || a.dtype != b.dtype) return "shapes or dtypes differ";
+  const std::size_t width = dtype_size(a.dtype);
+  for (std::int64_t i = 0; i < a.numel(); ++i) {
+    const bool same = a.dtype == DType::float32 ? same_bits(a.at<float>(i), b.at<float>(i)) : same_bits(a.at<double>(i), b.at<double>(i));
+    if (same) continue;
+    auto hex = [&](const HostArray& h) {
+      std::uint64_t v = 0;
+      std::memcpy(&v, &h.bytes[static_cast<std::size_t>(i) * width], width);
+      char text[24];
+      std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(v));
+      return std::string(text);
+    };
+    return "element " + std::to_string(i) + ": " + hex(a) + " vs " + hex(b);
+  }
+  return "no difference";
+}
+
+class Programs : public PerBackend {};
+
+// The central property: programs give the per-node path's bits (values, gradients sparse and dense)
+// and leave the same buffers allocated; and staged still equals fused with programs on.
+TEST_P(Programs, RandomDagsGiveThePerNodeBitsExactly) {
+  EXPECT_TRUE(rc::check("programs == per-node", [&] {
+    const std::vector<DagNode> dag = random_dag();
+    const auto last = static_cast<NodeId>(dag.size() - 1);  // mostly: the widest backward
+    const NodeId out = *rc::gen::weightedOneOf<NodeId>({{2, rc::gen::just(last)}, {1, rc::gen::inRange<NodeId>(0, last + 1)}});
+    const HostArray seed = random_values(tensor_types()[dag[static_cast<std::size_t>(out)].type]);
+    RC_LOG() << describe(dag) << "out #" << out << "\n";
+    const Outcome per_node = record_and_differentiate(backend, 0, dag, out, seed);
+    const Outcome programs = record_and_differentiate(backend, kSmall, dag, out, seed);
+    for (std::size_t id = 0; id < dag.size(); ++id) {
+      if (!agree(programs.values[id], per_node.values[id])) {
+        RC_LOG() << "value of node " << id << " (" << (dag[id].op ? op_name(*dag[id].op) : "leaf") << "), program vs per-node "
+                 << first_difference(programs.values[id], per_node.values[id]);
+        RC_FAIL("a program's value differs from the per-node forward");
+      }
+    }
+    for (BackwardKind kind : kBackwardKinds) {
+      RC_ASSERT(programs.left_allocated[kind] == per_node.left_allocated[kind]);
+      for (std::size_t id = 0; id < dag.size(); ++id) {
+        const auto& p = programs.grads[kind][id];
+        const auto& q = per_node.grads[kind][id];
+        RC_ASSERT(p.has_value() == q.has_value());
+        if (p && !agree(*p, *q)) {
+          RC_LOG() << "backward kind " << kind << ", gradient of node " << id << " (out " << out
+                   << "), program vs per-node " << first_difference(*p, *q);
+          RC_FAIL("a program's gradient differs from the per-node backward");
+        }
+      }
+    }
+    // Staged (per node, after a flush) against fused (a program where the output is small).
+    for (auto [staged, fused] : {std::pair{sparse_staged, sparse_fused}, std::pair{dense_staged, dense_fused}}) {
+      for (std::size_t id = 0; id < dag.size(); ++id) {
+        const auto& s = programs.grads[staged][id];
+        const auto& f = programs.grads[fused][id];
+        RC_ASSERT(s.has_value() == f.has_value());
+        if (s) RC_ASSERT(agree(*s, *f));
+      }
+    }
+  }));
+}
+
+// Many contributions into one slot: children of x (and y) summed in a random tree. Their order of
+// accumulation (descending ids, existing + g) decides the low bits of dx, and so does max(x, x)
+// passing g once (not g * 0.5 twice) into a slot that holds other contributions.
+TEST_P(Programs, ManyContributionsAccumulateInTheTapesOrder) {
+  EXPECT_TRUE(rc::check("fan-in", [&] {
+    const TensorType type{Shape{*rc::gen::inRange<std::int64_t>(1, 6)}, *rc::gen::elementOf(std::vector<DType>{DType::float32, DType::float64})};
+    std::vector<DagNode> dag(2);
+    for (DagNode& leaf : dag) leaf.leaf = moderate_values(type);
+    std::vector<NodeId> unsummed;
+    const int children = *rc::gen::inRange(3, 16);
+    for (int i = 0; i < children; ++i) {
+      DagNode c;
+      c.op = *rc::gen::elementOf(std::vector<Op>{Op::scale, Op::mul, Op::sin, Op::div, Op::sub, Op::max, Op::min});
+      c.parents = {*rc::gen::inRange<NodeId>(0, 2), *rc::gen::inRange<NodeId>(0, 2)};
+      c.scalars = {*rc::gen::elementOf(std::vector<double>{0.1, -3.7, 1.0 / 3.0, 1e-3}), 0};
+      unsummed.push_back(static_cast<NodeId>(dag.size()));
+      dag.push_back(c);
+    }
+    while (unsummed.size() > 1) {  // add two random partial sums until one is left
+      const auto i = *rc::gen::inRange<std::size_t>(0, unsummed.size());
+      const NodeId a = unsummed[i];
+      unsummed.erase(unsummed.begin() + static_cast<std::ptrdiff_t>(i));
+      const auto j = *rc::gen::inRange<std::size_t>(0, unsummed.size());
+      DagNode sum;
+      sum.op = Op::add;
+      sum.parents = {a, unsummed[j]};
+      unsummed[j] = static_cast<NodeId>(dag.size());
+      dag.push_back(sum);
+    }
+    const NodeId out = static_cast<NodeId>(dag.size() - 1);
+    const HostArray seed = moderate_values(type);
+    // [programs][dense][leaf]: the leaves' gradients (a leaf no child uses has none when sparse).
+    std::array<std::array<std::array<std::optional<HostArray>, 2>, 2>, 2> grads;
+    for (int programs : {0, 1}) {
+      ThresholdScope scope(*backend, programs ? kDefaultProgramThreshold : 0);
+      Tape t(backend);
+      record(t, dag);
+      for (int dense : {0, 1}) {
+        auto g = dense ? t.backward_dense(out, seed) : t.backward(out, seed);
+        RC_ASSERT(g.has_value());
+        for (NodeId leaf : {0, 1})
+          if (g->has(leaf)) grads[programs][dense][leaf] = *g->host(leaf);
+      }
+    }
+    for (int dense : {0, 1}) {
+      for (NodeId leaf : {0, 1}) {
+        const auto& p = grads[1][dense][leaf];
+        const auto& q = grads[0][dense][leaf];
+        RC_ASSERT(p.has_value() == q.has_value());
+        if (!p || agree(*p, *q)) continue;
+        RC_LOG() << describe(dag, false) << type.shape.str() << " " << dtype_name(type.dtype) << ", "
+                 << (dense ? "dense" : "sparse") << ": d#" << leaf << ", program vs per-node "
+                 << first_difference(*p, *q);
+        RC_FAIL("fan-in: the program accumulated a leaf's gradient differently");
+      }
+    }
+  }));
+}
+
+// Each read flushes; leaves do not; a large node flushes before its own kernel; the list never
+// grows past kMaxPendingNodes.
+TEST_P(Programs, PendingNodesAreFlushedBeforeAnyRead) {
+  ThresholdScope scope(*backend, kSmall);
+  const std::vector<float> xs{0.5f, -1.25f, 3.0f};
+  Tape t(backend);
+  const NodeId x = *t.leaf(host(xs));
+  const NodeId s = *t.sin(x);
+  const NodeId e = *t.exp(s);
+  EXPECT_EQ(t.pending(), 2u);
+  const NodeId c = *t.leaf(host(std::vector<float>{1, 2, 3}));
+  EXPECT_EQ(t.pending(), 2u);  // a leaf reads nothing
+  auto v = t.value(e);
+  ASSERT_TRUE(v) << v.error().str();
+  EXPECT_EQ(t.pending(), 0u);
+  for (std::size_t i = 0; i < xs.size(); ++i) EXPECT_EQ(bits_of(v->at<float>(static_cast<std::int64_t>(i))), bits_of(std::exp(std::sin(xs[i]))));
+
+  const NodeId m = *t.mul(e, c);
+  EXPECT_EQ(t.pending(), 1u);
+  ASSERT_TRUE(t.value_buffer(m));
+  EXPECT_EQ(t.pending(), 0u);
+  EXPECT_EQ(t.value(m)->at<float>(1), v->at<float>(1) * 2.0f);
+
+  const NodeId r = *t.relu(m);
+  EXPECT_EQ(t.pending(), 1u);
+  ASSERT_TRUE(t.backward(r, host(std::vector<float>{1, 1, 1})));
+  EXPECT_EQ(t.pending(), 0u);
+
+  ASSERT_TRUE(t.neg(r));
+  EXPECT_EQ(t.pending(), 1u);
+  ASSERT_TRUE(t.flush());
+  EXPECT_EQ(t.pending(), 0u);
+
+  const NodeId big = *t.leaf(host(std::vector<float>(kSmall + 1, 0.25f)));
+  ASSERT_TRUE(t.neg(r));
+  EXPECT_EQ(t.pending(), 1u);
+  const NodeId big_sin = *t.sin(big);  // runs its own kernel, after the pending node
+  EXPECT_EQ(t.pending(), 0u);
+  EXPECT_EQ(t.value(big_sin)->at<float>(kSmall), std::sin(0.25f));
+
+  // A full list flushes as the next small node is recorded.
+  NodeId h = x;
+  for (std::size_t i = 0; i < Tape::kMaxPendingNodes; ++i) h = *t.scale(h, 1.0);
+  EXPECT_EQ(t.pending(), Tape::kMaxPendingNodes);
+  h = *t.scale(h, 2.0);
+  EXPECT_EQ(t.pending(), 1u);
+  EXPECT_EQ(t.value(h)->at<float>(2), 6.0f);
+}
+
+// A node recorded small, then the threshold lowered: its child is no longer small, so recording the
+// child must compute the pending parent first.
+TEST_P(Programs, LoweringTheThresholdMidTapeStillComputesPendingParentsFirst) {
+  Tape t(backend);
+  NodeId y;
+  {
+    ThresholdScope on(*backend, kSmall);
+    const NodeId x = *t.leaf(host(std::vector<double>{0.25, 2.0}));
+    y = *t.exp(x);
+    EXPECT_EQ(t.pending(), 1u);
+  }
+  ThresholdScope off(*backend, 0);
+  const NodeId z = *t.log(y);
+  EXPECT_EQ(t.pending(), 0u);
+  const HostArray v = *t.value(z);
+  EXPECT_EQ(v.at<double>(0), std::log(std::exp(0.25)));
+  EXPECT_EQ(v.at<double>(1), std::log(std::exp(2.0)));
+}
+
+struct Snapshot {
+  std::size_t size, pending;
+  MemoryStats stats;
+  friend bool operator==(const Snapshot&, const Snapshot&) = default;
+};
+Snapshot snapshot(const Tape& t) { return {t.size(), t.pending(), t.backend().stats()}; }
+
+// Random commands (bad ids, mismatched shapes and dtypes, failed allocations) while nodes are
+// pending: each appends one node or changes nothing, the pending list included; in the end every
+// value equals a per-node tape's replay of the commands that succeeded.
+TEST_P(Programs, ErrorsWhileNodesArePendingChangeNothing) {
+  Backend& be = *backend;
+  EXPECT_TRUE(rc::check("commands while pending", [&] {
+    ThresholdScope scope(be, kSmall);
+    Tape t(backend);
+    std::vector<DagNode> replay;
+    const std::vector<TensorType> leaf_types{{Shape{3}, DType::float32}, {Shape{2}, DType::float32},
+                                             {Shape{3}, DType::float64}, {Shape{kSmall + 1}, DType::float32}};
+    for (std::size_t k = 0; k < leaf_types.size(); ++k) {
+      DagNode n;
+      n.leaf = random_values(leaf_types[k]);
+      RC_ASSERT(t.leaf(n.leaf).has_value());
+      replay.push_back(std::move(n));
+    }
+    const int steps = *rc::gen::inRange(1, 40);
+    for (int i = 0; i < steps; ++i) {
+      const OpInfo& info = kOps[*rc::gen::inRange(0, kOpCount)];
+      const auto n = static_cast<NodeId>(t.size());
+      const std::array<NodeId, 2> ids{*rc::gen::inRange<NodeId>(-2, n + 2), *rc::gen::inRange<NodeId>(-2, n + 2)};
+      const bool out_of_memory = *rc::gen::weightedElement<bool>({{6, false}, {1, true}});
+      const Snapshot before = snapshot(t);
+      if (out_of_memory) be.inject_allocation_failure(1);
+      auto r = t.apply(info.op, {ids.data(), static_cast<std::size_t>(info.arity)}, {0.5, 1.5});
+      be.inject_allocation_failure(0);
+      if (r) {
+        RC_ASSERT(*r == n);
+        RC_ASSERT(t.size() == before.size + 1);
+        RC_ASSERT(t.pending() <= Tape::kMaxPendingNodes);
+        DagNode node;
+        node.op = info.op;
+        node.parents = ids;
+        node.scalars = {0.5, 1.5};
+        replay.push_back(std::move(node));
+      } else {
+        RC_ASSERT(snapshot(t) == before);
+        const ErrorCode c = r.error().code;
+        RC_ASSERT(c == ErrorCode::InvalidNodeId || c == ErrorCode::ShapeMismatch || c == ErrorCode::DTypeMismatch ||
+                  (out_of_memory && c == ErrorCode::OutOfMemory));
+      }
+    }
+    ThresholdScope off(be, 0);
+    Tape per_node(backend);
+    record(per_node, replay);
+    for (NodeId id = 0; id < static_cast<NodeId>(t.size()); ++id) RC_ASSERT(agree(*t.value(id), *per_node.value(id)));
+  }));
+}
+
+// A fused backward over a small output allocates twice — the seed's upload and all slots at once —
+// and each failing changes nothing (pending forwards included) and leaks nothing.
+TEST_P(Programs, InjectedAllocationFailuresInBackwardChangeNothing) {
+  ThresholdScope scope(*backend, kSmall);
+  for (bool dense : {false, true}) {
+    Tape t(backend);
+    const NodeId a = *t.leaf(host<float>({0.5f, 2.0f, -3.0f}));
+    const NodeId b = *t.leaf(host<float>({1.5f, -2.0f, 4.0f}));
+    const NodeId unrelated = *t.leaf(host(std::vector<float>(kSmall + 4, 1.0f)));  // dense: a large +0 slot
+    ASSERT_TRUE(t.sin(unrelated));
+    const NodeId q = *t.div(a, b);
+    const NodeId m = *t.max(q, q);
+    const NodeId z = *t.mul(*t.gelu(m), a);
+    const Snapshot before = snapshot(t);
+    EXPECT_EQ(before.pending, 4u);
+    const HostArray seed = host<float>({1, -1, 2});
+    int failures = 0;
+    for (int nth = 1;; ++nth) {
+      backend->inject_allocation_failure(nth);
+      auto grads = dense ? t.backward_dense(z, seed) : t.backward(z, seed);
+      backend->inject_allocation_failure(0);
+      if (grads) break;
+      ++failures;
+      EXPECT_EQ(grads.error().code, ErrorCode::OutOfMemory) << grads.error().str();
+      EXPECT_EQ(snapshot(t), before) << "failing allocation " << nth;
+    }
+    EXPECT_EQ(failures, 2);
+    EXPECT_EQ(t.pending(), 0u);
+    EXPECT_EQ(snapshot(t).stats, before.stats);
+  }
+}
+
+// The whole issue's workload in miniature: a 1,000-node chain (sin, tanh, sigmoid, scale 0.9, relu)
+// records and back-propagates through programs, several flushes deep, to the per-node bits.
+TEST_P(Programs, ChainOfAThousandNodes) {
+  constexpr int kNodes = 1000;
+  std::vector<float> xs(256);
+  for (std::size_t i = 0; i < xs.size(); ++i) xs[i] = static_cast<float>(static_cast<int>(i) - 128) / 32.0f;
+  std::array<std::vector<HostArray>, 2> values, grads;
+  for (std::int64_t threshold : {std::int64_t{0}, kDefaultProgramThreshold}) {
+    ThresholdScope scope(*backend, threshold);
+    const std::size_t side = threshold == 0 ? 0 : 1;
+    Tape t(backend);
+    NodeId h = *t.leaf(host(xs));
+    for (int i = 0; i < kNodes; ++i) {
+      switch (i % 5) {
+        case 0: h = *t.sin(h); break;
+        case 1: h = *t.tanh(h); break;
+        case 2: h = *t.sigmoid(h); break;
+        case 3: h = *t.scale(h, 0.9); break;
+        default: h = *t.relu(h); break;
+      }
+      ASSERT_LE(t.pending(), Tape::kMaxPendingNodes);
+    }
+    EXPECT_EQ(t.pending(), threshold == 0 ? 0u : kNodes % Tape::kMaxPendingNodes);
+    const MemoryStats before = backend->stats();
+    auto g = t.backward(h, host(std::vector<float>(xs.size(), 1.0f)));
+    ASSERT_TRUE(g) << g.error().str();
+    EXPECT_EQ(backend->stats().count(AllocTag::gradient) - before.count(AllocTag::gradient), kNodes + 1);
+    for (NodeId id = 0; id <= kNodes; ++id) {
+      values[side].push_back(*t.value(id));
+      grads[side].push_back(*g->host(id));
+    }
+  }
+  for (std::size_t id = 0; id <= kNodes; ++id) {  // no NaN arises in this chain: the bytes themselves
+    ASSERT_EQ(values[1][id].bytes, values[0][id].bytes) << "value of node " << id;
+    ASSERT_EQ(grads[1][id].bytes, grads[0][id].bytes) << "gradient of node " << id;
+  }
+  EXPECT_NE(grads[1][kNodes - 7].at<float>(200), 0.0f);  // the gradients compared are not all zero
+}
+
+// Slots carved from one allocation: each counted on its own, 16-byte aligned, disjoint; the
+// allocation lives while any of them does; a failure is one failed allocation.
+TEST_P(Programs, AllocateManyCountsEachBufferAndFreesWithTheLast) {
+  const MemoryStats empty = backend->stats();
+  const std::vector<BufferSpec> specs{{Shape{3}, DType::float32}, {Shape{0}, DType::float32},
+                                      {Shape{5}, DType::float64}, {Shape{}, DType::float32},
+                                      {Shape{7}, DType::float32}};
+  backend->inject_allocation_failure(1);
+  auto failed = backend->allocate_many(specs, AllocTag::gradient);
+  ASSERT_FALSE(failed);
+  EXPECT_EQ(failed.error().code, ErrorCode::OutOfMemory);
+  EXPECT_EQ(backend->stats(), empty);
+  backend->inject_allocation_failure(2);  // allocate_many is one allocation: the next one fails
+  auto parts = backend->allocate_many(specs, AllocTag::gradient);
+  ASSERT_TRUE(parts) << parts.error().str();
+  EXPECT_FALSE(backend->allocate(Shape{1}, DType::float32, AllocTag::value));
+  ASSERT_EQ(parts->size(), specs.size());
+  EXPECT_EQ(backend->stats().count(AllocTag::gradient), empty.count(AllocTag::gradient) + 5);
+  EXPECT_EQ(backend->stats().bytes(AllocTag::gradient), empty.bytes(AllocTag::gradient) + 12 + 0 + 40 + 4 + 28);
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    Buffer& b = (*parts)[i];
+    EXPECT_EQ(b.shape(), specs[i].shape);
+    EXPECT_EQ(b.dtype(), specs[i].dtype);
+    EXPECT_EQ(b.tag(), AllocTag::gradient);
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(b.data()) % 16, 0u) << i;
+    if (b.numel() > 0) {
+      ASSERT_TRUE(backend->prim(Prim::fill, static_cast<double>(i + 1), {}, b));
+    }
+  }
+  // Release all but the last, in a scrambled order: the last still holds its own values.
+  for (std::size_t i : {2, 0, 3, 1}) (*parts)[i].reset();
+  EXPECT_EQ(backend->stats().count(AllocTag::gradient), empty.count(AllocTag::gradient) + 1);
+  EXPECT_EQ(backend->download((*parts)[4])->to_vector<float>(), std::vector<float>(7, 5.0f));
+  parts->clear();
+  EXPECT_EQ(backend->stats(), empty);
+}
+
+// Gradients from a program outlive the tape, and a slot taken out of them outlives the rest.
+TEST_P(Programs, ProgramGradientsOutliveTheTapeAndEachOther) {
+  ThresholdScope scope(*backend, kSmall);
+  const MemoryStats empty = backend->stats();
+  std::optional<Gradients> kept;
+  NodeId x, y;
+  HostArray dy_expected;
+  {
+    Tape t(backend);
+    x = *t.leaf(host(std::vector<double>{0.5, 1.5}));
+    y = *t.exp(x);
+    const NodeId z = *t.mul(y, *t.sin(x));
+    kept.emplace(std::move(*t.backward(z, host(std::vector<double>{1.0, 1.0}))));
+    dy_expected = *kept->host(y);
+  }
+  EXPECT_EQ(backend->stats().count(AllocTag::value), empty.count(AllocTag::value));
+  Buffer dy = kept->take(y);
+  EXPECT_GT(kept->host(x)->at<double>(1), 0.0);
+  kept.reset();
+  EXPECT_EQ(backend->stats().count(AllocTag::gradient), empty.count(AllocTag::gradient) + 1);
+  EXPECT_EQ(backend->download(dy)->bytes, dy_expected.bytes);
+  dy.reset();
+  EXPECT_EQ(backend->stats(), empty);
+}
+
+TW_INSTANTIATE_PER_BACKEND(Programs);
+
+}  // namespace
+}  // namespace tapewise::testing
