@@ -151,7 +151,6 @@ bool Backend::take_injected_failure() { return fail_countdown_ > 0 && --fail_cou
 Result<Buffer> Backend::allocate(const Shape& shape, DType dtype, AllocTag tag) {
   auto size = byte_size(shape, dtype);
   if (!size) return tl::unexpected(size.error());
-  const std::int64_t n = shape.numel();
   const std::size_t bytes = *size;
   if (take_injected_failure())
     return fail(ErrorCode::OutOfMemory, std::string("injected allocation failure (") +
@@ -162,16 +161,7 @@ Result<Buffer> Backend::allocate(const Shape& shape, DType dtype, AllocTag tag) 
     if (!got) return tl::unexpected(got.error());
     p = *got;
   }
-  Buffer b;
-  b.owner_ = shared_from_this();
-  b.data_ = p;
-  b.shape_ = shape;
-  b.dtype_ = dtype;
-  b.numel_ = n;
-  b.tag_ = tag;
-  stats_.live_count[static_cast<int>(tag)] += 1;
-  stats_.live_bytes[static_cast<int>(tag)] += static_cast<std::int64_t>(bytes);
-  return b;
+  return adopt(p, nullptr, shape, dtype, tag);
 }
 
 Result<std::vector<Buffer>> Backend::allocate_many(std::span<const BufferSpec> parts, AllocTag tag) {
@@ -198,24 +188,30 @@ Result<std::vector<Buffer>> Backend::allocate_many(std::span<const BufferSpec> p
     if (!got) return tl::unexpected(got.error());
     shared = new Buffer::SharedAllocation{*got, 0};
   }
-  std::vector<Buffer> buffers(parts.size());
-  const std::shared_ptr<Backend> self = shared_from_this();
+  std::vector<Buffer> buffers;
+  buffers.reserve(parts.size());
   for (std::size_t i = 0; i < parts.size(); ++i) {
-    Buffer& b = buffers[i];
-    b.owner_ = self;
-    b.shape_ = parts[i].shape;
-    b.dtype_ = parts[i].dtype;
-    b.numel_ = parts[i].shape.numel();
-    b.tag_ = tag;
-    if (b.bytes() > 0) {  // an empty part owns nothing, as allocate's empty buffers
-      b.shared_ = shared;
-      b.data_ = static_cast<std::byte*>(shared->base) + offsets[i];
-      shared->live_buffers += 1;
-    }
-    stats_.live_count[static_cast<int>(tag)] += 1;
-    stats_.live_bytes[static_cast<int>(tag)] += static_cast<std::int64_t>(b.bytes());
+    const bool empty = parts[i].shape.numel() == 0;  // an empty part owns nothing, as allocate's
+    if (!empty) shared->live_buffers += 1;
+    buffers.push_back(adopt(empty ? nullptr : static_cast<std::byte*>(shared->base) + offsets[i],
+                            empty ? nullptr : shared, parts[i].shape, parts[i].dtype, tag));
   }
   return buffers;
+}
+
+// The one place a Buffer comes to life: its fields, and its count in the stats.
+Buffer Backend::adopt(void* data, Buffer::SharedAllocation* shared, const Shape& shape, DType dtype, AllocTag tag) {
+  Buffer b;
+  b.owner_ = shared_from_this();
+  b.shared_ = shared;
+  b.data_ = data;
+  b.shape_ = shape;
+  b.dtype_ = dtype;
+  b.numel_ = shape.numel();
+  b.tag_ = tag;
+  stats_.live_count[static_cast<int>(tag)] += 1;
+  stats_.live_bytes[static_cast<int>(tag)] += static_cast<std::int64_t>(b.bytes());
+  return b;
 }
 
 Result<Buffer> Backend::upload(const HostArray& host, AllocTag tag) {

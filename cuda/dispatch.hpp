@@ -55,7 +55,7 @@ struct PrimFn {
 };
 
 template <class T>
-math::Params<T> params_of(const Scalars& s) {
+TW_HD math::Params<T> params_of(const Scalars& s) {
   return {static_cast<T>(s.s0), static_cast<T>(s.s1)};
 }
 

@@ -72,7 +72,7 @@ TW_HD void write_slot(SlotWrite how, void* slot, std::int64_t i, T c) {
 template <Op op, class T>
 TW_HD void run_node_step(const Step& step, std::int64_t i) {
   constexpr int arity = kArity<op>;
-  const math::Params<T> p{static_cast<T>(step.s0), static_cast<T>(step.s1)};
+  const math::Params<T> p = params_of<T>(Scalars{step.s0, step.s1});
   T in[3];  // the inputs, then (vjp) g: the operand order of ForwardFn and VjpFn
   in[0] = static_cast<const T*>(step.in[0])[i];
   if constexpr (arity == 2) in[1] = static_cast<const T*>(step.in[1])[i];

@@ -22,6 +22,11 @@ std::string id_str(NodeId id) { return "#" + std::to_string(id); }
 void* writable(const Buffer& b) { return const_cast<void*>(b.data()); }
 
 bool runs_as_program(std::int64_t numel, std::int64_t threshold) { return threshold > 0 && numel <= threshold; }
+
+// The coalesced-contribution rule: max(a, a) / min(a, a) give their parent the upstream value once.
+bool contributes_once(const Node& n) {
+  return n.arity == 2 && n.parents[0] == n.parents[1] && (*n.op == Op::max || *n.op == Op::min);
+}
 }  // namespace
 
 bool Gradients::has(NodeId id) const {
@@ -232,9 +237,7 @@ Result<Gradients> Tape::run_backward(NodeId out, const Buffer& seed, VjpPath pat
     if (!slot || !node.op || !node.requires_grad) continue;
     const Buffer& g = *slot;
     const Op op = *node.op;
-    const bool repeated = node.arity == 2 && node.parents[0] == node.parents[1];
-    if (repeated && (op == Op::max || op == Op::min)) {
-      // The coalesced-contribution rule: the same parent twice receives the upstream value once.
+    if (contributes_once(node)) {
       auto once = fresh_gradient(g);
       if (!once) return tl::unexpected(once.error());
       const Buffer* in[1] = {&g};
@@ -280,9 +283,6 @@ Result<Gradients> Tape::run_backward_program(NodeId out, const Buffer& seed, boo
   Backend& be = *backend_;
   const std::size_t count = nodes_.size();
   auto at = [&](NodeId id) -> const Node& { return nodes_[static_cast<std::size_t>(id)]; };
-  auto coalesced = [](const Node& n) {  // max(a, a) / min(a, a): the parent receives g once
-    return n.arity == 2 && n.parents[0] == n.parents[1] && (*n.op == Op::max || *n.op == Op::min);
-  };
   auto visited = [&](const std::vector<std::uint8_t>& reached, NodeId id) {
     const Node& n = at(id);
     return reached[static_cast<std::size_t>(id)] && n.op && n.requires_grad;
@@ -294,7 +294,7 @@ Result<Gradients> Tape::run_backward_program(NodeId out, const Buffer& seed, boo
   for (NodeId id = out; id >= 0; --id) {
     if (!visited(reached, id)) continue;
     const Node& n = at(id);
-    for (int k = 0; k < (coalesced(n) ? 1 : n.arity); ++k)
+    for (int k = 0; k < (contributes_once(n) ? 1 : n.arity); ++k)
       if (at(n.parents[k]).requires_grad) reached[static_cast<std::size_t>(n.parents[k])] = 1;
   }
   std::vector<BufferSpec> specs;
@@ -344,7 +344,7 @@ Result<Gradients> Tape::run_backward_program(NodeId out, const Buffer& seed, boo
     if (!visited(reached, id)) continue;
     const Node& n = at(id);
     const Buffer& g = slot(id);
-    if (coalesced(n)) {
+    if (contributes_once(n)) {
       detail::Step once = base_step(detail::StepKind::pass, g);
       once.in[0] = g.data();
       write_into(n.parents[0], once.out[0], once.write[0]);

@@ -140,6 +140,7 @@ class Backend : public std::enable_shared_from_this<Backend> {
   friend class Buffer;
   void release(Buffer& b);
   bool take_injected_failure();  // true when this allocation is the one set to fail
+  Buffer adopt(void* data, Buffer::SharedAllocation* shared, const Shape& shape, DType dtype, AllocTag tag);
   MemoryStats stats_;
   std::int64_t fail_countdown_ = 0;
   std::int64_t program_threshold_ = kDefaultProgramThreshold;
