@@ -93,6 +93,8 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
     reset();
     owner_ = std::move(other.owner_);
     shared_ = other.shared_;
+    borrowed_ = other.borrowed_;
+    keep_alive_ = std::move(other.keep_alive_);
     data_ = other.data_;
     shape_ = std::move(other.shape_);
     dtype_ = other.dtype_;
@@ -100,6 +102,7 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
     tag_ = other.tag_;
     other.owner_ = nullptr;
     other.shared_ = nullptr;
+    other.borrowed_ = false;
     other.data_ = nullptr;
     other.numel_ = 0;
   }
@@ -111,6 +114,8 @@ void Buffer::reset() {
     owner_->release(*this);
     owner_.reset();
     shared_ = nullptr;
+    borrowed_ = false;
+    keep_alive_.reset();
     data_ = nullptr;
   }
 }
@@ -122,6 +127,7 @@ struct Buffer::SharedAllocation {
 };
 
 void Backend::release(Buffer& b) {
+  if (b.borrowed_) return;  // the caller's memory: its keep-alive goes with the buffer
   if (b.shared_) {
     if (--b.shared_->live_buffers == 0) {
       raw_release(b.shared_->base);
@@ -214,14 +220,39 @@ Buffer Backend::adopt(void* data, Buffer::SharedAllocation* shared, const Shape&
   return b;
 }
 
+Buffer Backend::adopt_borrowed(void* data, std::shared_ptr<void> keep_alive, const Shape& shape, DType dtype) {
+  Buffer b;
+  b.owner_ = shared_from_this();
+  b.borrowed_ = true;
+  b.keep_alive_ = std::move(keep_alive);
+  b.data_ = data;
+  b.shape_ = shape;
+  b.dtype_ = dtype;
+  b.numel_ = shape.numel();
+  b.tag_ = AllocTag::value;
+  return b;
+}
+
+Result<Buffer> Backend::wrap(void* data, const Shape& shape, DType dtype, std::shared_ptr<void> keep_alive) {
+  auto size = byte_size(shape, dtype);
+  if (!size) return tl::unexpected(size.error());
+  if (*size > 0) {
+    if (!data) return fail(ErrorCode::InvalidArgument, "wrap: null data for shape " + shape.str());
+    if (reinterpret_cast<std::uintptr_t>(data) % dtype_size(dtype) != 0)
+      return fail(ErrorCode::InvalidArgument, std::string("wrap: data is not aligned to the ") +
+                                                   std::to_string(dtype_size(dtype)) + " bytes of " + dtype_name(dtype));
+    if (auto ok = check_caller_memory(data); !ok) return tl::unexpected(ok.error());
+  }
+  return adopt_borrowed(*size > 0 ? data : nullptr, std::move(keep_alive), shape, dtype);
+}
+
 Result<Buffer> Backend::upload(const HostArray& host, AllocTag tag) {
-  const std::int64_t n = host.shape.numel();
-  if (n < 0) return fail(ErrorCode::InvalidShape, "upload: invalid shape " + host.shape.str());
-  if (static_cast<std::size_t>(n) * dtype_size(host.dtype) != host.bytes.size())
-    return fail(ErrorCode::InvalidArgument,
-                "upload: shape " + host.shape.str() + " of " + dtype_name(host.dtype) + " needs " +
-                    std::to_string(n * static_cast<std::int64_t>(dtype_size(host.dtype))) +
-                    " bytes, host data has " + std::to_string(host.bytes.size()));
+  auto size = byte_size(host.shape, host.dtype);
+  if (!size) return fail(size.error().code, "upload: " + size.error().message);
+  if (*size != host.bytes.size())
+    return fail(ErrorCode::InvalidArgument, "upload: shape " + host.shape.str() + " of " + dtype_name(host.dtype) +
+                                                " needs " + std::to_string(*size) + " bytes, host data has " +
+                                                std::to_string(host.bytes.size()));
   auto buf = allocate(host.shape, host.dtype, tag);
   if (!buf) return buf;
   if (buf->bytes() > 0)

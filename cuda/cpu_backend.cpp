@@ -56,6 +56,8 @@ class CpuBackend final : public Backend {
     return {};
   }
   Result<void> synchronize() override { return {}; }
+  int dlpack_device_type() const override { return 1; }  // kDLCPU
+  int device_id() const override { return 0; }
 
  protected:
   Result<void*> raw_allocate(std::size_t bytes) override {
@@ -72,6 +74,8 @@ class CpuBackend final : public Backend {
     std::memcpy(dst, src, bytes);
     return {};
   }
+  // Host memory cannot be told from other memory here: the caller's word is taken (wrap's contract).
+  Result<void> check_caller_memory(const void*) const override { return {}; }
 };
 
 }  // namespace

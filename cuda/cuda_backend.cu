@@ -1,6 +1,7 @@
-// cuda/cuda_backend.cu — the production backend: stream-ordered device memory (cudaMallocAsync on
-// the backend's stream, pooled by CUDA's default memory pool) and one grid-stride kernel per node
-// and direction, with 16-byte vector loads and stores. Every CUDA call is checked in cuda_check.
+// cuda/cuda_backend.cu — the production backend: stream-ordered device memory (cudaMallocFromPoolAsync
+// on the backend's stream, from a memory pool of the backend's own) and one grid-stride kernel per
+// node and direction, with 16-byte vector loads and stores. Every CUDA call is checked in cuda_check;
+// every entry point runs under a DeviceGuard, so the caller's current device is never changed.
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -9,7 +10,6 @@
 
 #include <tapewise/backend.hpp>
 
-#include "cuda_stream.hpp"
 #include "dispatch.hpp"
 #include "program.hpp"
 
@@ -134,62 +134,112 @@ struct KernelLaunch {
   }
 };
 
+// Makes `device` current for the guard's scope and puts the caller's current device back after.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
+    if (previous_ != device) cudaSetDevice(device);
+    else previous_ = -1;  // nothing to restore
+  }
+  ~DeviceGuard() {
+    if (previous_ >= 0) cudaSetDevice(previous_);
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = -1;
+};
+
 class CudaBackend final : public Backend {
  public:
-  CudaBackend(int device, cudaStream_t stream, int sm_count, std::string name)
-      : device_(device), stream_(stream), sm_count_(sm_count), name_(std::move(name)) {}
+  CudaBackend(int device, cudaStream_t stream, bool owns_stream, cudaMemPool_t pool, int sm_count, std::string name)
+      : device_(device), stream_(stream), owns_stream_(owns_stream), pool_(pool), sm_count_(sm_count),
+        name_(std::move(name)) {}
   ~CudaBackend() override {
+    DeviceGuard guard(device_);
     cudaStreamSynchronize(stream_);
-    cudaStreamDestroy(stream_);
+    if (owns_stream_) cudaStreamDestroy(stream_);
+    cudaMemPoolDestroy(pool_);
   }
 
   BackendKind kind() const override { return BackendKind::cuda; }
   std::string describe() const override {
-    return "CUDA device " + std::to_string(device_) + ": " + name_ + " (" + std::to_string(sm_count_) + " SMs)";
+    return "CUDA device " + std::to_string(device_) + ": " + name_ + ", " + std::to_string(sm_count_) + " SMs" +
+           (owns_stream_ ? "" : ", caller's stream");
   }
+  int dlpack_device_type() const override { return 2; }  // kDLCUDA
+  int device_id() const override { return device_; }
 
   Result<void> forward(Op op, const Scalars& s, std::span<const Buffer* const> inputs,
                        Buffer& out) override {
+    DeviceGuard guard(device_);
     KernelLaunch launch = launcher();
     return detail::run_forward(launch, op, s, inputs, out);
   }
   Result<void> vjp_fused(Op op, const Scalars& s, std::span<const Buffer* const> inputs,
                          const Buffer& g, std::span<Buffer* const> grads) override {
+    DeviceGuard guard(device_);
     KernelLaunch launch = launcher();
     return detail::run_vjp(launch, op, s, inputs, g, grads);
   }
   Result<void> prim(Prim p, double c, std::span<const Buffer* const> inputs, Buffer& out) override {
+    DeviceGuard guard(device_);
     KernelLaunch launch = launcher();
     return detail::run_prim(launch, p, c, inputs, out);
   }
   Result<void> run_program(const detail::Program& program) override {
+    DeviceGuard guard(device_);
     const cudaError_t err = detail::launch_program(stream_, program);
     if (err == cudaSuccess) return {};
     return cuda_check(err, "tape program (" + std::to_string(program.steps.size()) + " steps) kernel launch");
   }
   Result<void> synchronize() override {
+    DeviceGuard guard(device_);
     return cuda_check(cudaStreamSynchronize(stream_), "synchronize");
   }
   cudaStream_t stream() const { return stream_; }
 
  protected:
   Result<void*> raw_allocate(std::size_t bytes) override {
+    DeviceGuard guard(device_);
     void* p = nullptr;
-    if (auto ok = cuda_check(cudaMallocAsync(&p, bytes, stream_), "cudaMallocAsync of " + std::to_string(bytes) + " bytes"); !ok)
+    if (auto ok = cuda_check(cudaMallocFromPoolAsync(&p, bytes, pool_, stream_),
+                             "cudaMallocFromPoolAsync of " + std::to_string(bytes) + " bytes");
+        !ok)
       return tl::unexpected(ok.error());
     return p;
   }
-  void raw_release(void* p) override { cudaFreeAsync(p, stream_); }
+  void raw_release(void* p) override {
+    DeviceGuard guard(device_);
+    cudaFreeAsync(p, stream_);
+  }
   Result<void> copy_to_device(void* dst, const void* src, std::size_t bytes) override {
+    DeviceGuard guard(device_);
     if (auto ok = cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "copy to device"); !ok)
       return ok;
     // The host source may be freed as soon as we return.
     return cuda_check(cudaStreamSynchronize(stream_), "copy to device");
   }
   Result<void> copy_to_host(void* dst, const void* src, std::size_t bytes) override {
+    DeviceGuard guard(device_);
     if (auto ok = cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_), "copy to host"); !ok)
       return ok;
     return cuda_check(cudaStreamSynchronize(stream_), "copy to host");
+  }
+  Result<void> check_caller_memory(const void* data) const override {
+    cudaPointerAttributes attributes{};
+    if (auto ok = cuda_check(cudaPointerGetAttributes(&attributes, data), "wrap: cudaPointerGetAttributes"); !ok)
+      return ok;
+    const bool device_memory = attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged;
+    if (!device_memory)
+      return fail(ErrorCode::BackendMismatch, "wrap: pointer is not device memory (the CUDA backend needs memory on device " +
+                                                  std::to_string(device_) + ")");
+    if (attributes.device != device_)
+      return fail(ErrorCode::BackendMismatch, "wrap: pointer is memory of device " + std::to_string(attributes.device) +
+                                                  ", this backend runs on device " + std::to_string(device_));
+    return {};
   }
 
  private:
@@ -197,15 +247,17 @@ class CudaBackend final : public Backend {
 
   int device_;
   cudaStream_t stream_;
+  bool owns_stream_;
+  cudaMemPool_t pool_;
   int sm_count_;
   std::string name_;
 };
 
 }  // namespace
 
-cudaStream_t detail::cuda_stream_of(const Backend& be) {
+void* cuda_stream(const Backend& be) {
   const auto* cuda = dynamic_cast<const CudaBackend*>(&be);
-  return cuda ? cuda->stream() : nullptr;
+  return cuda ? static_cast<void*>(cuda->stream()) : nullptr;
 }
 
 bool cuda_available(std::string* why) {
@@ -223,26 +275,65 @@ bool cuda_available(std::string* why) {
   return true;
 }
 
-Result<std::shared_ptr<Backend>> make_cuda_backend(int device) {
+namespace {
+// A pool of the backend's own on `device`, keeping freed blocks (no driver call per allocation).
+Result<cudaMemPool_t> create_pool(int device) {
+  cudaMemPoolProps props{};
+  props.allocType = cudaMemAllocationTypePinned;
+  props.handleTypes = cudaMemHandleTypeNone;
+  props.location.type = cudaMemLocationTypeDevice;
+  props.location.id = device;
+  cudaMemPool_t pool;
+  if (auto ok = cuda_check(cudaMemPoolCreate(&pool, &props), "cudaMemPoolCreate"); !ok) return tl::unexpected(ok.error());
+  std::uint64_t keep_all = UINT64_MAX;
+  if (auto ok = cuda_check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all), "cudaMemPoolSetAttribute");
+      !ok) {
+    cudaMemPoolDestroy(pool);
+    return tl::unexpected(ok.error());
+  }
+  return pool;
+}
+
+// The caller's stream must belong to the backend's device: kernels launched on it run there.
+Result<void> check_caller_stream(cudaStream_t stream, int device) {
+  int stream_device = -1;
+  if (auto ok = cuda_check(cudaStreamGetDevice(stream, &stream_device), "make_cuda_backend: cudaStreamGetDevice"); !ok)
+    return ok;
+  if (stream_device != device)
+    return fail(ErrorCode::InvalidArgument, "make_cuda_backend: the caller's stream belongs to device " +
+                                                std::to_string(stream_device) + ", not device " + std::to_string(device));
+  return {};
+}
+}  // namespace
+
+Result<std::shared_ptr<Backend>> make_cuda_backend(const CudaOptions& options) {
   std::string why;
   if (!cuda_available(&why)) return fail(ErrorCode::DeviceUnavailable, "no usable CUDA device (" + why + ")");
-  if (auto ok = cuda_check(cudaSetDevice(device), "cudaSetDevice(" + std::to_string(device) + ")"); !ok)
-    return tl::unexpected(ok.error());
+  int count = 0;
+  if (auto ok = cuda_check(cudaGetDeviceCount(&count), "cudaGetDeviceCount"); !ok) return tl::unexpected(ok.error());
+  const int device = options.device;
+  if (device < 0 || device >= count)
+    return fail(ErrorCode::InvalidArgument, "make_cuda_backend: device " + std::to_string(device) + " out of range (" +
+                                                std::to_string(count) + " CUDA devices)");
+  DeviceGuard guard(device);
   cudaDeviceProp prop{};
   if (auto ok = cuda_check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties"); !ok)
     return tl::unexpected(ok.error());
-  // Keep freed blocks in the pool: allocation in record and backward then costs no driver call.
-  cudaMemPool_t pool;
-  if (auto ok = cuda_check(cudaDeviceGetDefaultMemPool(&pool, device), "cudaDeviceGetDefaultMemPool"); !ok)
+  auto stream = static_cast<cudaStream_t>(options.stream);
+  const bool owns_stream = stream == nullptr;
+  if (!owns_stream) {
+    if (auto ok = check_caller_stream(stream, device); !ok) return tl::unexpected(ok.error());
+  } else if (auto ok = cuda_check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate"); !ok) {
     return tl::unexpected(ok.error());
-  std::uint64_t keep_all = UINT64_MAX;
-  if (auto ok = cuda_check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all), "cudaMemPoolSetAttribute"); !ok)
-    return tl::unexpected(ok.error());
-  cudaStream_t stream;
-  if (auto ok = cuda_check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate"); !ok)
-    return tl::unexpected(ok.error());
+  }
+  auto pool = create_pool(device);
+  if (!pool) {
+    if (owns_stream) cudaStreamDestroy(stream);
+    return tl::unexpected(pool.error());
+  }
   const std::string name = prop.name + std::string(" (sm_") + std::to_string(prop.major) + std::to_string(prop.minor) + ")";
-  return std::shared_ptr<Backend>(std::make_shared<CudaBackend>(device, stream, prop.multiProcessorCount, name));
+  return std::shared_ptr<Backend>(
+      std::make_shared<CudaBackend>(device, stream, owns_stream, *pool, prop.multiProcessorCount, name));
 }
 
 }  // namespace tapewise

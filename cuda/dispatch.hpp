@@ -68,7 +68,7 @@ Result<void> dispatch_forward(Runner& runner, Op op, const Scalars& s, std::int6
 #define TAPEWISE_OP(name, ...) \
   case Op::name:               \
     return runner.run(ForwardFn<Op::name, T>{params_of<T>(s)}, n, in, out, #name " forward");
-#include "../spec/ops.def"
+#include <tapewise/ops.def>
 #undef TAPEWISE_OP
   }
   return fail(ErrorCode::InvalidArgument, "unknown op");
@@ -81,7 +81,7 @@ Result<void> dispatch_vjp(Runner& runner, Op op, const Scalars& s, std::int64_t 
 #define TAPEWISE_OP(name, ...) \
   case Op::name:               \
     return runner.run(VjpFn<Op::name, T>{params_of<T>(s)}, n, in, out, #name " fused vjp");
-#include "../spec/ops.def"
+#include <tapewise/ops.def>
 #undef TAPEWISE_OP
   }
   return fail(ErrorCode::InvalidArgument, "unknown op");

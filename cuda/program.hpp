@@ -105,7 +105,7 @@ TW_HD void run_step_typed(const Step& step, std::int64_t i) {
 #define TAPEWISE_OP(name, ...) \
   case Op::name:               \
     return run_node_step<Op::name, T>(step, i);
-#include "../spec/ops.def"
+#include <tapewise/ops.def>
 #undef TAPEWISE_OP
   }
 }

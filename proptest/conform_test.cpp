@@ -18,8 +18,8 @@
 #include "test_support.hpp"
 
 // The tests target links tapewise and tapewise_reference only; the runner's sources build the
-// tapewise-conform executable. npy.cpp depends on nothing else, so it is compiled in here.
-#include "../tools/conform/npy.cpp"
+// tapewise-conform executable; the .npy codec is the library target tapewise_npy.
+#include "npy.hpp"
 
 namespace tapewise::testing {
 namespace {

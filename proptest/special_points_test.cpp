@@ -27,7 +27,7 @@ void PrintTo(const SpecialPoint& p, std::ostream* os) {
 namespace {
 
 const std::string& special_points_path() {
-  static const std::string path = std::string(TAPEWISE_SOURCE_DIR) + "/spec/special_points";
+  static const std::string path = std::string(TAPEWISE_SPECIAL_POINTS);
   return path;
 }
 

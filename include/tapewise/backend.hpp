@@ -13,6 +13,8 @@
 #include "core.hpp"
 #include "op.hpp"
 
+struct DLManagedTensor;  // DLPack (dlpack/dlpack.h): callers that exchange tensors include it
+
 namespace tapewise {
 
 enum class AllocTag : std::uint8_t { value, gradient, workspace };
@@ -50,13 +52,18 @@ class Buffer {
   const void* data() const { return data_; }
   const Backend* backend() const { return owner_.get(); }
   explicit operator bool() const { return owner_ != nullptr; }
-  void reset();  // releases the memory now
+  // A view of memory the buffer does not own (Backend::wrap, Backend::import_dlpack): releasing it
+  // frees nothing of the caller's, and it is not counted in the backend's MemoryStats.
+  bool borrowed() const { return borrowed_; }
+  void reset();  // releases the memory now (a borrowed buffer: drops the view and its keep-alive)
 
  private:
   friend class Backend;
   struct SharedAllocation;                // one allocation several buffers were carved from
   std::shared_ptr<Backend> owner_;
   SharedAllocation* shared_ = nullptr;    // set by Backend::allocate_many; else data_ is its own
+  bool borrowed_ = false;
+  std::shared_ptr<void> keep_alive_;      // a borrowed buffer's owner (e.g. the DLPack tensor)
   void* data_ = nullptr;
   Shape shape_;
   DType dtype_ = DType::float32;
@@ -95,7 +102,7 @@ class Backend : public std::enable_shared_from_this<Backend> {
  public:
   virtual ~Backend() = default;
   virtual BackendKind kind() const = 0;
-  virtual std::string describe() const = 0;  // e.g. "CUDA: NVIDIA H200 (sm_90, 132 SMs)"
+  virtual std::string describe() const = 0;  // e.g. "CUDA device 0: NVIDIA H200 (sm_90, 132 SMs)"
 
   // Tagged, counted allocation. Fails with InvalidShape or OutOfMemory; never throws.
   Result<Buffer> allocate(const Shape& shape, DType dtype, AllocTag tag);
@@ -105,6 +112,26 @@ class Backend : public std::enable_shared_from_this<Backend> {
   Result<std::vector<Buffer>> allocate_many(std::span<const BufferSpec> parts, AllocTag tag);
   Result<Buffer> upload(const HostArray& host, AllocTag tag = AllocTag::value);
   Result<HostArray> download(const Buffer& buffer);
+
+  // A non-owning view of caller memory, usable as a leaf or a seed with no copy: host memory for the
+  // CPU backend, device memory of the backend's device for CUDA (checked), aligned to the dtype's
+  // size, holding shape.numel() elements. Lifetime rule: the caller keeps ownership, and the memory
+  // must stay allocated and unchanged while any tape holds the view as a leaf value, and until a
+  // backward that reads it as a seed has returned. Work is queued on the backend's stream, so on
+  // CUDA synchronize() (or order the caller's stream after it) before freeing or overwriting it.
+  // `keep_alive`, when given, is held by the buffer and dropped when it is released (e.g. a reference
+  // to the framework tensor that owns the memory).
+  Result<Buffer> wrap(void* data, const Shape& shape, DType dtype, std::shared_ptr<void> keep_alive = nullptr);
+  // DLPack (v0.6+ DLManagedTensor): a borrowed buffer over `tensor`'s memory, with the checks of
+  // wrap plus the tensor's device, dtype (float32/float64, 1 lane) and strides (C-contiguous). On
+  // success the buffer owns `tensor` and calls its deleter when released; on failure the caller
+  // still owns it.
+  Result<Buffer> import_dlpack(DLManagedTensor* tensor);
+  // Moves `buffer` into a DLPack tensor (no copy): its deleter releases the buffer.
+  Result<DLManagedTensor*> export_dlpack(Buffer buffer);
+  // A non-owning DLPack view of `buffer` (no copy): valid while `buffer` lives (for a tape's value,
+  // while the tape does); its deleter frees only the DLPack structures.
+  Result<DLManagedTensor*> export_dlpack_view(const Buffer& buffer);
 
   // y = op(inputs), one kernel. inputs.size() == arity; out pre-allocated with the same shape.
   virtual Result<void> forward(Op op, const Scalars& s, std::span<const Buffer* const> inputs,
@@ -120,6 +147,9 @@ class Backend : public std::enable_shared_from_this<Backend> {
   virtual Result<void> run_program(const detail::Program& program) = 0;
   // Waits for all queued work; reports any asynchronous failure.
   virtual Result<void> synchronize() = 0;
+  // The device the backend's memory lives on, in DLPack's terms: (kDLCPU = 1, 0) or (kDLCUDA = 2, ordinal).
+  virtual int dlpack_device_type() const = 0;
+  virtual int device_id() const = 0;
 
   // Element count up to which tapes on this backend use programs (kDefaultProgramThreshold);
   // 0 runs every node with its own kernels. Read by a tape at each record and backward.
@@ -135,21 +165,38 @@ class Backend : public std::enable_shared_from_this<Backend> {
   virtual void raw_release(void* p) = 0;
   virtual Result<void> copy_to_device(void* dst, const void* src, std::size_t bytes) = 0;
   virtual Result<void> copy_to_host(void* dst, const void* src, std::size_t bytes) = 0;
+  // Whether `data` is memory this backend's kernels can read and write (wrap, import_dlpack).
+  virtual Result<void> check_caller_memory(const void* data) const = 0;
 
  private:
   friend class Buffer;
   void release(Buffer& b);
   bool take_injected_failure();  // true when this allocation is the one set to fail
   Buffer adopt(void* data, Buffer::SharedAllocation* shared, const Shape& shape, DType dtype, AllocTag tag);
+  Buffer adopt_borrowed(void* data, std::shared_ptr<void> keep_alive, const Shape& shape, DType dtype);
   MemoryStats stats_;
   std::int64_t fail_countdown_ = 0;
   std::int64_t program_threshold_ = kDefaultProgramThreshold;
 };
 
 std::shared_ptr<Backend> make_cpu_backend();
-// Fails with DeviceUnavailable (naming the CUDA error) where no usable GPU exists.
-Result<std::shared_ptr<Backend>> make_cuda_backend(int device = 0);
+
+// A CUDA backend on the caller's device and, optionally, the caller's stream. It never changes the
+// caller's state: the current device is put back after every call, memory comes from a pool of the
+// backend's own (not the device's default pool), and a caller's stream is used, never destroyed.
+struct CudaOptions {
+  int device = 0;
+  void* stream = nullptr;  // a cudaStream_t on `device`; nullptr: the backend creates its own
+};
+// Fails with DeviceUnavailable (naming the CUDA error, or saying that this build has no CUDA) where
+// no usable GPU exists, and InvalidArgument for a device ordinal out of range.
+Result<std::shared_ptr<Backend>> make_cuda_backend(const CudaOptions& options);
+inline Result<std::shared_ptr<Backend>> make_cuda_backend(int device = 0) {
+  return make_cuda_backend(CudaOptions{device, nullptr});
+}
 // True when a CUDA device can be opened; `why` receives the reason when it cannot.
 bool cuda_available(std::string* why = nullptr);
+// The cudaStream_t a CUDA backend queues its work on (as void*); nullptr for other backends.
+void* cuda_stream(const Backend& backend);
 
 }  // namespace tapewise

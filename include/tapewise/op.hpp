@@ -1,4 +1,5 @@
-// tapewise/op.hpp — the node vocabulary, generated from the op table in spec/ops.def.
+// tapewise/op.hpp — the node vocabulary, generated from the op table (spec/ops.def, installed as
+// <tapewise/ops.def>).
 // Only names, arities and scalar names live here; the formulas live in cuda/ and reference/.
 #pragma once
 
@@ -10,7 +11,7 @@ namespace tapewise {
 
 enum class Op {
 #define TAPEWISE_OP(name, ...) name,
-#include "../../spec/ops.def"
+#include <tapewise/ops.def>
 #undef TAPEWISE_OP
 };
 
@@ -29,7 +30,7 @@ struct OpInfo {
 inline constexpr OpInfo kOps[] = {
 #define TAPEWISE_OP(name, arity, s0, s1, lo, hi, pos, staged) \
   OpInfo{Op::name, #name, arity, {s0, s1}, lo, hi, pos != 0, staged},
-#include "../../spec/ops.def"
+#include <tapewise/ops.def>
 #undef TAPEWISE_OP
 };
 

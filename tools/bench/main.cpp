@@ -18,7 +18,7 @@
 #include <CLI/CLI.hpp>
 
 #include "bench.hpp"
-#include "cuda_stream.hpp"
+#include <cuda_runtime.h>
 
 using namespace tapewise;
 using namespace tapewise::bench;
@@ -436,8 +436,8 @@ int main(int argc, char** argv) {
       return 2;
     }
     be = *made;
-    stream = detail::cuda_stream_of(*be);
-    if (!stream) die("the CUDA backend has no stream (detail::cuda_stream_of returned null)");
+    stream = static_cast<cudaStream_t>(cuda_stream(*be));
+    if (!stream) die("the CUDA backend has no stream (tapewise::cuda_stream returned null)");
     cuda_ok(cudaGetDeviceProperties(&prop, opt.device), "cudaGetDeviceProperties");
     cudaDriverGetVersion(&driver);
     cudaRuntimeGetVersion(&runtime);

@@ -1,0 +1,116 @@
+// cuda/dlpack.cpp — DLPack exchange for both backends: importing a framework's tensor as a borrowed
+// buffer (no copy) and exporting buffers as DLManagedTensor, owning or as views. Only the checks and
+// the bookkeeping live here; which memory a backend can use is the backend's own check.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <dlpack/dlpack.h>
+
+#include <tapewise/backend.hpp>
+
+namespace tapewise {
+namespace {
+
+const char* device_type_name(int type) {
+  switch (type) {
+    case kDLCPU: return "cpu";
+    case kDLCUDA: return "cuda";
+    case kDLCUDAHost: return "cuda_host";
+    case kDLCUDAManaged: return "cuda_managed";
+    case kDLROCM: return "rocm";
+    default: return "another device type";
+  }
+}
+
+Result<DType> dtype_of_dlpack(const DLDataType& t) {
+  if (t.code == kDLFloat && t.lanes == 1 && t.bits == 32) return DType::float32;
+  if (t.code == kDLFloat && t.lanes == 1 && t.bits == 64) return DType::float64;
+  return fail(ErrorCode::DTypeMismatch, "import_dlpack: dtype (code " + std::to_string(t.code) + ", " +
+                                            std::to_string(t.bits) + " bits, " + std::to_string(t.lanes) +
+                                            " lanes) is not float32 or float64");
+}
+
+// C-contiguous: no strides, or the row-major strides of the shape (any stride of a dim of size 1).
+bool c_contiguous(const DLTensor& t) {
+  if (!t.strides) return true;
+  std::int64_t expected = 1;
+  for (int d = t.ndim - 1; d >= 0; --d) {
+    if (t.shape[d] != 1 && t.strides[d] != expected) return false;
+    expected *= t.shape[d];
+  }
+  return true;
+}
+
+// What an exported tensor owns: its shape array, and the buffer when the export moved it in.
+struct ExportContext {
+  DLManagedTensor managed{};
+  std::vector<std::int64_t> shape;
+  Buffer owned;
+};
+
+void delete_export(DLManagedTensor* self) { delete static_cast<ExportContext*>(self->manager_ctx); }
+
+// Reads everything from `buffer` first, then (an owning export) moves it into the context.
+DLManagedTensor* make_export(Buffer& buffer, bool take_ownership) {
+  auto* ctx = new ExportContext;
+  ctx->shape = buffer.shape().dims;
+  DLTensor& t = ctx->managed.dl_tensor;
+  t.data = const_cast<void*>(buffer.data());
+  t.device = DLDevice{static_cast<DLDeviceType>(buffer.backend()->dlpack_device_type()), buffer.backend()->device_id()};
+  t.ndim = static_cast<int>(ctx->shape.size());
+  t.dtype = DLDataType{kDLFloat, static_cast<std::uint8_t>(dtype_size(buffer.dtype()) * 8), 1};
+  t.shape = ctx->shape.data();
+  t.strides = nullptr;  // C-contiguous
+  t.byte_offset = 0;
+  if (take_ownership) ctx->owned = std::move(buffer);
+  ctx->managed.manager_ctx = ctx;
+  ctx->managed.deleter = delete_export;
+  return &ctx->managed;
+}
+
+}  // namespace
+
+Result<Buffer> Backend::import_dlpack(DLManagedTensor* tensor) {
+  if (!tensor) return fail(ErrorCode::InvalidArgument, "import_dlpack: null tensor");
+  const DLTensor& t = tensor->dl_tensor;
+  const bool device_ok = t.device.device_type == dlpack_device_type() ||
+                         (dlpack_device_type() == kDLCUDA && t.device.device_type == kDLCUDAManaged);
+  if (!device_ok || (t.device.device_type != kDLCPU && t.device.device_id != device_id()))
+    return fail(ErrorCode::BackendMismatch, std::string("import_dlpack: tensor is on ") +
+                                                device_type_name(t.device.device_type) + ":" +
+                                                std::to_string(t.device.device_id) + ", this backend is " + describe());
+  auto dtype = dtype_of_dlpack(t.dtype);
+  if (!dtype) return tl::unexpected(dtype.error());
+  if (t.ndim < 0 || (t.ndim > 0 && !t.shape))
+    return fail(ErrorCode::InvalidShape, "import_dlpack: ndim " + std::to_string(t.ndim) + " without a shape");
+  Shape shape(std::vector<std::int64_t>(t.shape, t.shape + t.ndim));
+  if (!shape.valid()) return fail(ErrorCode::InvalidShape, "import_dlpack: invalid shape " + shape.str());
+  if (!c_contiguous(t))
+    return fail(ErrorCode::InvalidArgument, "import_dlpack: tensor of shape " + shape.str() +
+                                                " is not C-contiguous (make it contiguous first)");
+  void* data = static_cast<std::byte*>(t.data) + t.byte_offset;
+  auto view = wrap(data, shape, *dtype);
+  if (!view) return fail(view.error().code, "import_dlpack: " + view.error().message);
+  // From here the buffer owns the tensor: its deleter runs when the last holder lets go.
+  view->keep_alive_ = std::shared_ptr<void>(tensor, [](void* p) {
+    auto* managed = static_cast<DLManagedTensor*>(p);
+    if (managed->deleter) managed->deleter(managed);
+  });
+  return view;
+}
+
+Result<DLManagedTensor*> Backend::export_dlpack(Buffer buffer) {
+  if (!buffer) return fail(ErrorCode::InvalidArgument, "export_dlpack: empty buffer");
+  if (buffer.backend() != this) return fail(ErrorCode::BackendMismatch, "export_dlpack: buffer belongs to another backend");
+  return make_export(buffer, true);
+}
+
+Result<DLManagedTensor*> Backend::export_dlpack_view(const Buffer& buffer) {
+  if (!buffer) return fail(ErrorCode::InvalidArgument, "export_dlpack_view: empty buffer");
+  if (buffer.backend() != this)
+    return fail(ErrorCode::BackendMismatch, "export_dlpack_view: buffer belongs to another backend");
+  return make_export(const_cast<Buffer&>(buffer), false);
+}
+
+}  // namespace tapewise
