@@ -57,7 +57,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const std::int64_t nvec = vectorized ? n / V : 0;
   for (std::int64_t first = std::int64_t{blockIdx.x} * kTile + threadIdx.x; first < nvec;
        first += std::int64_t{gridDim.x} * kTile) {
-    VecT xs[kUnroll][Fn::nin];
+    VecT xs[kUnroll][Fn::nin > 0 ? Fn::nin : 1];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const std::int64_t i = first + u * kThreads;
@@ -73,7 +73,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         VecT ys[Fn::nout];
 #pragma unroll
         for (int j = 0; j < V; ++j) {
-          T x[Fn::nin];
+          T x[Fn::nin > 0 ? Fn::nin : 1];
           T y[Fn::nout];
 #pragma unroll
           for (int k = 0; k < Fn::nin; ++k) x[k] = xs[u][k].v[j];
@@ -89,7 +89,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // Scalar elements: the last n % V when vectorized, all of them when an operand is misaligned.
   const std::int64_t stride = std::int64_t{gridDim.x} * blockDim.x;
   for (std::int64_t i = nvec * V + std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += stride) {
-    T x[Fn::nin];
+    T x[Fn::nin > 0 ? Fn::nin : 1];
     T y[Fn::nout];
 #pragma unroll
     for (int k = 0; k < Fn::nin; ++k) x[k] = in.p[k][i];

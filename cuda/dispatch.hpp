@@ -45,13 +45,17 @@ struct VjpFn {
   }
 };
 
-template <class T>
+// A prim reads exactly its `nin` buffer inputs: no load of memory whose value it would discard (a
+// fill's output is not yet written; compute-sanitizer's initcheck would rightly flag reading it).
+template <class T, int N>
 struct PrimFn {
-  static constexpr int nin = 2;  // unused inputs point at a valid buffer and are ignored
+  static constexpr int nin = N;
   static constexpr int nout = 1;
   Prim prim;
   T c;
-  TW_HD void operator()(const T* in, T* out) const { out[0] = math::prim_apply(prim, c, in[0], in[1]); }
+  TW_HD void operator()(const T* in, T* out) const {
+    out[0] = math::prim_apply(prim, c, N > 0 ? in[0] : T(0), N > 1 ? in[1] : T(0));
+  }
 };
 
 template <class T>
@@ -142,10 +146,15 @@ Result<void> run_prim(Runner& runner, Prim p, double c, std::span<const Buffer* 
   Buffer* outs[1] = {&out};
   if (auto ok = check_operands(prim_name(p), inputs, outs); !ok) return ok;
   return with_dtype(out.dtype(), [&]<class T>() -> Result<void> {
-    const T* in[2] = {static_cast<const T*>(out.data()), static_cast<const T*>(out.data())};
+    const T* in[2] = {};
     for (std::size_t i = 0; i < inputs.size(); ++i) in[i] = static_cast<const T*>(inputs[i]->data());
     T* o[1] = {static_cast<T*>(out.data())};
-    return runner.run(PrimFn<T>{p, static_cast<T>(c)}, out.numel(), in, o, prim_name(p));
+    const T cT = static_cast<T>(c);
+    switch (inputs.size()) {
+      case 0: return runner.run(PrimFn<T, 0>{p, cT}, out.numel(), in, o, prim_name(p));
+      case 1: return runner.run(PrimFn<T, 1>{p, cT}, out.numel(), in, o, prim_name(p));
+      default: return runner.run(PrimFn<T, 2>{p, cT}, out.numel(), in, o, prim_name(p));
+    }
   });
 }
 

@@ -102,6 +102,9 @@ Result<NodeId> Tape::leaf(const HostArray& value, bool requires_grad) {
 }
 
 Result<NodeId> Tape::apply(Op op, std::span<const NodeId> parents, Scalars scalars) {
+  if (static_cast<int>(op) < 0 || static_cast<int>(op) >= kOpCount)
+    return fail(ErrorCode::InvalidArgument, "apply: op " + std::to_string(static_cast<int>(op)) + " is not a node (0.." +
+                                                std::to_string(kOpCount - 1) + ")");
   const OpInfo& info = op_info(op);
   if (static_cast<int>(parents.size()) != info.arity)
     return fail(ErrorCode::InvalidArgument, std::string(info.name) + ": takes " + std::to_string(info.arity) +

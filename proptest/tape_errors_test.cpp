@@ -145,6 +145,55 @@ TEST_P(TapeErrors, InjectedAllocationFailuresLeaveNothingBehind) {
   }
 }
 
+TEST_P(TapeErrors, AnOpOutsideTheTableIsRejected) {
+  Tape t(backend);
+  const NodeId x = *t.leaf(host<float>({1, 2, 3}));
+  const Snapshot before = snapshot(t);
+  const NodeId ids[2] = {x, x};
+  for (int bad : {-1, kOpCount, 200}) {
+    auto r = t.apply(static_cast<Op>(bad), ids);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().code, ErrorCode::InvalidArgument);
+    EXPECT_NE(r.error().message.find(std::to_string(bad)), std::string::npos) << r.error().message;
+    EXPECT_EQ(snapshot(t), before);
+  }
+}
+
+// tape.hpp's one stated exception to "a failing call changes nothing": the pending forwards a
+// backward flushed before failing have run. Values and statistics are untouched.
+TEST_P(TapeErrors, AFailedStagedBackwardOnlyFlushes) {
+  Tape t(backend);
+  const NodeId x = *t.leaf(host<float>({0.5f, 2.0f, -3.0f}));
+  const NodeId y = *t.tanh(*t.sin(x));
+  const NodeId z = *t.safeLog(y, 1e-6);
+  const bool deferred = backend->program_threshold() > 0;
+  EXPECT_EQ(t.pending(), deferred ? 3u : 0u);
+  const Snapshot before = snapshot(t);
+  backend->inject_allocation_failure(4);  // inside the staged VJPs' workspace
+  auto grads = t.backward(z, host<float>({1, 1, 1}), VjpPath::staged);
+  backend->inject_allocation_failure(0);
+  ASSERT_FALSE(grads);
+  EXPECT_EQ(grads.error().code, ErrorCode::OutOfMemory);
+  EXPECT_EQ(snapshot(t), before);
+  EXPECT_EQ(t.pending(), 0u);
+  Tape fresh(backend);
+  const NodeId fx = *fresh.leaf(host<float>({0.5f, 2.0f, -3.0f}));
+  const NodeId fz = *fresh.safeLog(*fresh.tanh(*fresh.sin(fx)), 1e-6);
+  EXPECT_EQ(t.value(z)->bytes, fresh.value(fz)->bytes);
+}
+
+TEST_P(TapeErrors, HostArraysTooLargeToAddressAreRejectedWithTheirShape) {
+  Tape t(backend);
+  HostArray huge;
+  huge.shape = Shape{std::int64_t(1) << 62};
+  auto r = t.leaf(huge);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::InvalidShape);
+  EXPECT_NE(r.error().message.find("4611686018427387904"), std::string::npos) << r.error().message;
+  EXPECT_EQ(r.error().message.find("needs 0 bytes"), std::string::npos) << r.error().message;
+  EXPECT_EQ(t.size(), 0u);
+}
+
 TEST_P(TapeErrors, EverythingIsReleasedWithTheTapeAndGradients) {
   const MemoryStats empty = backend->stats();
   {

@@ -38,7 +38,7 @@ inline std::shared_ptr<Backend> cuda_backend_or_null(std::string* why = nullptr)
 #define TW_REQUIRE_CUDA(var)                                                  \
   std::string var##_why;                                                      \
   auto var = ::tapewise::testing::cuda_backend_or_null(&var##_why);           \
-  if (!var) GTEST_SKIP() << "no CUDA device, GPU test skipped: " << var##_why
+  if (!var) GTEST_SKIP() << "GPU test skipped: " << var##_why
 
 // Every backend available here, CPU first.
 inline std::vector<std::shared_ptr<Backend>> all_backends() {
@@ -52,7 +52,9 @@ class PerBackend : public ::testing::TestWithParam<int> {
  protected:
   void SetUp() override {
     auto backends = all_backends();
-    if (static_cast<std::size_t>(GetParam()) >= backends.size()) GTEST_SKIP() << "no CUDA device, GPU test skipped";
+    std::string why;
+    cuda_backend_or_null(&why);
+    if (static_cast<std::size_t>(GetParam()) >= backends.size()) GTEST_SKIP() << "GPU test skipped: " << why;
     backend = backends[static_cast<std::size_t>(GetParam())];
   }
   std::shared_ptr<Backend> backend;

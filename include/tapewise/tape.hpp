@@ -16,6 +16,9 @@
 // and the next read tries again (a forward depends only on its inputs, so running it twice is
 // harmless). They are not removed, because their ids have already been handed out: removing them
 // would let later nodes reuse those ids. `node(id)` does not flush: its `value` may be pending.
+// The one state change a failing call can leave behind is that flush: a backward that fails after
+// flushing (say, OutOfMemory in a staged VJP's workspace) has run the pending forwards, so pending()
+// is then 0. Ids, values, requires_grad and memory statistics are exactly as before the call.
 // Not thread-safe, as the backend is not: const methods may flush.
 #pragma once
 

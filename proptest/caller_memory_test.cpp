@@ -1,0 +1,233 @@
+// proptest/caller_memory_test.cpp — memory the caller owns: non-owning views (Backend::wrap) as
+// leaves and seeds with no copy and the same gradient bits as uploaded data, DLPack import and
+// export (views and ownership, every rejected tensor left with its caller), and the CUDA backend
+// on a caller's stream without touching the caller's current device or default memory pool.
+#include <dlpack/dlpack.h>
+
+#include "test_support.hpp"
+
+#ifdef TAPEWISE_HAS_CUDA
+#include <cuda_runtime.h>
+#endif
+
+namespace tapewise::testing {
+namespace {
+
+class CallerMemory : public PerBackend {};
+
+// A small graph over a and b; its gradients by the tape, for any way the leaves and seed arrive.
+struct Graph {
+  static Result<Gradients> run(Tape& t, NodeId a, NodeId b, const Buffer& seed) {
+    auto y = t.max(*t.mul(*t.sin(a), b), *t.div(a, b));
+    if (!y) return tl::unexpected(y.error());
+    return t.backward(*y, seed);
+  }
+};
+
+const std::vector<float> kA = {0.5f, -2.0f, 3.0f, 1.0f, -0.25f, 7.0f};
+const std::vector<float> kB = {1.5f, 4.0f, -3.0f, 1.0f, 0.75f, -2.0f};
+const std::vector<float> kSeed = {1.0f, -1.0f, 0.5f, 2.0f, 3.0f, -0.125f};
+
+// Device or host memory holding `values`, as the backend's kernels address it.
+struct CallerArray {
+  std::shared_ptr<Backend> backend;
+  void* data = nullptr;
+  std::size_t bytes = 0;
+  CallerArray(std::shared_ptr<Backend> be, const std::vector<float>& values) : backend(std::move(be)) {
+    bytes = values.size() * sizeof(float);
+#ifdef TAPEWISE_HAS_CUDA
+    if (backend->kind() == BackendKind::cuda) {
+      cudaMalloc(&data, bytes);
+      cudaMemcpy(data, values.data(), bytes, cudaMemcpyHostToDevice);
+      return;
+    }
+#endif
+    data = std::malloc(bytes);
+    std::memcpy(data, values.data(), bytes);
+  }
+  ~CallerArray() {
+#ifdef TAPEWISE_HAS_CUDA
+    if (backend->kind() == BackendKind::cuda) {
+      cudaFree(data);
+      return;
+    }
+#endif
+    std::free(data);
+  }
+};
+
+Shape shape_of(const std::vector<float>& v) { return Shape{static_cast<std::int64_t>(v.size())}; }
+
+TEST_P(CallerMemory, WrappedLeavesAndSeedsGiveTheSameBitsWithNoCopy) {
+  Tape uploaded(backend);
+  const NodeId ua = *uploaded.leaf(host(kA));
+  const NodeId ub = *uploaded.leaf(host(kB));
+  auto useed = backend->upload(host(kSeed), AllocTag::gradient);
+  ASSERT_TRUE(useed) << useed.error().str();
+  auto expected = Graph::run(uploaded, ua, ub, *useed);
+  ASSERT_TRUE(expected) << expected.error().str();
+
+  CallerArray a(backend, kA), b(backend, kB), seed(backend, kSeed);
+  const MemoryStats before = backend->stats();
+  Tape t(backend);
+  auto va = backend->wrap(a.data, shape_of(kA), DType::float32);
+  auto vb = backend->wrap(b.data, shape_of(kB), DType::float32);
+  auto vseed = backend->wrap(seed.data, shape_of(kSeed), DType::float32);
+  ASSERT_TRUE(va && vb && vseed);
+  EXPECT_TRUE(va->borrowed());
+  EXPECT_EQ(backend->stats(), before) << "views are not allocations";
+  const NodeId la = *t.leaf(std::move(*va));
+  const NodeId lb = *t.leaf(std::move(*vb));
+  EXPECT_EQ((*t.value_buffer(la))->data(), a.data) << "the leaf is the caller's memory, not a copy";
+  auto got = Graph::run(t, la, lb, *vseed);
+  ASSERT_TRUE(got) << got.error().str();
+  for (NodeId id : {la, lb}) EXPECT_EQ(got->host(id)->bytes, expected->host(id == la ? ua : ub)->bytes);
+}
+
+TEST_P(CallerMemory, WrapRejectsNullAndMisalignedMemory) {
+  auto null_view = backend->wrap(nullptr, Shape{4}, DType::float32);
+  ASSERT_FALSE(null_view);
+  EXPECT_EQ(null_view.error().code, ErrorCode::InvalidArgument);
+  EXPECT_TRUE(backend->wrap(nullptr, Shape{0}, DType::float32)) << "an empty view needs no memory";
+  CallerArray a(backend, kA);
+  auto odd = backend->wrap(static_cast<std::byte*>(a.data) + 2, Shape{2}, DType::float32);
+  ASSERT_FALSE(odd);
+  EXPECT_NE(odd.error().message.find("aligned"), std::string::npos) << odd.error().message;
+  auto bad_shape = backend->wrap(a.data, Shape{-1}, DType::float32);
+  ASSERT_FALSE(bad_shape);
+  EXPECT_EQ(bad_shape.error().code, ErrorCode::InvalidShape);
+}
+
+// A DLManagedTensor of the caller's, counting its deleter's calls.
+struct CallerTensor {
+  DLManagedTensor managed{};
+  std::vector<std::int64_t> shape;
+  std::vector<std::int64_t> strides;
+  int deleted = 0;
+  CallerTensor(const Backend& be, void* data, std::vector<std::int64_t> dims) : shape(std::move(dims)) {
+    managed.dl_tensor.data = data;
+    managed.dl_tensor.device = {static_cast<DLDeviceType>(be.dlpack_device_type()), be.device_id()};
+    managed.dl_tensor.ndim = static_cast<int>(shape.size());
+    managed.dl_tensor.dtype = {kDLFloat, 32, 1};
+    managed.dl_tensor.shape = shape.data();
+    managed.manager_ctx = this;
+    managed.deleter = [](DLManagedTensor* self) { static_cast<CallerTensor*>(self->manager_ctx)->deleted += 1; };
+  }
+};
+
+TEST_P(CallerMemory, DlpackImportIsZeroCopyAndCallsTheDeleterOnce) {
+  CallerArray a(backend, kA);
+  CallerTensor tensor(*backend, a.data, {2, 3});
+  {
+    Tape t(backend);
+    auto buffer = backend->import_dlpack(&tensor.managed);
+    ASSERT_TRUE(buffer) << buffer.error().str();
+    EXPECT_EQ(buffer->shape(), (Shape{2, 3}));
+    const NodeId x = *t.leaf(std::move(*buffer));
+    EXPECT_EQ((*t.value_buffer(x))->data(), a.data);
+    EXPECT_EQ(tensor.deleted, 0);
+  }
+  EXPECT_EQ(tensor.deleted, 1) << "released with the tape that held it";
+}
+
+TEST_P(CallerMemory, RejectedDlpackTensorsStayWithTheirCaller) {
+  CallerArray a(backend, kA);
+  auto expect_rejected = [&](CallerTensor& t, ErrorCode code, const std::string& words) {
+    auto r = backend->import_dlpack(&t.managed);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().code, code) << r.error().str();
+    EXPECT_NE(r.error().message.find(words), std::string::npos) << r.error().message;
+    EXPECT_EQ(t.deleted, 0);
+  };
+  CallerTensor ints(*backend, a.data, {6});
+  ints.managed.dl_tensor.dtype = {kDLInt, 32, 1};
+  expect_rejected(ints, ErrorCode::DTypeMismatch, "not float32 or float64");
+  CallerTensor strided(*backend, a.data, {3, 2});
+  strided.strides = {1, 3};
+  strided.managed.dl_tensor.strides = strided.strides.data();
+  expect_rejected(strided, ErrorCode::InvalidArgument, "C-contiguous");
+  CallerTensor elsewhere(*backend, a.data, {6});
+  elsewhere.managed.dl_tensor.device = {kDLROCM, 0};
+  expect_rejected(elsewhere, ErrorCode::BackendMismatch, "rocm");
+  CallerTensor negative(*backend, a.data, {-6});
+  expect_rejected(negative, ErrorCode::InvalidShape, "[-6]");
+  auto null = backend->import_dlpack(nullptr);
+  ASSERT_FALSE(null);
+}
+
+TEST_P(CallerMemory, GradientsExportWithTheirMemoryAndValuesAsViews) {
+  Tape t(backend);
+  const NodeId x = *t.leaf(host(kA));
+  const NodeId y = *t.sin(x);
+  auto grads = t.backward(y, host(kSeed));
+  ASSERT_TRUE(grads) << grads.error().str();
+  Buffer dx = grads->take(x);
+  const void* dx_data = dx.data();
+  const MemoryStats with_gradient = backend->stats();
+  auto exported = backend->export_dlpack(std::move(dx));
+  ASSERT_TRUE(exported) << exported.error().str();
+  EXPECT_EQ((*exported)->dl_tensor.data, dx_data);
+  EXPECT_EQ((*exported)->dl_tensor.ndim, 1);
+  EXPECT_EQ((*exported)->dl_tensor.shape[0], 6);
+  EXPECT_EQ(backend->stats(), with_gradient) << "the tensor owns the gradient now";
+  auto back = backend->import_dlpack(*exported);  // the round trip, still no copy
+  ASSERT_TRUE(back) << back.error().str();
+  EXPECT_EQ(back->data(), dx_data);
+  back->reset();
+  EXPECT_EQ(backend->stats().count(AllocTag::gradient), with_gradient.count(AllocTag::gradient) - 1);
+
+  auto view = backend->export_dlpack_view(**t.value_buffer(y));
+  ASSERT_TRUE(view) << view.error().str();
+  EXPECT_EQ((*view)->dl_tensor.data, (*t.value_buffer(y))->data());
+  (*view)->deleter(*view);
+  EXPECT_TRUE(t.value(y)) << "a view's deleter leaves the value to the tape";
+}
+
+TW_INSTANTIATE_PER_BACKEND(CallerMemory);
+
+#ifdef TAPEWISE_HAS_CUDA
+// The caller's process state: the current device and the default pool's release threshold.
+TEST(CudaCallerState, BackendOnACallersStreamLeavesTheCallersStateAlone) {
+  TW_REQUIRE_CUDA(shared);
+  cudaMemPool_t default_pool;
+  ASSERT_EQ(cudaDeviceGetDefaultMemPool(&default_pool, 0), cudaSuccess);
+  std::uint64_t threshold_before = 0, threshold_after = 0;
+  cudaMemPoolGetAttribute(default_pool, cudaMemPoolAttrReleaseThreshold, &threshold_before);
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  {
+    auto be = make_cuda_backend(CudaOptions{0, stream});
+    ASSERT_TRUE(be) << be.error().str();
+    EXPECT_EQ(cuda_stream(**be), static_cast<void*>(stream));
+    Tape t(*be);
+    const NodeId x = *t.leaf(host(kA));
+    auto grads = t.backward(*t.tanh(x), host(kSeed));
+    ASSERT_TRUE(grads) << grads.error().str();
+    Tape reference(shared);
+    const NodeId rx = *reference.leaf(host(kA));
+    auto expected = reference.backward(*reference.tanh(rx), host(kSeed));
+    EXPECT_EQ(grads->host(x)->bytes, expected->host(rx)->bytes);
+  }
+  EXPECT_EQ(cudaStreamQuery(stream), cudaSuccess) << "the caller's stream outlives the backend";
+  cudaStreamDestroy(stream);
+  cudaMemPoolGetAttribute(default_pool, cudaMemPoolAttrReleaseThreshold, &threshold_after);
+  EXPECT_EQ(threshold_after, threshold_before);
+  int device = -1;
+  cudaGetDevice(&device);
+  EXPECT_EQ(device, 0);
+  auto out_of_range = make_cuda_backend(CudaOptions{1 << 20, nullptr});
+  ASSERT_FALSE(out_of_range);
+  EXPECT_EQ(out_of_range.error().code, ErrorCode::InvalidArgument);
+}
+
+TEST(CudaCallerState, HostMemoryCannotBeWrappedOnTheGpu) {
+  TW_REQUIRE_CUDA(be);
+  std::vector<float> on_host(kA);
+  auto view = be->wrap(on_host.data(), shape_of(kA), DType::float32);
+  ASSERT_FALSE(view);
+  EXPECT_EQ(view.error().code, ErrorCode::BackendMismatch) << view.error().str();
+}
+#endif
+
+}  // namespace
+}  // namespace tapewise::testing
