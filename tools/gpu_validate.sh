@@ -1,14 +1,21 @@
 #!/usr/bin/env bash
-# tools/gpu_validate.sh OUTDIR — everything that needs the GPU, in one go, on a machine with one: the
-# whole test suite (GPU tests included), the conformance run and audit on the CUDA backend, ATen parity
-# and the benchmark beside PyTorch. Runs built binaries ($TAPEWISE_BIN, default build/bin); packs every
-# report into OUTDIR/gpu_validate.tar.gz and prints a digest. Exit status: the number of steps that failed.
+# tools/gpu_validate.sh OUTDIR [STEP...] — everything that needs the GPU, on a machine with one: the
+# test suite (GPU tests included, tensors past 2^31 elements among them), compute-sanitizer's four
+# tools over the CUDA tests, the conformance run and audit on CUDA, ATen parity, the consumer example
+# on a caller's stream with caller memory, the Python package with PyTorch, and the benchmark beside
+# PyTorch. STEPs (default: all): tests sanitizers conform audit parity consumer python bench.
+# Runs built binaries ($TAPEWISE_BIN, default build/bin; the consumer: $TAPEWISE_CONSUMER, default
+# build-consumer/consumer); packs every report into OUTDIR/gpu_validate.tar.gz and prints a digest.
+# Exit status: the number of steps that failed.
 set -uo pipefail
-out=${1:?usage: tools/gpu_validate.sh OUTDIR}
+out=${1:?usage: tools/gpu_validate.sh OUTDIR [STEP...]}
+shift
+steps=${*:-tests sanitizers conform audit parity consumer python bench}
 cd "$(dirname "$0")/.." || exit 1
 bin=${TAPEWISE_BIN:-build/bin}
 work=$(mktemp -d)
 failed=0
+wanted() { [[ " $steps " == *" $1 "* ]]; }
 step() {  # step NAME COMMAND...: runs it, output to $work/NAME.txt, prints the tail
   local name=$1; shift
   local start=$SECONDS
@@ -18,14 +25,46 @@ step() {  # step NAME COMMAND...: runs it, output to $work/NAME.txt, prints the 
   tail -n "${TAIL:-6}" "$work/$name.txt"
   [ "$rc" -eq 0 ] || failed=$((failed + 1))
 }
+
+# compute-sanitizer TOOL over the CUDA tests (a small property budget: the tools slow kernels ~100x;
+# the tensors past 2^31 elements are left to the plain run).
+sanitize() {
+  RC_PARAMS="seed=5 max_success=10" compute-sanitizer --tool "$1" --error-exitcode 1 \
+    "$bin/tapewise_tests" --gtest_brief=1 --gtest_filter='*cuda*:*Cuda*:-CudaLimits.TensorsPast*'
+}
+sanitizers() {  # the four tools at once (one GPU has room for all), then their verdicts
+  local tool pids=() rc=0
+  for tool in memcheck racecheck initcheck synccheck; do
+    sanitize "$tool" >"$work/sanitizer_$tool.txt" 2>&1 &
+    pids+=($!)
+  done
+  for tool in memcheck racecheck initcheck synccheck; do
+    wait "${pids[0]}" || rc=1
+    pids=("${pids[@]:1}")
+    echo "compute-sanitizer $tool: $(grep -E 'ERROR SUMMARY' "$work/sanitizer_$tool.txt" | tail -n 1)"
+  done
+  return "$rc"
+}
+python_checks() {  # the package built here from source, its tests with PyTorch, the framework adapters
+  python3 -m pip install -q --no-build-isolation --no-deps . &&
+    TAPEWISE_CONFORM="$PWD/$bin/tapewise-conform" python3 -m pytest -q -p no:cacheprovider python/tests tools/frameworks \
+      proptest/test_c_api_ctypes.py &&
+    python3 python/bench_torch_maximum.py --out "$work/python_bench.json"
+}
+
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$work/gpu.txt"
-step tests "$bin/tapewise_tests" --gtest_brief=1
-step conform "$bin/tapewise-conform" run --backend cuda --json "$work/conform.json"
-TAIL=2 step audit "$bin/tapewise-conform" audit --backend cuda --markdown "$work/audit.md"
-TAIL=30 step aten_parity python3 tools/aten_parity.py --conform "$bin/tapewise-conform" --out "$work/parity"
-cp "$work/parity/aten_parity.json" "$work/" 2>/dev/null
-rm -rf "$work/parity"
-TAIL=60 TAPEWISE_BENCH="$bin/tapewise-bench" step bench bash tools/run_bench.sh "$work/bench"
+wanted tests && step tests "$bin/tapewise_tests" --gtest_brief=1
+wanted sanitizers && TAIL=8 step sanitizers sanitizers
+wanted conform && step conform "$bin/tapewise-conform" run --backend cuda --json "$work/conform.json"
+wanted audit && TAIL=2 step audit "$bin/tapewise-conform" audit --backend cuda --markdown "$work/audit.md"
+if wanted parity; then
+  TAIL=30 step aten_parity python3 tools/aten_parity.py --conform "$bin/tapewise-conform" --out "$work/parity"
+  cp "$work/parity/aten_parity.json" "$work/" 2>/dev/null
+  rm -rf "$work/parity"
+fi
+wanted consumer && TAIL=8 step consumer "${TAPEWISE_CONSUMER:-build-consumer/consumer}" --cuda
+wanted python && TAIL=30 step python python_checks
+wanted bench && TAIL=60 TAPEWISE_BENCH="$bin/tapewise-bench" step bench bash tools/run_bench.sh "$work/bench"
 mkdir -p "$out"
 tar -C "$work" -czf "$out/gpu_validate.tar.gz" .
 echo "== gpu_validate: $failed step(s) failed; reports in $out/gpu_validate.tar.gz"

@@ -1,12 +1,25 @@
 #!/usr/bin/env bash
-# tools/setup.sh — one step from a fresh Debian machine to a built tapewise: installs the Debian
-# packages the build needs (idempotent, silent when all are present), configures and builds.
+# tools/setup.sh [--for-tests] — one step from a fresh Debian machine to a built tapewise: installs the
+# Debian packages the build needs (only those missing; silent when all are present), configures and
+# builds into build/. CUDA is optional: with nvcc (on the PATH or in /usr/local/cuda/bin) the CUDA
+# backend is built too. --for-tests also installs what the whole test run needs (tools/test.sh):
+# clang for the fuzzers, pkg-config, and the Python packages from PyPI.
 # Build folder: $TAPEWISE_BUILD (default build/); GPU architecture: $CUDA_ARCH (default 90).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+for_tests=0
+for arg in "$@"; do
+  case "$arg" in
+    --for-tests) for_tests=1 ;;
+    -h|--help) sed -n '2,7p' "$0"; exit 0 ;;
+    *) echo "setup: unknown option '$arg' (expected --for-tests)" >&2; exit 2 ;;
+  esac
+done
+
 packages=(cmake ninja-build g++ librapidcheck-dev libgtest-dev libeigen3-dev libboost-dev
-          libmpfr-dev libgmp-dev libexpected-dev libcli11-dev nlohmann-json3-dev)
+          libmpfr-dev libgmp-dev libexpected-dev libcli11-dev nlohmann-json3-dev libdlpack-dev)
+((for_tests)) && packages+=(clang libclang-rt-14-dev pkg-config python3-pip)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -19,9 +32,17 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-command -v nvcc >/dev/null || export PATH="/usr/local/cuda/bin:$PATH"
-command -v nvcc >/dev/null || { echo "setup: nvcc (CUDA 13) not found; install the CUDA toolkit" >&2; exit 1; }
+if ((for_tests)); then
+  python_packages=(nanobind scikit-build-core numpy pytest jax jaxlib)
+  python3 -c "import nanobind, scikit_build_core, numpy, pytest, jax" 2>/dev/null ||
+    { echo "setup: installing Python packages ${python_packages[*]}"; python3 -m pip install -q "${python_packages[@]}"; }
+fi
+
+command -v nvcc >/dev/null || [ ! -x /usr/local/cuda/bin/nvcc ] || export PATH="/usr/local/cuda/bin:$PATH"
+command -v nvcc >/dev/null || echo "setup: nvcc not found: building the CPU backend only (CUDA tests are not built)"
 
 build="${TAPEWISE_BUILD:-build}"
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-90}" >/dev/null
+# Static C++ runtime, MPFR and GMP: the binaries run unchanged on the GPU machine.
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-90}" \
+      -DTAPEWISE_STATIC_RUNTIME=ON >/dev/null
 cmake --build "$build" -j"$(nproc)"

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# tools/test.sh — every test, after tools/setup.sh --for-tests has built build/: the GoogleTest and
+# RapidCheck suite and the runner's CLI tests (ctest), the installed package and its consumers
+# (test_package.sh), the Python package (pip install . and pytest, with the framework adapters'
+# tests), the ASan+UBSan build (sanitize.sh) and a short fuzzing run (fuzz.sh). Runs every step,
+# then prints one line per step and "N passed, N failed"; exit status: the number of failed steps.
+# FUZZ_SECONDS (default 60) is the time per fuzz harness.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+build="${TAPEWISE_BUILD:-build}"
+results=()
+failed=0
+step() {  # step NAME COMMAND...
+  local name=$1; shift
+  local start=$SECONDS
+  echo "===== $name"
+  "$@"
+  local rc=$?
+  results+=("$(printf '%-10s %s after %d s' "$name" "$([ "$rc" -eq 0 ] && echo passed || echo "FAILED (exit $rc)")" $((SECONDS - start)))")
+  [ "$rc" -eq 0 ] || failed=$((failed + 1))
+}
+python_tests() {
+  python3 -m pip install -q --no-build-isolation . &&
+    TAPEWISE_CONFORM="$PWD/$build/bin/tapewise-conform" python3 -m pytest -q -p no:cacheprovider python/tests tools/frameworks
+}
+step ctest ctest --test-dir "$build" --output-on-failure -j2
+step package tools/test_package.sh
+step python python_tests
+step sanitize tools/sanitize.sh
+step fuzz tools/fuzz.sh "${FUZZ_SECONDS:-60}"
+echo "===== summary"
+printf '%s\n' "${results[@]}"
+echo "test.sh: $((${#results[@]} - failed)) passed, $failed failed"
+exit "$failed"
