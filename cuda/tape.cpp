@@ -7,6 +7,7 @@
 
 #include <tapewise/tape.hpp>
 
+#include "backward_plan.hpp"
 #include "program.hpp"
 
 namespace tapewise {
@@ -23,10 +24,6 @@ void* writable(const Buffer& b) { return const_cast<void*>(b.data()); }
 
 bool runs_as_program(std::int64_t numel, std::int64_t threshold) { return threshold > 0 && numel <= threshold; }
 
-// The coalesced-contribution rule: max(a, a) / min(a, a) give their parent the upstream value once.
-bool contributes_once(const Node& n) {
-  return n.arity == 2 && n.parents[0] == n.parents[1] && (*n.op == Op::max || *n.op == Op::min);
-}
 }  // namespace
 
 bool Gradients::has(NodeId id) const {
@@ -182,8 +179,7 @@ Result<Gradients> Tape::backward_dense(NodeId out, const HostArray& seed, VjpPat
   return run_backward(out, *buf, path, true);
 }
 
-Result<Gradients> Tape::run_backward(NodeId out, const Buffer& seed, VjpPath path, bool dense) const {
-  const char* what = dense ? "backward_dense" : "backward";
+Result<void> Tape::check_backward_args(const char* what, NodeId out, const Buffer& seed) const {
   if (out < 0 || static_cast<std::size_t>(out) >= nodes_.size())
     return fail(ErrorCode::InvalidNodeId, std::string(what) + ": invalid output id " + std::to_string(out) +
                                               " (tape has " + std::to_string(nodes_.size()) + " nodes)");
@@ -196,56 +192,60 @@ Result<Gradients> Tape::run_backward(NodeId out, const Buffer& seed, VjpPath pat
   if (seed.dtype() != out_value.dtype())
     return fail(ErrorCode::SeedDTypeMismatch, std::string(what) + ": seed is " + dtype_name(seed.dtype()) +
                                                   ", output " + id_str(out) + " is " + dtype_name(out_value.dtype()));
+  return {};
+}
+
+Result<Gradients> Tape::run_backward(NodeId out, const Buffer& seed, VjpPath path, bool dense) const {
+  if (auto ok = check_backward_args(dense ? "backward_dense" : "backward", out, seed); !ok) return tl::unexpected(ok.error());
+  const detail::BackwardPlan plan = detail::plan_backward(nodes_, out, dense);
   // Every node the backward visits has the output's shape (a node's inputs have its shape), so
   // the output's size decides whether they are all small enough for one program.
-  if (path == VjpPath::fused && runs_as_program(out_value.numel(), backend_->program_threshold()))
-    return run_backward_program(out, seed, dense);
+  const std::int64_t numel = nodes_[static_cast<std::size_t>(out)].value.numel();
+  if (path == VjpPath::fused && runs_as_program(numel, backend_->program_threshold()))
+    return run_plan_as_program(plan, out, seed, dense);
   if (auto ok = flush(); !ok) return tl::unexpected(ok.error());
+  return run_plan_per_node(plan, out, seed, path);
+}
+
+// The plan node by node: each VJP one kernel (fused) or the spec's stages, into fresh contribution
+// buffers that then land in their parents' slots as the plan says.
+Result<Gradients> Tape::run_plan_per_node(const detail::BackwardPlan& plan, NodeId out, const Buffer& seed,
+                                          VjpPath path) const {
   Backend& be = *backend_;
   Gradients grads(nodes_.size());
   auto& slots = grads.slots_;
-
-  auto fresh_gradient = [&](const Buffer& like) { return be.allocate(like.shape(), like.dtype(), AllocTag::gradient); };
-
-  // Folds one contribution into a parent's slot: kept as is when first (dense: +0 + g), else
-  // existing + g computed in place on the existing slot.
-  auto accumulate = [&](NodeId pid, Buffer contribution) -> Result<void> {
-    const Node& parent = nodes_[static_cast<std::size_t>(pid)];
-    if (!parent.requires_grad) return {};
+  auto fresh_copy = [&](const Buffer& source) -> Result<Buffer> {
+    auto copy = be.allocate(source.shape(), source.dtype(), AllocTag::gradient);
+    if (!copy) return copy;
+    const Buffer* in[1] = {&source};
+    if (auto ok = be.prim(Prim::copy, 0.0, in, *copy); !ok) return tl::unexpected(ok.error());
+    return copy;
+  };
+  auto land = [&](NodeId pid, Buffer contribution, detail::SlotWrite how) -> Result<void> {
     auto& slot = slots[static_cast<std::size_t>(pid)];
-    const Buffer* in[2] = {nullptr, &contribution};
-    if (slot) {
-      in[0] = &*slot;
-      return be.prim(Prim::add, 0.0, {in, 2}, *slot);
-    }
-    if (dense) {
-      in[0] = &contribution;
-      if (auto ok = be.prim(Prim::add_scalar, 0.0, {in, 1}, contribution); !ok) return ok;
+    const Buffer* in[2] = {&contribution, &contribution};
+    switch (how) {
+      case detail::SlotWrite::none: return {};
+      case detail::SlotWrite::accumulate: in[0] = &*slot; return be.prim(Prim::add, 0.0, {in, 2}, *slot);
+      case detail::SlotWrite::store_dense:
+        if (auto ok = be.prim(Prim::add_scalar, 0.0, {in, 1}, contribution); !ok) return ok;
+        break;
+      case detail::SlotWrite::store: break;
     }
     slot = std::move(contribution);
     return {};
   };
 
-  {
-    auto seed_copy = fresh_gradient(seed);
-    if (!seed_copy) return tl::unexpected(seed_copy.error());
-    const Buffer* in[1] = {&seed};
-    if (auto ok = be.prim(Prim::copy, 0.0, in, *seed_copy); !ok) return tl::unexpected(ok.error());
-    slots[static_cast<std::size_t>(out)] = std::move(*seed_copy);
-  }
-
-  for (NodeId id = out; id >= 0; --id) {
-    const Node& node = nodes_[static_cast<std::size_t>(id)];
-    auto& slot = slots[static_cast<std::size_t>(id)];
-    if (!slot || !node.op || !node.requires_grad) continue;
-    const Buffer& g = *slot;
-    const Op op = *node.op;
-    if (contributes_once(node)) {
-      auto once = fresh_gradient(g);
+  auto seed_copy = fresh_copy(seed);
+  if (!seed_copy) return tl::unexpected(seed_copy.error());
+  slots[static_cast<std::size_t>(out)] = std::move(*seed_copy);
+  for (const detail::Visit& visit : plan.visits) {
+    const Node& node = nodes_[static_cast<std::size_t>(visit.node)];
+    const Buffer& g = *slots[static_cast<std::size_t>(visit.node)];
+    if (visit.pass_once) {
+      auto once = fresh_copy(g);
       if (!once) return tl::unexpected(once.error());
-      const Buffer* in[1] = {&g};
-      if (auto ok = be.prim(Prim::copy, 0.0, in, *once); !ok) return tl::unexpected(ok.error());
-      if (auto ok = accumulate(node.parents[0], std::move(*once)); !ok) return tl::unexpected(ok.error());
+      if (auto ok = land(node.parents[0], std::move(*once), visit.write[0]); !ok) return tl::unexpected(ok.error());
       continue;
     }
     const Buffer* inputs[2] = {};
@@ -253,57 +253,41 @@ Result<Gradients> Tape::run_backward(NodeId out, const Buffer& seed, VjpPath pat
     Buffer* outs[2] = {&contributions[0], &contributions[1]};
     for (int k = 0; k < node.arity; ++k) {
       inputs[k] = &nodes_[static_cast<std::size_t>(node.parents[k])].value;
-      auto c = fresh_gradient(g);
+      auto c = be.allocate(g.shape(), g.dtype(), AllocTag::gradient);
       if (!c) return tl::unexpected(c.error());
       contributions[k] = std::move(*c);
     }
     const std::span<const Buffer* const> in_span(inputs, static_cast<std::size_t>(node.arity));
     const std::span<Buffer* const> out_span(outs, static_cast<std::size_t>(node.arity));
-    auto ok = path == VjpPath::fused ? be.vjp_fused(op, node.scalars, in_span, g, out_span)
-                                     : staged_vjp(be, op, node.scalars, in_span, g, out_span);
+    auto ok = path == VjpPath::fused ? be.vjp_fused(*node.op, node.scalars, in_span, g, out_span)
+                                     : staged_vjp(be, *node.op, node.scalars, in_span, g, out_span);
     if (!ok) return tl::unexpected(ok.error());
     for (int k = 0; k < node.arity; ++k)
-      if (auto acc = accumulate(node.parents[k], std::move(contributions[k])); !acc) return tl::unexpected(acc.error());
+      if (auto landed = land(node.parents[k], std::move(contributions[k]), visit.write[k]); !landed)
+        return tl::unexpected(landed.error());
   }
-
-  if (dense) {
-    for (std::size_t id = 0; id < nodes_.size(); ++id) {
-      if (slots[id] || !nodes_[id].requires_grad) continue;
-      auto zeros = fresh_gradient(nodes_[id].value);
-      if (!zeros) return tl::unexpected(zeros.error());
-      if (auto ok = be.prim(Prim::fill, 0.0, {}, *zeros); !ok) return tl::unexpected(ok.error());
-      slots[id] = std::move(*zeros);
-    }
+  for (NodeId id : plan.zero_slots) {
+    auto zeros = be.allocate(nodes_[static_cast<std::size_t>(id)].value.shape(),
+                             nodes_[static_cast<std::size_t>(id)].value.dtype(), AllocTag::gradient);
+    if (!zeros) return tl::unexpected(zeros.error());
+    if (auto ok = be.prim(Prim::fill, 0.0, {}, *zeros); !ok) return tl::unexpected(ok.error());
+    slots[static_cast<std::size_t>(id)] = std::move(*zeros);
   }
   return grads;
 }
 
-// run_backward's walk replayed on the host into one program: the same nodes visited in the same
-// order, each contribution written as its accumulate would (store / +0 / existing + g). All slots
-// come from one allocation, made before the pending forwards are flushed, so a failing allocation
-// changes nothing at all.
-Result<Gradients> Tape::run_backward_program(NodeId out, const Buffer& seed, bool dense) const {
+// The plan as one program: the same visits in the same order, each contribution written as the
+// per-node executor lands it. All slots come from one allocation, made before the pending forwards
+// are flushed, so a failing allocation changes nothing at all.
+Result<Gradients> Tape::run_plan_as_program(const detail::BackwardPlan& plan, NodeId out, const Buffer& seed,
+                                            bool dense) const {
   Backend& be = *backend_;
   const std::size_t count = nodes_.size();
   auto at = [&](NodeId id) -> const Node& { return nodes_[static_cast<std::size_t>(id)]; };
-  auto visited = [&](const std::vector<std::uint8_t>& reached, NodeId id) {
-    const Node& n = at(id);
-    return reached[static_cast<std::size_t>(id)] && n.op && n.requires_grad;
-  };
-
-  // Which nodes receive a contribution (run_backward's slots), and (dense) which get only zeros.
-  std::vector<std::uint8_t> reached(count, 0);
-  reached[static_cast<std::size_t>(out)] = 1;
-  for (NodeId id = out; id >= 0; --id) {
-    if (!visited(reached, id)) continue;
-    const Node& n = at(id);
-    for (int k = 0; k < (contributes_once(n) ? 1 : n.arity); ++k)
-      if (at(n.parents[k]).requires_grad) reached[static_cast<std::size_t>(n.parents[k])] = 1;
-  }
   std::vector<BufferSpec> specs;
   std::vector<std::size_t> slot_of(count, SIZE_MAX);
   for (std::size_t id = 0; id < count; ++id) {
-    if (!reached[id] && !(dense && nodes_[id].requires_grad)) continue;
+    if (!plan.has_slot(static_cast<NodeId>(id), dense, nodes_[id])) continue;
     slot_of[id] = specs.size();
     specs.push_back({nodes_[id].value.shape(), nodes_[id].value.dtype()});
   }
@@ -312,19 +296,6 @@ Result<Gradients> Tape::run_backward_program(NodeId out, const Buffer& seed, boo
   if (auto ok = flush(); !ok) return tl::unexpected(ok.error());
   std::vector<Buffer>& slots = *arena;
   auto slot = [&](NodeId id) -> Buffer& { return slots[slot_of[static_cast<std::size_t>(id)]]; };
-
-  // First write to a slot keeps the contribution (sparse) or adds it to +0 (dense); later ones add.
-  std::vector<std::uint8_t> written(count, 0);
-  auto write_into = [&](NodeId pid, void*& dst, detail::SlotWrite& how) {
-    if (!at(pid).requires_grad) {
-      how = detail::SlotWrite::none;
-      return;
-    }
-    auto& w = written[static_cast<std::size_t>(pid)];
-    how = w ? detail::SlotWrite::accumulate : dense ? detail::SlotWrite::store_dense : detail::SlotWrite::store;
-    w = 1;
-    dst = slot(pid).data();
-  };
   auto base_step = [](detail::StepKind kind, const Buffer& like) {
     detail::Step step{};
     step.kind = kind;
@@ -334,43 +305,37 @@ Result<Gradients> Tape::run_backward_program(NodeId out, const Buffer& seed, boo
   };
 
   detail::Program program;
-  program.steps.reserve(static_cast<std::size_t>(out) + 2 + (dense ? count : 0));
-  {
-    detail::Step copy = base_step(detail::StepKind::pass, seed);
-    copy.in[0] = seed.data();
-    copy.out[0] = slot(out).data();
-    copy.write[0] = detail::SlotWrite::store;
-    written[static_cast<std::size_t>(out)] = 1;
-    program.add(copy);
-  }
-  for (NodeId id = out; id >= 0; --id) {
-    if (!visited(reached, id)) continue;
-    const Node& n = at(id);
-    const Buffer& g = slot(id);
-    if (contributes_once(n)) {
-      detail::Step once = base_step(detail::StepKind::pass, g);
-      once.in[0] = g.data();
-      write_into(n.parents[0], once.out[0], once.write[0]);
-      program.add(once);
-      continue;
+  program.steps.reserve(plan.visits.size() + 1 + plan.zero_slots.size());
+  detail::Step copy = base_step(detail::StepKind::pass, seed);
+  copy.in[0] = seed.data();
+  copy.out[0] = slot(out).data();
+  copy.write[0] = detail::SlotWrite::store;
+  program.add(copy);
+  for (const detail::Visit& visit : plan.visits) {
+    const Node& n = at(visit.node);
+    const Buffer& g = slot(visit.node);
+    detail::Step step = base_step(visit.pass_once ? detail::StepKind::pass : detail::StepKind::vjp, g);
+    step.in[0] = g.data();
+    if (!visit.pass_once) {
+      step.op = *n.op;
+      step.s0 = n.scalars.s0;
+      step.s1 = n.scalars.s1;
+      step.g = g.data();
+      for (int k = 0; k < n.arity; ++k) step.in[k] = at(n.parents[k]).value.data();
     }
-    detail::Step step = base_step(detail::StepKind::vjp, g);
-    step.op = *n.op;
-    step.s0 = n.scalars.s0;
-    step.s1 = n.scalars.s1;
-    step.g = g.data();
-    for (int k = 0; k < n.arity; ++k) step.in[k] = at(n.parents[k]).value.data();
-    for (int k = 0; k < n.arity; ++k) write_into(n.parents[k], step.out[k], step.write[k]);
+    for (int k = 0; k < (visit.pass_once ? 1 : n.arity); ++k) {
+      step.write[k] = visit.write[k];
+      if (visit.write[k] != detail::SlotWrite::none) step.out[k] = slot(n.parents[k]).data();
+    }
     program.add(step);
   }
   // Dense: slots that received nothing hold +0; a large one (a node outside the output's graph)
   // by a fill kernel, so the program's threads stay as many as the output's elements.
   std::vector<NodeId> large_zeros;
-  for (std::size_t id = 0; id < count; ++id) {
-    if (slot_of[id] == SIZE_MAX || reached[id]) continue;
-    Buffer& zeros = slots[slot_of[id]];
+  for (NodeId id : plan.zero_slots) {
+    Buffer& zeros = slot(id);
     if (!runs_as_program(zeros.numel(), be.program_threshold())) {
-      large_zeros.push_back(static_cast<NodeId>(id));
+      large_zeros.push_back(id);
       continue;
     }
     detail::Step zero = base_step(detail::StepKind::zero, zeros);

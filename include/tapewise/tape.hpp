@@ -33,6 +33,9 @@
 namespace tapewise {
 
 using NodeId = std::int64_t;
+namespace detail {
+struct BackwardPlan;  // the backward walk (cuda/backward_plan.hpp): internal to the library
+}  // namespace detail
 
 // Which VJP form backward runs: one fused kernel per node (production) or the spec's stages, each a
 // primitive buffer op with its intermediates in workspace buffers. Both give the same bits.
@@ -133,8 +136,12 @@ class Tape {
     return apply(op, ids, {});
   }
   Result<void> check_id(const char* what, NodeId id) const;
+  Result<void> check_backward_args(const char* what, NodeId out, const Buffer& seed) const;
   Result<Gradients> run_backward(NodeId out, const Buffer& seed, VjpPath path, bool dense) const;
-  Result<Gradients> run_backward_program(NodeId out, const Buffer& seed, bool dense) const;
+  Result<Gradients> run_plan_per_node(const detail::BackwardPlan& plan, NodeId out, const Buffer& seed,
+                                      VjpPath path) const;
+  Result<Gradients> run_plan_as_program(const detail::BackwardPlan& plan, NodeId out, const Buffer& seed,
+                                        bool dense) const;
 
   std::shared_ptr<Backend> backend_;
   std::vector<Node> nodes_;
