@@ -1,0 +1,203 @@
+// python/src/arrays.cpp — arrays across the Python boundary: any object exporting __dlpack__ (numpy,
+// torch, jax, cupy) or the buffer protocol becomes a borrowed Buffer over its memory (no copy), and
+// buffers go out as nanobind ndarrays (no copy) that keep their owner alive.
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "bindings.hpp"
+
+namespace tapewise::py {
+namespace {
+
+// DLPack device types (dlpack.h) that matter here.
+constexpr int kDLCPU = 1, kDLCUDA = 2, kDLCUDAHost = 3, kDLCUDAManaged = 13;
+
+std::string device_name(int type, int id) {
+  switch (type) {
+    case kDLCPU: return "cpu";
+    case kDLCUDA: return "cuda:" + std::to_string(id);
+    case kDLCUDAHost: return "cuda_host";
+    case kDLCUDAManaged: return "cuda_managed:" + std::to_string(id);
+    default: return "DLPack device type " + std::to_string(type);
+  }
+}
+
+std::string dtype_name(const nb::dlpack::dtype& t) {
+  const char* kind = "unknown";
+  switch (static_cast<nb::dlpack::dtype_code>(t.code)) {
+    case nb::dlpack::dtype_code::Int: kind = "int"; break;
+    case nb::dlpack::dtype_code::UInt: kind = "uint"; break;
+    case nb::dlpack::dtype_code::Float: kind = "float"; break;
+    case nb::dlpack::dtype_code::Bfloat: kind = "bfloat"; break;
+    case nb::dlpack::dtype_code::Complex: kind = "complex"; break;
+    case nb::dlpack::dtype_code::Bool: kind = "bool"; break;
+    default: break;
+  }
+  std::string name = kind + std::to_string(t.bits);
+  return t.lanes == 1 ? name : name + "x" + std::to_string(t.lanes);
+}
+
+bool host_accessible(int type) { return type == kDLCPU || type == kDLCUDAHost; }
+
+// Whether the backend's kernels can use memory on this DLPack device directly.
+bool usable_in_place(const PyBackend& be, int type, int id) {
+  if (!be.is_cuda()) return host_accessible(type);
+  return (type == kDLCUDA || type == kDLCUDAManaged) && id == be.backend->device_id();
+}
+
+// C order with strides in elements; a dim of size 1 (or an empty array) may have any stride.
+bool c_contiguous(const nb::ndarray<nb::ro>& a) {
+  if (a.size() == 0 || a.stride_ptr() == nullptr) return true;
+  std::int64_t expected = 1;
+  for (std::size_t d = a.ndim(); d-- > 0;) {
+    if (a.shape(d) != 1 && a.stride(d) != expected) return false;
+    expected *= static_cast<std::int64_t>(a.shape(d));
+  }
+  return true;
+}
+
+// The object to hand to nanobind's importer. For device arrays the DLPack capsule is requested with
+// the backend's stream, so the producer orders its pending writes before our kernels (the consumer's
+// half of the DLPack stream protocol); host arrays go as they are.
+nb::object dlpack_source(const PyBackend& be, nb::handle obj) {
+  auto stream = be.dlpack_stream();
+  if (!stream || !nb::hasattr(obj, "__dlpack_device__") || !nb::hasattr(obj, "__dlpack__"))
+    return nb::borrow(obj);
+  nb::tuple device = nb::cast<nb::tuple>(obj.attr("__dlpack_device__")());
+  const int type = nb::cast<int>(device[0]);
+  if (type != kDLCUDA && type != kDLCUDAManaged) return nb::borrow(obj);
+  return obj.attr("__dlpack__")(nb::arg("stream") = *stream);
+}
+
+// A strided host array gathered into a contiguous HostArray (the copy=True path).
+HostArray gather_host(const nb::ndarray<nb::ro>& a, DType dtype, const Shape& shape) {
+  HostArray h;
+  h.shape = shape;
+  h.dtype = dtype;
+  const std::size_t item = dtype_size(dtype);
+  const std::size_t n = a.size();
+  h.bytes.resize(n * item);
+  const auto* base = static_cast<const std::byte*>(a.data());
+  if (c_contiguous(a)) {
+    if (n) std::memcpy(h.bytes.data(), base, n * item);
+    return h;
+  }
+  std::vector<std::size_t> index(a.ndim(), 0);
+  for (std::size_t i = 0; i < n; ++i) {
+    std::int64_t offset = 0;
+    for (std::size_t d = 0; d < a.ndim(); ++d)
+      offset += static_cast<std::int64_t>(index[d]) * (a.stride_ptr() ? a.stride(d) : 0);
+    std::memcpy(h.bytes.data() + i * item, base + offset * static_cast<std::int64_t>(item), item);
+    for (std::size_t d = a.ndim(); d-- > 0;) {  // odometer: the last dim moves fastest
+      if (++index[d] < a.shape(d)) break;
+      index[d] = 0;
+    }
+  }
+  return h;
+}
+
+// Holds the imported ndarray for as long as a buffer views its memory. Releasing it may run the
+// producer's DLPack deleter (Python code), so it takes the GIL; after interpreter shutdown it leaks.
+std::shared_ptr<void> keep_alive(const nb::ndarray<nb::ro>& a) {
+  return std::shared_ptr<void>(new nb::ndarray<nb::ro>(a), [](void* p) {
+    if (!Py_IsInitialized()) return;
+    nb::gil_scoped_acquire gil;
+    delete static_cast<nb::ndarray<nb::ro>*>(p);
+  });
+}
+
+// A copy made on the backend: the view is copied by the backend's own copy primitive, then waited
+// for (the source may be released as soon as we return).
+Buffer copy_on_backend(const PyBackend& be, const Buffer& view) {
+  Buffer out = unwrap(be.backend->allocate(view.shape(), view.dtype(), AllocTag::value));
+  const Buffer* inputs[1] = {&view};
+  unwrap(be.backend->prim(Prim::copy, 0.0, inputs, out));
+  be.settle();
+  return out;
+}
+
+}  // namespace
+
+std::optional<std::intptr_t> PyBackend::dlpack_stream() const {
+  if (!is_cuda()) return std::nullopt;
+  auto handle = reinterpret_cast<std::intptr_t>(cuda_stream(*backend));
+  return handle == 0 ? 1 : handle;
+}
+
+Buffer import_array(const PyBackend& be, nb::handle obj, Copy copy, const char* what) {
+  nb::object source = dlpack_source(be, obj);
+  nb::ndarray<nb::ro> a;
+  if (!nb::try_cast(source, a, /*convert=*/false)) {
+    // nanobind swallows the producer's own refusal (e.g. torch's "Can't export tensors that require
+    // gradient"): ask again so that its exception, which says what to do, reaches the caller.
+    if (nb::hasattr(source, "__dlpack__")) source.attr("__dlpack__")();
+    throw nb::type_error((std::string(what) + ": expected an array exporting __dlpack__ or the buffer protocol "
+                          "(numpy, torch, jax, cupy), got " + nb::type_name(obj.type()).c_str()).c_str());
+  }
+  DType dtype;
+  if (a.dtype() == nb::dtype<float>()) dtype = DType::float32;
+  else if (a.dtype() == nb::dtype<double>()) dtype = DType::float64;
+  else
+    raise(ErrorCode::DTypeMismatch, std::string(what) + ": dtype " + dtype_name(a.dtype()) +
+                                        " is not supported: tapewise takes float32 or float64");
+  std::vector<std::int64_t> dims(a.ndim());
+  for (std::size_t d = 0; d < a.ndim(); ++d) dims[d] = static_cast<std::int64_t>(a.shape(d));
+  const Shape shape(std::move(dims));
+
+  const bool in_place = usable_in_place(be, a.device_type(), a.device_id());
+  const bool contiguous = c_contiguous(a);
+  if (in_place && contiguous) {
+    Buffer view = unwrap(be.backend->wrap(const_cast<void*>(a.data()), shape, dtype, keep_alive(a)));
+    return copy == Copy::always ? copy_on_backend(be, view) : std::move(view);
+  }
+  if (copy != Copy::never && host_accessible(a.device_type()))  // host data into a CUDA backend, or strided host data
+    return unwrap(be.backend->upload(gather_host(a, dtype, shape)));
+  if (!in_place)
+    raise(ErrorCode::BackendMismatch,
+          std::string(what) + ": the array is on " + device_name(a.device_type(), a.device_id()) +
+              ", this backend is " + be.backend->describe() +
+              (host_accessible(a.device_type()) ? " (pass copy=True to copy it to the device)"
+                                                : " (move it to the backend's device first)"));
+  raise(ErrorCode::InvalidArgument,
+        std::string(what) + ": the array of shape " + shape.str() + " is not C-contiguous" +
+            (host_accessible(a.device_type()) ? " (pass copy=True, or make it contiguous first)"
+                                              : " (make it contiguous first, e.g. .contiguous())"));
+}
+
+ArrayOut export_array(const Buffer& buffer, nb::handle owner) {
+  std::vector<std::size_t> shape(buffer.shape().dims.begin(), buffer.shape().dims.end());
+  const nb::dlpack::dtype dtype = buffer.dtype() == DType::float32 ? nb::dtype<float>() : nb::dtype<double>();
+  const Backend* be = buffer.backend();
+  return ArrayOut(const_cast<void*>(buffer.data()), shape.size(), shape.data(), owner, nullptr, dtype,
+                       be->dlpack_device_type(), be->device_id());
+}
+
+nb::ndarray<nb::numpy> host_numpy(HostArray host) {
+  auto* bytes = new std::vector<std::byte>(std::move(host.bytes));
+  nb::capsule owner(bytes, [](void* p) noexcept { delete static_cast<std::vector<std::byte>*>(p); });
+  std::vector<std::size_t> shape(host.shape.dims.begin(), host.shape.dims.end());
+  const nb::dlpack::dtype dtype = host.dtype == DType::float32 ? nb::dtype<float>() : nb::dtype<double>();
+  return nb::ndarray<nb::numpy>(bytes->data(), shape.size(), shape.data(), owner, nullptr, dtype, kDLCPU, 0);
+}
+
+Op op_from_python(const std::string& name) {
+  if (auto op = tapewise::op_from_name(name)) return *op;
+  std::string names;
+  for (const OpInfo& info : kOps) names += std::string(names.empty() ? "" : ", ") + info.name;
+  raise(ErrorCode::InvalidArgument, "unknown op '" + name + "' (the nodes are " + names + ")");
+}
+
+DType dtype_from_python(const std::string& name) {
+  if (name == "float32") return DType::float32;
+  if (name == "float64") return DType::float64;
+  raise(ErrorCode::DTypeMismatch, "dtype '" + name + "' is not float32 or float64");
+}
+
+VjpPath path_from_python(const std::string& name) {
+  if (name == "fused") return VjpPath::fused;
+  if (name == "staged") return VjpPath::staged;
+  raise(ErrorCode::InvalidArgument, "path '" + name + "' is not \"fused\" or \"staged\"");
+}
+
+}  // namespace tapewise::py

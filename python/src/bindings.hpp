@@ -1,0 +1,92 @@
+// python/src/bindings.hpp — what the parts of the nanobind module tapewise._tapewise share: the
+// Python-side wrappers of Backend, Buffer, Tape and Gradients, errors as exceptions, and the array
+// conversions (zero-copy DLPack import and export).
+#pragma once
+
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+
+#include <tapewise/tapewise.hpp>
+
+// Arrays are exported as nanobind's nb_ndarray (DLPack and the buffer protocol), which nanobind calls
+// the array_api framework (added in nanobind 2.2).
+#if NB_VERSION_MAJOR < 2 || (NB_VERSION_MAJOR == 2 && NB_VERSION_MINOR < 2)
+#error "tapewise's Python module needs nanobind >= 2.2 (pip install -U nanobind)"
+#endif
+
+namespace tapewise::py {
+
+namespace nb = nanobind;
+using ArrayOut = nb::ndarray<nb::array_api>;
+
+// A tapewise Error on its way to Python; the module's translator raises tapewise.<Code>Error.
+struct ErrorException : std::exception {
+  Error error;
+  explicit ErrorException(Error e) : error(std::move(e)) {}
+  const char* what() const noexcept override { return error.message.c_str(); }
+};
+
+[[noreturn]] inline void raise(ErrorCode code, std::string message) {
+  throw ErrorException(Error{code, std::move(message)});
+}
+
+template <class T>
+T unwrap(Result<T> r) {
+  if (!r) throw ErrorException(std::move(r.error()));
+  return std::move(*r);
+}
+inline void unwrap(Result<void> r) {
+  if (!r) throw ErrorException(std::move(r.error()));
+}
+
+// A backend as Python holds it. `callers_stream` is true for a CUDA backend created on a stream the
+// caller gave: consumers on that stream are ordered after its work already, so handing out arrays
+// needs no host synchronisation. A backend on its own stream synchronises first (settle()).
+struct PyBackend {
+  std::shared_ptr<Backend> backend;
+  bool callers_stream = false;
+
+  bool is_cuda() const { return backend->kind() == BackendKind::cuda; }
+  // Makes all queued work complete before an array is handed to a consumer (see above).
+  void settle() const {
+    if (is_cuda() && !callers_stream) unwrap(backend->synchronize());
+  }
+  // The stream to name in __dlpack__(stream=...), or nullopt for the CPU backend (DLPack: 1 is the
+  // legacy default stream, 0 is not allowed).
+  std::optional<std::intptr_t> dlpack_stream() const;
+};
+
+// A buffer Python owns: gradients taken out of a Gradients object, Backend.allocate/wrap results.
+struct PyBuffer {
+  Buffer buffer;
+};
+
+// Python object -> buffer: zero-copy (Backend::wrap) when the array lives where the backend can use
+// it, is float32/float64 and C-contiguous; otherwise a copy when the mode allows one, else an error
+// that names what is wrong. `what` names the argument in messages ("leaf", "seed", ...).
+enum class Copy { never, always, if_needed };
+Buffer import_array(const PyBackend& be, nb::handle obj, Copy copy, const char* what);
+
+// Buffer -> array object exporting __dlpack__ (and the buffer protocol on the host), no copy; `owner`
+// is kept alive by the array (the Tape for values, the PyBuffer holder for gradients).
+ArrayOut export_array(const Buffer& buffer, nb::handle owner);
+
+// A host copy as a new numpy array (owning its bytes): Tape.host, Gradients.host.
+nb::ndarray<nb::numpy> host_numpy(HostArray host);
+
+Op op_from_python(const std::string& name);
+DType dtype_from_python(const std::string& name);
+VjpPath path_from_python(const std::string& name);
+
+void bind_backend(nb::module_& m);
+void bind_tape(nb::module_& m);
+
+}  // namespace tapewise::py

@@ -1,0 +1,252 @@
+// python/src/tape_bindings.cpp — tapewise.Tape and tapewise.Gradients: recording the 23 nodes (one
+// method each, generated from the op table), reading values, and backward passes whose gradients
+// are exported without a copy.
+#include <deque>
+#include <string>
+#include <vector>
+
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "bindings.hpp"
+
+namespace tapewise::py {
+namespace {
+
+using namespace nb::literals;
+
+struct PyTape {
+  PyBackend be;
+  Tape tape;
+  explicit PyTape(const PyBackend& b) : be(b), tape(b.backend) {}
+  // Leaves may view framework memory that is freed right after the tape: let queued reads finish.
+  ~PyTape() {
+    if (be.is_cuda()) (void)be.backend->synchronize();
+  }
+  PyTape(const PyTape&) = delete;
+  PyTape& operator=(const PyTape&) = delete;
+
+  const Node& node_checked(NodeId id) const {
+    if (id < 0 || static_cast<std::size_t>(id) >= tape.size())
+      raise(ErrorCode::InvalidNodeId, "node " + std::to_string(id) + " is not on the tape (it has " +
+                                          std::to_string(tape.size()) + " nodes)");
+    return tape.node(id);
+  }
+};
+
+// Gradients as Python sees them. A gradient handed out is moved into a Buffer holder first, so the
+// array owns it (no copy) and later reads of the same id return views of the same memory.
+struct PyGradients {
+  Gradients grads;
+  std::vector<nb::object> taken;  // the holder (a tapewise.Buffer) of each gradient handed out
+
+  PyGradients(Gradients g, std::size_t slots) : grads(std::move(g)), taken(slots) {}
+  // Move-only, said explicitly: std::vector<std::optional<Buffer>> claims to be copyable.
+  PyGradients(const PyGradients&) = delete;
+  PyGradients& operator=(const PyGradients&) = delete;
+  PyGradients(PyGradients&&) = default;
+  PyGradients& operator=(PyGradients&&) = default;
+
+  bool has(NodeId id) const {
+    if (id < 0 || static_cast<std::size_t>(id) >= taken.size()) return false;
+    return grads.has(id) || taken[static_cast<std::size_t>(id)].is_valid();
+  }
+  nb::object holder(NodeId id) {
+    nb::object& slot = taken[static_cast<std::size_t>(id)];
+    if (!slot.is_valid()) slot = nb::cast(PyBuffer{grads.take(id)});
+    return slot;
+  }
+  ArrayOut array(NodeId id) {
+    nb::object h = holder(id);
+    return export_array(nb::cast<PyBuffer&>(h).buffer, h);
+  }
+};
+
+std::deque<std::string>& docs() {  // stable storage for generated docstrings
+  static std::deque<std::string> d;
+  return d;
+}
+
+const char* node_doc(const OpInfo& info) {
+  std::string args = info.arity == 2 ? "a, b" : "x";
+  for (const char* s : info.scalar_names)
+    if (s[0]) args += std::string(", ") + s;
+  std::string doc = std::string(info.name) + "(" + args + ") -> int: records the node " + info.name + "(" + args +
+                    ") and returns its id (scalars are rounded once to the dtype).\n"
+                    "Inputs: ids of one shape and dtype on this tape. VJP (the spec's staging, fused into one "
+                    "kernel): " + info.staged;
+  docs().push_back(std::move(doc));
+  return docs().back().c_str();
+}
+
+NodeId record(PyTape& t, Op op, std::initializer_list<NodeId> parents, Scalars s) {
+  std::vector<NodeId> ids(parents);
+  return unwrap(t.tape.apply(op, ids, s));
+}
+
+void bind_nodes(nb::class_<PyTape>& cls) {
+  for (const OpInfo& info : kOps) {
+    const Op op = info.op;
+    const char* doc = node_doc(info);
+    if (info.arity == 2) {
+      cls.def(info.name, [op](PyTape& t, NodeId a, NodeId b) { return record(t, op, {a, b}, {}); }, "a"_a, "b"_a, doc);
+    } else if (info.scalar_count() == 0) {
+      cls.def(info.name, [op](PyTape& t, NodeId x) { return record(t, op, {x}, {}); }, "x"_a, doc);
+    } else if (info.scalar_count() == 1) {
+      cls.def(info.name, [op](PyTape& t, NodeId x, double s0) { return record(t, op, {x}, {s0, 0.0}); }, "x"_a,
+              nb::arg(info.scalar_names[0]), doc);
+    } else {
+      cls.def(info.name, [op](PyTape& t, NodeId x, double s0, double s1) { return record(t, op, {x}, {s0, s1}); },
+              "x"_a, nb::arg(info.scalar_names[0]), nb::arg(info.scalar_names[1]), doc);
+    }
+  }
+  cls.def("safe_log", [](PyTape& t, NodeId x, double eps) { return record(t, Op::safeLog, {x}, {eps, 0.0}); },
+          "x"_a, "eps"_a, "Alias of safeLog.");
+}
+
+NodeId apply(PyTape& t, const std::string& op_name_, const std::vector<NodeId>& parents, const std::vector<double>& scalars) {
+  const Op op = op_from_python(op_name_);
+  const OpInfo& info = op_info(op);
+  if (static_cast<int>(scalars.size()) != info.scalar_count())
+    raise(ErrorCode::InvalidArgument, std::string("apply: ") + info.name + " takes " +
+                                          std::to_string(info.scalar_count()) + " scalar(s), got " +
+                                          std::to_string(scalars.size()));
+  const Scalars s{scalars.size() > 0 ? scalars[0] : 0.0, scalars.size() > 1 ? scalars[1] : 0.0};
+  return unwrap(t.tape.apply(op, parents, s));
+}
+
+NodeId leaf(PyTape& t, nb::handle array, bool requires_grad, bool copy) {
+  return unwrap(t.tape.leaf(import_array(t.be, array, copy ? Copy::always : Copy::never, "leaf"), requires_grad));
+}
+
+ArrayOut value(nb::handle self, NodeId id) {
+  PyTape& t = nb::cast<PyTape&>(self);
+  t.node_checked(id);
+  const Buffer* b = unwrap(t.tape.value_buffer(id));
+  t.be.settle();
+  return export_array(*b, self);
+}
+
+// One backward entry point for both conventions; seed None means ones of the output's shape.
+PyGradients run_backward(PyTape& t, NodeId out, nb::handle seed, const std::string& path_name, bool dense) {
+  const VjpPath path = path_from_python(path_name);
+  Result<Gradients> grads;
+  if (seed.is_none()) {
+    const Buffer& v = t.node_checked(out).value;
+    HostArray ones;
+    ones.shape = v.shape();
+    ones.dtype = v.dtype();
+    ones.bytes.resize(v.bytes());
+    for (std::int64_t i = 0; i < v.numel(); ++i) {
+      if (v.dtype() == DType::float32) reinterpret_cast<float*>(ones.bytes.data())[i] = 1.0f;
+      else reinterpret_cast<double*>(ones.bytes.data())[i] = 1.0;
+    }
+    grads = dense ? t.tape.backward_dense(out, ones, path) : t.tape.backward(out, ones, path);
+  } else {
+    Buffer s = import_array(t.be, seed, Copy::if_needed, "seed");
+    grads = dense ? t.tape.backward_dense(out, s, path) : t.tape.backward(out, s, path);
+    // The seed's memory may be released once we return: let the backward finish reading it.
+    t.be.settle();
+  }
+  Gradients g = unwrap(std::move(grads));
+  const std::size_t slots = g.size();
+  t.be.settle();
+  return PyGradients(std::move(g), slots);
+}
+
+nb::tuple shape_of(const Buffer& b) {
+  nb::list dims;
+  for (std::int64_t d : b.shape().dims) dims.append(d);
+  return nb::tuple(dims);
+}
+
+nb::list ids_of(const PyGradients& g) {
+  nb::list ids;
+  for (std::size_t i = 0; i < g.taken.size(); ++i)
+    if (g.has(static_cast<NodeId>(i))) ids.append(i);
+  return ids;
+}
+
+constexpr const char* kBackwardDoc =
+    "Reverse pass from node `out` with upstream gradient `seed` (an array of the output's shape and dtype,\n"
+    "used in place like a leaf, or copied when it is not on the backend's device or not contiguous;\n"
+    "None: ones). path: \"fused\" (one kernel per node, the default) or \"staged\"\n"
+    "(the spec's stages); both give the same bits. Returns a Gradients object; its arrays are ready to\n"
+    "read (see Backend for the stream rule).";
+
+}  // namespace
+
+void bind_tape(nb::module_& m) {
+  nb::class_<PyTape> tape(m, "Tape",
+      "A reverse-mode tape on one backend. Nodes are recorded by method (tape.sin(x), tape.max(a, b),\n"
+      "tape.clamp(x, lo, hi), ...) and named by int ids. Every method either succeeds or raises a\n"
+      "TapewiseError and leaves the tape exactly as it was. Not thread-safe.");
+  tape.def(nb::init<const PyBackend&>(), "backend"_a, "An empty tape on `backend` (tapewise.cpu() or tapewise.cuda()).")
+      .def_prop_ro("backend", [](const PyTape& t) { return t.be; }, "The tape's backend.")
+      .def("__len__", [](const PyTape& t) { return t.tape.size(); }, "The number of nodes (leaves included).")
+      .def_prop_ro("pending", [](const PyTape& t) { return t.tape.pending(); },
+                   "Small nodes whose forward is deferred into the next tape program (run by flush(), value(),\n"
+                   "backward(), or recording a larger node).")
+      .def("flush", [](const PyTape& t) { unwrap(t.tape.flush()); }, "Runs the pending nodes now (one program).")
+      .def("leaf", &leaf, "array"_a, "requires_grad"_a = true, "copy"_a = false,
+           "Records `array` as a leaf and returns its id. Any object exporting __dlpack__ or the buffer\n"
+           "protocol (numpy, torch, jax, cupy), float32 or float64, C-contiguous, on the backend's device\n"
+           "(host memory for the CPU backend) is used in place, without a copy: it must stay unchanged\n"
+           "while the tape lives (the tape keeps the object alive). copy=True copies it instead, also\n"
+           "from host memory into a CUDA backend, and from a non-contiguous host array. Anything else\n"
+           "raises a TapewiseError naming what is wrong (DTypeMismatchError, BackendMismatchError,\n"
+           "InvalidArgumentError); an object that is not an array raises TypeError.")
+      .def("apply", &apply, "op"_a, "parents"_a, "scalars"_a = std::vector<double>{},
+           "Records node `op` (its name, e.g. \"clamp\") of `parents` (ids) with `scalars` (floats).")
+      .def("value", &value, "id"_a,
+           "The node's value as an array (no copy) exporting __dlpack__ and __dlpack_device__, and on the\n"
+           "host the buffer protocol: numpy.asarray(v), torch.from_dlpack(v), jax.dlpack.from_dlpack(v).\n"
+           "It keeps the tape alive; do not write into it. Flushes pending nodes first.")
+      .def("host", [](const PyTape& t, NodeId id) {
+             t.node_checked(id);
+             return host_numpy(unwrap(t.tape.value(id))); }, "id"_a,
+           "A host copy of the node's value as a new numpy array (from any backend).")
+      .def("shape", [](const PyTape& t, NodeId id) { return shape_of(t.node_checked(id).value); }, "id"_a,
+           "The node's shape.")
+      .def("dtype", [](const PyTape& t, NodeId id) { return std::string(dtype_name(t.node_checked(id).value.dtype())); },
+           "id"_a, "The node's dtype: \"float32\" or \"float64\".")
+      .def("backward", [](PyTape& t, NodeId out, nb::handle seed, const std::string& path) {
+             return run_backward(t, out, seed, path, false); },
+           "out"_a, "seed"_a = nb::none(), "path"_a = "fused",
+           (std::string(kBackwardDoc) + "\nSparse (training) convention: only nodes reachable from `out` that "
+            "require grad get a gradient; the first contribution is kept bit-exact, later ones add.").c_str())
+      .def("backward_dense", [](PyTape& t, NodeId out, nb::handle seed, const std::string& path) {
+             return run_backward(t, out, seed, path, true); },
+           "out"_a, "seed"_a = nb::none(), "path"_a = "fused",
+           (std::string(kBackwardDoc) + "\nDense convention: every node that requires grad gets a gradient, "
+            "starting from +0.").c_str());
+  bind_nodes(tape);
+
+  nb::class_<PyGradients>(m, "Gradients",
+      "The gradients of one backward pass, by node id: grads[id], grads.get(id), id in grads. Each array\n"
+      "is exported without a copy and owns its memory (it outlives this object).")
+      .def("__getitem__", [](PyGradients& g, NodeId id) {
+             if (!g.has(id)) throw nb::key_error(("node " + std::to_string(id) + " received no gradient").c_str());
+             return g.array(id); }, "id"_a)
+      .def("get", [](PyGradients& g, NodeId id, nb::object fallback) -> nb::object {
+             return g.has(id) ? nb::cast(g.array(id)) : fallback; },
+           "id"_a, "default"_a = nb::none(), "The gradient of node `id`, or `default` when it received none.")
+      .def("buffer", [](PyGradients& g, NodeId id) {
+             if (!g.has(id)) throw nb::key_error(("node " + std::to_string(id) + " received no gradient").c_str());
+             return g.holder(id); }, "id"_a, "The gradient as a tapewise.Buffer (no copy).")
+      .def("host", [](PyGradients& g, NodeId id) {
+             if (!g.has(id)) throw nb::key_error(("node " + std::to_string(id) + " received no gradient").c_str());
+             nb::object h = g.holder(id);
+             const Buffer& b = nb::cast<PyBuffer&>(h).buffer;
+             return host_numpy(unwrap(const_cast<Backend*>(b.backend())->download(b))); },
+           "id"_a, "A host copy of the gradient as a new numpy array (from any backend).")
+      .def("__contains__", [](const PyGradients& g, NodeId id) { return g.has(id); }, "id"_a)
+      .def("__len__", [](const PyGradients& g) { return nb::len(ids_of(g)); }, "How many nodes received a gradient.")
+      .def("__iter__", [](const PyGradients& g) { return nb::iter(ids_of(g)); }, "The ids with a gradient, ascending.")
+      .def("ids", &ids_of, "The ids with a gradient, ascending.")
+      .def_prop_ro("slots", [](const PyGradients& g) { return g.taken.size(); },
+                   "The tape's node count at the backward pass (ids 0 .. slots-1).");
+}
+
+}  // namespace tapewise::py

@@ -1,0 +1,64 @@
+"""tapewise — a reverse-mode autograd tape of 23 elementwise nodes with TorchLean's conventions, on a
+CUDA backend (production) or a CPU backend (the same per-element code compiled for the host).
+
+    import numpy as np, tapewise
+    tape = tapewise.Tape(tapewise.cpu())
+    x = tape.leaf(np.array([-1.0, 0.0, 2.0]))          # zero-copy: the tape views the array
+    y = tape.mul(tape.sin(x), tape.relu(x))
+    grads = tape.backward(y, np.ones(3))
+    dx = np.asarray(grads[x])                           # zero-copy: the array owns the gradient
+
+Arrays go in and out through DLPack without copies (numpy, torch, jax, cupy); errors raise
+TapewiseError subclasses carrying the C++ error code. tapewise.torch exposes every node as a
+torch.autograd.Function; tapewise.conform drives the conformance runner.
+
+Streams: CUDA work is queued on the backend's stream. Arrays tapewise hands out are ready to read:
+a backend on its own stream (tapewise.cuda()) synchronises before returning them; one created on
+the consumer's stream (tapewise.cuda(stream=torch.cuda.current_stream())) does not need to, since
+work queued later on that stream runs after tapewise's. Consumers on another stream synchronise.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Union
+
+from . import _tapewise
+from ._errors import (BackendMismatchError, CudaFailureError, DeviceUnavailableError, DTypeMismatchError,
+                      InvalidArgumentError, InvalidNodeIdError, InvalidShapeError, OutOfMemoryError,
+                      SeedDTypeMismatchError, SeedShapeMismatchError, ShapeMismatchError, TapewiseError)
+from ._tapewise import Backend, Buffer, Gradients, Tape, cpu, cuda_available, cuda_unavailable_reason, ops
+
+__version__: str = _tapewise.__version__
+spec_sha256: str = _tapewise.spec_sha256
+
+NODE_NAMES: tuple[str, ...] = tuple(name for name, _, _ in ops())
+
+
+def _stream_handle(stream: Any) -> Optional[int]:
+    """A cudaStream_t as an int from an int, an object with .cuda_stream (torch.cuda.Stream,
+    cupy.cuda.Stream's .ptr is also accepted), or None."""
+    if stream is None or isinstance(stream, int):
+        return stream
+    for attribute in ("cuda_stream", "ptr"):
+        handle = getattr(stream, attribute, None)
+        if isinstance(handle, int):
+            return handle
+    raise TypeError(f"stream: expected an int cudaStream_t or an object with .cuda_stream, got {type(stream).__name__}")
+
+
+def cuda(device: int = 0, stream: Union[int, Any, None] = None) -> Backend:
+    """A CUDA backend on `device`. stream=None: the backend creates a stream of its own and
+    synchronises it before handing out arrays. stream=<int cudaStream_t> or an object with
+    .cuda_stream (e.g. torch.cuda.current_stream()): all work is queued on that stream (0 is the
+    legacy default stream), so consumers on the same stream are ordered after it without any
+    synchronisation. The backend never changes the caller's current device.
+    Raises DeviceUnavailableError where no GPU can be opened (or the build has no CUDA)."""
+    return _tapewise._cuda(device, _stream_handle(stream))
+
+
+__all__ = [
+    "Backend", "Buffer", "Gradients", "Tape", "cpu", "cuda", "cuda_available", "cuda_unavailable_reason", "ops",
+    "NODE_NAMES", "TapewiseError", "InvalidNodeIdError", "InvalidShapeError", "ShapeMismatchError",
+    "DTypeMismatchError", "SeedShapeMismatchError", "SeedDTypeMismatchError", "BackendMismatchError",
+    "InvalidArgumentError", "OutOfMemoryError", "DeviceUnavailableError", "CudaFailureError",
+]

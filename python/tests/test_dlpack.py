@@ -1,0 +1,172 @@
+"""Zero-copy DLPack interop: leaves and seeds used in place, values and gradients exported without a
+copy (numpy here; JAX, PyTorch and CuPy where installed; CUDA where a device opens), lifetimes, and
+wrong device, dtype or layout rejected."""
+
+import gc
+
+import numpy as np
+import pytest
+
+import tapewise
+
+
+def pointer(a: np.ndarray) -> int:
+    return a.__array_interface__["data"][0]
+
+
+def test_numpy_leaf_and_value_share_memory():
+    tape = tapewise.Tape(tapewise.cpu())
+    a = np.linspace(-1.0, 1.0, 12).reshape(3, 4)
+    x = tape.leaf(a)
+    v = np.asarray(tape.value(x))
+    assert pointer(v) == pointer(a) == a.ctypes.data
+    assert v.shape == (3, 4) and tape.shape(x) == (3, 4) and tape.dtype(x) == "float64"
+    y = tape.tanh(x)
+    assert pointer(np.asarray(tape.value(y))) == pointer(np.asarray(tape.value(y)))  # one buffer, no copies
+
+
+def test_gradient_arrays_own_their_buffer():
+    tape = tapewise.Tape(tapewise.cpu())
+    x = tape.leaf(np.array([0.25, 0.5, 0.75], dtype=np.float32))
+    grads = tape.backward(tape.exp(x), np.ones(3, np.float32))
+    d1, d2 = np.asarray(grads[x]), np.asarray(grads.get(x))
+    assert pointer(d1) == pointer(d2) == grads.buffer(x).data_ptr
+    expected = d1.copy()
+    del tape, grads
+    gc.collect()
+    np.testing.assert_array_equal(d1, expected)  # the array keeps the gradient alive
+
+
+def test_values_keep_the_tape_alive_and_leaves_keep_arrays_alive():
+    tape = tapewise.Tape(tapewise.cpu())
+    x = tape.leaf(np.full(4, 2.0))  # the temporary is held by the tape
+    gc.collect()
+    value = tape.value(tape.sqrt(x))
+    del tape
+    gc.collect()
+    np.testing.assert_array_equal(np.asarray(value), np.sqrt(np.full(4, 2.0)))
+
+
+def test_dlpack_protocol_of_exports():
+    tape = tapewise.Tape(tapewise.cpu())
+    x = tape.leaf(np.array([1.0, 4.0]))
+    v = tape.value(x)
+    assert v.__dlpack_device__() == (1, 0)
+    np.testing.assert_array_equal(np.from_dlpack(v), [1.0, 4.0])
+    assert pointer(np.from_dlpack(v)) == pointer(np.asarray(v))
+    buf = tape.backward(x, np.ones(2)).buffer(x)
+    np.testing.assert_array_equal(np.from_dlpack(buf), [1.0, 1.0])
+
+
+def test_read_only_zero_size_and_scalar_arrays():
+    tape = tapewise.Tape(tapewise.cpu())
+    ro = np.array([1.0, 2.0])
+    ro.flags.writeable = False
+    assert pointer(np.asarray(tape.value(tape.leaf(ro)))) == pointer(ro)
+    empty = tape.leaf(np.zeros((0, 3), np.float32))
+    assert tape.host(tape.sin(empty)).shape == (0, 3)
+    scalar = tape.leaf(np.array(0.5))
+    assert tape.host(tape.exp(scalar)).shape == ()
+
+
+def test_seed_is_used_in_place_or_copied_when_needed():
+    tape = tapewise.Tape(tapewise.cpu())
+    x = tape.leaf(np.array([1.0, 2.0, 3.0]))
+    y = tape.scale(x, 3.0)
+    strided_seed = np.arange(6, dtype=np.float64)[::2]
+    np.testing.assert_array_equal(tape.backward(y, strided_seed).host(x), [0.0, 6.0, 12.0])
+
+
+def test_jax_interop():
+    jax = pytest.importorskip("jax", reason="JAX is not installed (pip install jax jaxlib)")
+    jnp = jax.numpy
+    tape = tapewise.Tape(tapewise.cpu())
+    j = jnp.asarray([0.5, -1.0, 2.0], dtype=jnp.float32)
+    x = tape.leaf(j)
+    assert pointer(np.asarray(tape.value(x))) == j.unsafe_buffer_pointer()
+    y = tape.mul(tape.sin(x), x)
+    grads = tape.backward(y, jnp.ones(3, dtype=jnp.float32))
+    back = jax.dlpack.from_dlpack(grads[x]) if hasattr(jax, "dlpack") else jnp.from_dlpack(grads[x])
+    np.testing.assert_allclose(np.asarray(back), np.cos(np.asarray(j)) * np.asarray(j) + np.sin(np.asarray(j)),
+                               rtol=1e-6)
+    with pytest.raises(tapewise.DTypeMismatchError):
+        tape.leaf(jnp.asarray([1, 2], dtype=jnp.int32))
+
+
+def test_torch_cpu_interop():
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+    tape = tapewise.Tape(tapewise.cpu())
+    t = torch.randn(5, dtype=torch.float64)
+    x = tape.leaf(t)
+    assert torch.from_dlpack(tape.value(x)).data_ptr() == t.data_ptr()
+    grads = tape.backward(tape.softplus(x), torch.ones(5, dtype=torch.float64))
+    g = torch.from_dlpack(grads[x])
+    assert g.data_ptr() == grads.buffer(x).data_ptr
+    torch.testing.assert_close(g, torch.sigmoid(t), rtol=1e-14, atol=0)
+    with pytest.raises(tapewise.InvalidArgumentError, match="not C-contiguous"):
+        tape.leaf(torch.randn(4, 4, dtype=torch.float64).t())
+    with pytest.raises(tapewise.DTypeMismatchError, match="bfloat16"):
+        tape.leaf(torch.ones(3, dtype=torch.bfloat16))
+    with pytest.raises(Exception, match="(?i)grad"):  # torch refuses to export a tensor requiring grad
+        tape.leaf(torch.ones(3, dtype=torch.float64, requires_grad=True))
+
+
+def _torch_cuda():
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+    if not torch.cuda.is_available() or not tapewise.cuda_available():
+        pytest.skip(f"no CUDA device: {tapewise.cuda_unavailable_reason() or 'torch.cuda.is_available() is False'}")
+    return torch
+
+
+@pytest.mark.parametrize("own_stream", [False, True], ids=["callers_stream", "own_stream"])
+def test_torch_cuda_zero_copy(own_stream):
+    torch = _torch_cuda()
+    stream = None if own_stream else torch.cuda.current_stream()
+    backend = tapewise.cuda(0, stream=stream)
+    assert backend.on_callers_stream is not own_stream
+    tape = tapewise.Tape(backend)
+    t = torch.randn(1 << 20, device="cuda:0")
+    x = tape.leaf(t)
+    assert torch.from_dlpack(tape.value(x)).data_ptr() == t.data_ptr()
+    y = tape.max(tape.sin(x), tape.scale(x, 0.5))
+    seed = torch.rand(1 << 20, device="cuda:0") + 0.5
+    grads = tape.backward(y, seed)
+    g = torch.from_dlpack(grads[x])
+    assert g.data_ptr() == grads.buffer(x).data_ptr and g.device == t.device
+    expected = torch.where(torch.sin(t) > t * 0.5, torch.cos(t) * seed,
+                           torch.where(t * 0.5 > torch.sin(t), seed * 0.5, seed * 0.5 * (torch.cos(t) + 0.5)))
+    torch.testing.assert_close(g, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_torch_cuda_wrong_device_and_layout():
+    torch = _torch_cuda()
+    cpu_tape = tapewise.Tape(tapewise.cpu())
+    with pytest.raises(tapewise.BackendMismatchError, match="cuda:0"):
+        cpu_tape.leaf(torch.ones(3, device="cuda"))
+    tape = tapewise.Tape(tapewise.cuda(0, stream=torch.cuda.current_stream()))
+    with pytest.raises(tapewise.BackendMismatchError, match="copy=True"):
+        tape.leaf(torch.ones(3))
+    x = tape.leaf(torch.ones(3), copy=True)
+    assert torch.from_dlpack(tape.value(x)).device.type == "cuda"
+    with pytest.raises(tapewise.InvalidArgumentError, match="not C-contiguous"):
+        tape.leaf(torch.ones(4, 4, device="cuda").t())
+    with pytest.raises(tapewise.DTypeMismatchError):
+        tape.leaf(torch.ones(3, device="cuda", dtype=torch.float16))
+    if torch.cuda.device_count() > 1:
+        with pytest.raises(tapewise.BackendMismatchError, match="cuda:1"):
+            tape.leaf(torch.ones(3, device="cuda:1"))
+
+
+def test_cupy_interop():
+    cupy = pytest.importorskip("cupy", reason="CuPy is not installed")
+    if not tapewise.cuda_available():
+        pytest.skip(f"no CUDA: {tapewise.cuda_unavailable_reason()}")
+    tape = tapewise.Tape(tapewise.cuda(0))
+    c = cupy.linspace(0.1, 2.0, 1000, dtype=cupy.float64)
+    x = tape.leaf(c)
+    v = cupy.from_dlpack(tape.value(x))
+    assert v.data.ptr == c.data.ptr
+    grads = tape.backward(tape.log(x), cupy.ones(1000))
+    d = cupy.from_dlpack(grads[x])
+    assert d.data.ptr == grads.buffer(x).data_ptr
+    cupy.testing.assert_allclose(d, 1.0 / c, rtol=1e-15)

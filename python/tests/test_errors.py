@@ -1,0 +1,144 @@
+"""Errors become exceptions carrying the C++ error code, and a failed call leaves the tape unchanged."""
+
+import numpy as np
+import pytest
+
+import tapewise
+from conftest import assert_same_bits, leaf
+
+
+def snapshot(tape):
+    """Everything observable about a tape: its size, pending count and every value's bits."""
+    return len(tape), tape.pending, [tape.host(i).copy() for i in range(len(tape))]
+
+
+def assert_unchanged(tape, before):
+    size, pending, values = before
+    assert len(tape) == size
+    for i, v in enumerate(values):
+        assert_same_bits(tape.host(i), v, f"value of node {i}")
+
+
+@pytest.fixture
+def small_tape(backend):
+    tape = tapewise.Tape(backend)
+    x = leaf(tape, np.array([1.0, 2.0, 3.0]))
+    y = tape.sin(x)
+    leaf(tape, np.ones(2))                  # node 2: another shape
+    leaf(tape, np.ones(3, np.float32))      # node 3: another dtype
+    return tape, x, y
+
+
+@pytest.mark.parametrize("call, code, cls", [
+    (lambda t, x, y: t.add(x, 99), "InvalidNodeId", tapewise.InvalidNodeIdError),
+    (lambda t, x, y: t.sin(-1), "InvalidNodeId", tapewise.InvalidNodeIdError),
+    (lambda t, x, y: t.mul(x, 2), "ShapeMismatch", tapewise.ShapeMismatchError),
+    (lambda t, x, y: t.mul(x, 3), "DTypeMismatch", tapewise.DTypeMismatchError),
+    (lambda t, x, y: t.backward(y, np.ones(4)), "SeedShapeMismatch", tapewise.SeedShapeMismatchError),
+    (lambda t, x, y: t.backward(y, np.ones(3, np.float32)), "SeedDTypeMismatch", tapewise.SeedDTypeMismatchError),
+    (lambda t, x, y: t.backward(y, np.ones(3), path="fast"), "InvalidArgument", tapewise.InvalidArgumentError),
+    (lambda t, x, y: t.apply("tan", [x]), "InvalidArgument", tapewise.InvalidArgumentError),
+    (lambda t, x, y: t.apply("scale", [x]), "InvalidArgument", tapewise.InvalidArgumentError),
+    (lambda t, x, y: t.apply("add", [x]), "InvalidArgument", tapewise.InvalidArgumentError),
+    (lambda t, x, y: t.leaf(np.arange(3)), "DTypeMismatch", tapewise.DTypeMismatchError),
+    (lambda t, x, y: t.leaf(np.ones((4, 4))[:, 1]), None, tapewise.TapewiseError),
+    (lambda t, x, y: t.value(9), "InvalidNodeId", tapewise.InvalidNodeIdError),
+])
+def test_errors_raise_with_code_and_leave_the_tape_unchanged(small_tape, call, code, cls):
+    tape, x, y = small_tape
+    tape.flush()
+    before = snapshot(tape)
+    with pytest.raises(cls) as info:
+        call(tape, x, y)
+    assert isinstance(info.value, tapewise.TapewiseError)
+    if code is not None:
+        assert info.value.code == code
+    assert info.value.message and info.value.code in str(info.value)
+    assert_unchanged(tape, before)
+
+
+def test_error_classes_are_also_builtin_kinds():
+    assert issubclass(tapewise.DTypeMismatchError, TypeError)
+    assert issubclass(tapewise.ShapeMismatchError, ValueError)
+    assert issubclass(tapewise.InvalidNodeIdError, IndexError)
+    assert issubclass(tapewise.OutOfMemoryError, MemoryError)
+
+
+def test_tape_still_works_after_an_error(backend):
+    tape = tapewise.Tape(backend)
+    x = leaf(tape, np.array([0.5, 1.0]))
+    with pytest.raises(tapewise.InvalidNodeIdError):
+        tape.div(x, 5)
+    y = tape.div(x, tape.exp(x))
+    assert y == 2 and len(tape) == 3
+    np.testing.assert_allclose(tape.host(y), np.array([0.5, 1.0]) / np.exp([0.5, 1.0]), rtol=1e-15)
+
+
+def test_not_an_array_is_a_type_error(backend):
+    tape = tapewise.Tape(backend)
+    with pytest.raises(TypeError, match="leaf: expected an array"):
+        tape.leaf([1.0, 2.0])
+    assert len(tape) == 0
+
+
+def test_non_contiguous_is_rejected_by_name_and_copied_on_request():
+    tape = tapewise.Tape(tapewise.cpu())
+    strided = np.arange(12, dtype=np.float64).reshape(3, 4)[:, ::2]
+    with pytest.raises(tapewise.InvalidArgumentError, match="not C-contiguous"):
+        tape.leaf(strided)
+    x = tape.leaf(strided, copy=True)
+    np.testing.assert_array_equal(tape.host(x), strided)
+    transposed = np.arange(6, dtype=np.float32).reshape(2, 3).T
+    np.testing.assert_array_equal(tape.host(tape.leaf(transposed, copy=True)), transposed)
+
+
+def test_wrong_dtypes_are_named():
+    tape = tapewise.Tape(tapewise.cpu())
+    for array, name in [(np.ones(2, np.float16), "float16"), (np.ones(2, np.int32), "int32"),
+                        (np.ones(2, np.complex64), "complex64"), (np.ones(2, bool), "bool8")]:
+        with pytest.raises(tapewise.DTypeMismatchError, match=f"dtype {name} is not supported"):
+            tape.leaf(array)
+    assert len(tape) == 0
+
+
+def test_host_memory_into_cuda_needs_copy(cuda_backend):
+    tape = tapewise.Tape(cuda_backend)
+    with pytest.raises(tapewise.BackendMismatchError, match="copy=True"):
+        tape.leaf(np.ones(3))
+    x = tape.leaf(np.ones(3), copy=True)
+    assert tape.value(x).__dlpack_device__() == (2, cuda_backend.device_id)
+
+
+def test_cuda_build_or_machine_reason():
+    if tapewise.cuda_available():
+        assert tapewise.cuda_unavailable_reason() == ""
+    else:
+        assert tapewise.cuda_unavailable_reason()
+        with pytest.raises(tapewise.DeviceUnavailableError) as info:
+            tapewise.cuda()
+        assert info.value.code == "DeviceUnavailable"
+
+
+def test_out_of_memory_is_reported_and_tape_unchanged(backend):
+    tape = tapewise.Tape(backend)
+    x = leaf(tape, np.ones(3))
+    y = tape.exp(x)
+    before = snapshot(tape)
+    backend._inject_allocation_failure(1)
+    with pytest.raises(tapewise.OutOfMemoryError) as info:
+        tape.sin(y)
+    assert info.value.code == "OutOfMemory"
+    assert_unchanged(tape, before)
+    backend._inject_allocation_failure(1)
+    with pytest.raises(tapewise.OutOfMemoryError):
+        tape.backward(y, np.ones(3))
+    assert_unchanged(tape, before)
+    np.testing.assert_allclose(tape.backward(y, np.ones(3)).host(x), np.exp(np.ones(3)), rtol=1e-15)
+
+
+def test_bad_allocations_are_named():
+    backend = tapewise.cpu()
+    with pytest.raises(tapewise.InvalidShapeError):
+        backend.allocate([-1], "float64")
+    with pytest.raises(tapewise.DTypeMismatchError):
+        backend.allocate([3], "int8")

@@ -1,0 +1,154 @@
+"""Every node, forward and backward: against an independent numpy oracle at easy points, and bit for bit
+between tapewise's own entry points (Tape.backward fused/staged/dense, Tape.apply, programs on and off,
+Backend.forward/vjp_fused on buffers, the pointer-level kernels)."""
+
+import numpy as np
+import pytest
+
+import tapewise
+from conftest import ARITY, DTYPES, ORACLE, SCALARS, assert_same_bits, leaf, node_inputs
+
+NODES = list(tapewise.NODE_NAMES)
+
+
+def record(tape, name, ids):
+    return getattr(tape, name)(*ids, *SCALARS.get(name, []))
+
+
+def test_node_table():
+    assert len(NODES) == 23 and set(NODES) == set(ORACLE)
+    assert {n for n, _, s in tapewise.ops() if s} == set(SCALARS)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "float64"])
+@pytest.mark.parametrize("name", NODES)
+def test_node_against_numpy_oracle(backend, name, dtype):
+    inputs, g = node_inputs(name, dtype)
+    tape = tapewise.Tape(backend)
+    ids = [leaf(tape, x) for x in inputs]
+    out = record(tape, name, ids)
+    grads = tape.backward(out, g)
+
+    wide = [x.astype(np.float64) for x in inputs]
+    scalars = SCALARS.get(name, [])
+    forward, vjp = ORACLE[name]
+    expected_y = forward(*wide, *scalars)
+    expected_grads = vjp(*wide, g.astype(np.float64), *scalars)
+    if ARITY[name] == 1:
+        expected_grads = (expected_grads,)
+    rtol = 1e-5 if dtype == np.float32 else 1e-12
+    y = tape.host(out)
+    assert y.dtype == dtype and y.shape == inputs[0].shape
+    np.testing.assert_allclose(y, expected_y, rtol=rtol, atol=rtol * 1e-3, err_msg=f"{name} forward")
+    for i, expected in zip(ids, expected_grads):
+        np.testing.assert_allclose(grads.host(i), expected, rtol=rtol, atol=rtol * 1e-3, err_msg=f"{name} vjp")
+
+
+def tape_run(backend, name, inputs, g, path="fused", dense=False, via_apply=False):
+    """(y, [grads]) of one node through a Tape."""
+    tape = tapewise.Tape(backend)
+    ids = [leaf(tape, x) for x in inputs]
+    if via_apply:
+        out = tape.apply(name, ids, SCALARS.get(name, []))
+    else:
+        out = record(tape, name, ids)
+    run = tape.backward_dense if dense else tape.backward
+    grads = run(out, g, path=path)
+    return tape.host(out), [grads.host(i) for i in ids]
+
+
+def buffer_run(backend, name, inputs, g):
+    """(y, [grads]) of one node through Backend.forward / Backend.vjp_fused on wrapped buffers."""
+    copy = backend.kind == "cuda"
+    ins = [backend.wrap(x, copy=copy) for x in inputs]
+    gb = backend.wrap(g, copy=copy)
+    dtype = str(inputs[0].dtype)
+    y = backend.allocate(inputs[0].shape, dtype)
+    grads = [backend.allocate(inputs[0].shape, dtype) for _ in inputs]
+    backend.forward(name, ins, y, SCALARS.get(name, []))
+    backend.vjp_fused(name, ins, gb, grads, SCALARS.get(name, []))
+    return y.host(), [b.host() for b in grads]
+
+
+def pointer_run(name, inputs, g):
+    """(y, [grads]) through the pointer-level kernels on numpy memory (CPU backend)."""
+    backend = tapewise.cpu()
+    op_index = NODES.index(name)
+    s = (SCALARS.get(name, []) + [0.0, 0.0])[:2]
+    y = np.empty_like(inputs[0])
+    grads = [np.empty_like(x) for x in inputs]
+    dtype = str(inputs[0].dtype)
+    backend.forward_ptrs(op_index, s[0], s[1], [x.ctypes.data for x in inputs], y.ctypes.data, y.size, dtype)
+    backend.vjp_fused_ptrs(op_index, s[0], s[1], [x.ctypes.data for x in inputs], g.ctypes.data,
+                           [d.ctypes.data for d in grads], y.size, dtype)
+    return y, grads
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "float64"])
+@pytest.mark.parametrize("name", NODES)
+def test_entry_points_agree_bit_for_bit(backend, name, dtype):
+    rng = np.random.default_rng(20261130 + NODES.index(name))
+    inputs, g = node_inputs(name, dtype, rng, 1000)
+    y, grads = tape_run(backend, name, inputs, g)
+    others = {
+        "staged": tape_run(backend, name, inputs, g, path="staged"),
+        "apply": tape_run(backend, name, inputs, g, via_apply=True),
+        "buffers": buffer_run(backend, name, inputs, g),
+    }
+    if backend.kind == "cpu":
+        others["pointers"] = pointer_run(name, inputs, g)
+    for what, (y2, grads2) in others.items():
+        assert_same_bits(y2, y, f"{name} forward via {what}")
+        for d2, d in zip(grads2, grads):
+            assert_same_bits(d2, d, f"{name} vjp via {what}")
+    # Dense starts every slot at +0: +0 + d, which turns a -0 into +0 and keeps everything else.
+    for path in ("fused", "staged"):
+        _, dense = tape_run(backend, name, inputs, g, path=path, dense=True)
+        for d2, d in zip(dense, grads):
+            assert_same_bits(d2, np.asarray(d.dtype.type(0.0) + d, dtype=d.dtype), f"{name} dense {path}")
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "float64"])
+def test_programs_give_the_bits_of_per_node_kernels(backend, dtype):
+    rng = np.random.default_rng(7)
+    x0 = rng.standard_normal(4096).astype(dtype)
+    g = rng.standard_normal(4096).astype(dtype)
+
+    def chain(threshold):
+        backend.program_threshold = threshold
+        tape = tapewise.Tape(backend)
+        x = leaf(tape, x0)
+        y = x
+        for name in ["sin", "tanh", "sigmoid", "scale", "relu", "gelu", "softplus"] * 3:
+            y = record(tape, name, [y])
+        y = tape.max(y, tape.min(x, y))
+        return tape.host(y), tape.backward(y, g).host(x)
+
+    with_programs = chain(1 << 16)
+    without = chain(0)
+    assert_same_bits(with_programs[0], without[0], "program forward")
+    assert_same_bits(with_programs[1], without[1], "program backward")
+
+
+def test_ties_split_the_gradient(backend):
+    tape = tapewise.Tape(backend)
+    a = leaf(tape, np.array([1.0, 2.0, 3.0]))
+    b = leaf(tape, np.array([1.0, 5.0, -3.0]))
+    grads = tape.backward(tape.max(a, b), np.array([2.0, 2.0, 2.0]))
+    np.testing.assert_array_equal(grads.host(a), [1.0, 0.0, 2.0])
+    np.testing.assert_array_equal(grads.host(b), [1.0, 2.0, 0.0])
+
+
+def test_max_of_a_node_with_itself_contributes_once(backend):
+    tape = tapewise.Tape(backend)
+    a = leaf(tape, np.array([1.0, -2.0], dtype=np.float32))
+    g = np.array([np.float32(2.0**-149), 3.0], dtype=np.float32)  # g*0.5 underflows to 0 for the first
+    grads = tape.backward(tape.max(a, a), g)
+    assert_same_bits(grads.host(a), g, "max(a, a)")
+
+
+def test_seed_none_means_ones(backend):
+    tape = tapewise.Tape(backend)
+    x = leaf(tape, np.array([0.5, 1.5]))
+    y = tape.sin(x)
+    np.testing.assert_allclose(tape.backward(y).host(x), np.cos([0.5, 1.5]), rtol=1e-15)

@@ -1,0 +1,74 @@
+"""Backend.stats (live allocations per tag), programs (pending, flush) and the staged path's workspace."""
+
+import gc
+
+import numpy as np
+
+import tapewise
+from conftest import assert_same_bits, leaf
+
+
+def counts(backend):
+    return {tag: (s["count"], s["bytes"]) for tag, s in backend.stats().items()}
+
+
+def test_stats_count_values_and_gradients_not_borrowed_memory(backend):
+    assert counts(backend) == {"value": (0, 0), "gradient": (0, 0), "workspace": (0, 0)}
+    tape = tapewise.Tape(backend)
+    x = tape.leaf(np.ones(1000), copy=backend.kind == "cuda")
+    expected_leaf = (1, 8000) if backend.kind == "cuda" else (0, 0)  # a numpy view is borrowed
+    assert counts(backend)["value"] == expected_leaf
+    y = tape.exp(x)
+    assert counts(backend)["value"] == (expected_leaf[0] + 1, expected_leaf[1] + 8000)
+    grads = tape.backward(y, np.ones(1000))
+    assert counts(backend)["gradient"][0] >= 1
+    d = grads[x]
+    del grads
+    gc.collect()
+    assert counts(backend)["gradient"][0] == 1  # the exported gradient is alive
+    del d
+    gc.collect()
+    assert counts(backend)["gradient"] == (0, 0)
+    del tape
+    gc.collect()
+    assert counts(backend)["value"] == (0, 0)
+
+
+def test_staged_path_releases_its_workspace(backend):
+    tape = tapewise.Tape(backend)
+    x = leaf(tape, np.linspace(0.1, 2.0, 100))
+    y = tape.gelu(tape.div(tape.safeLog(x, 1e-3), tape.silu(x)))
+    fused = tape.backward(y, np.ones(100), path="fused")
+    staged = tape.backward(y, np.ones(100), path="staged")
+    assert backend.stats()["workspace"] == {"count": 0, "bytes": 0}
+    assert_same_bits(staged.host(x), fused.host(x), "staged vs fused")
+
+
+def test_pending_and_flush(backend):
+    backend.program_threshold = 1 << 16
+    tape = tapewise.Tape(backend)
+    x = leaf(tape, np.linspace(-1.0, 1.0, 64))
+    y = tape.relu(tape.sin(x))
+    assert tape.pending == 2 and len(tape) == 3
+    tape.flush()
+    assert tape.pending == 0
+    z = tape.cos(y)
+    assert tape.pending == 1
+    np.testing.assert_allclose(tape.host(z), np.cos(np.maximum(np.sin(np.linspace(-1.0, 1.0, 64)), 0.0)),
+                               rtol=1e-15)
+    assert tape.pending == 0  # reading a value flushed
+
+
+def test_program_threshold_zero_runs_nodes_at_once(backend):
+    backend.program_threshold = 0
+    assert backend.program_threshold == 0
+    tape = tapewise.Tape(backend)
+    tape.sin(leaf(tape, np.ones(8)))
+    assert tape.pending == 0
+
+
+def test_backend_description(backend):
+    assert backend.kind in ("cpu", "cuda") and backend.describe()
+    assert backend.__dlpack_device__()[0] == (1 if backend.kind == "cpu" else 2)
+    assert (backend.stream is None) == (backend.kind == "cpu")
+    assert "Backend" in repr(backend)
