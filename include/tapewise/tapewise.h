@@ -1,0 +1,215 @@
+/* tapewise/tapewise.h — the C ABI of tapewise: plain C99 over the C++ API (implemented in
+ * cuda/c_api.cpp, in the same library), for C programs and foreign-function interfaces (ctypes, …).
+ *
+ * Rules that hold for every function:
+ * - Every function except the few that return a string, an int or nothing reports a tw_status;
+ *   TW_OK (0) is success. On failure tw_last_error() holds a message for this thread and nothing is
+ *   changed: the tape keeps its nodes and values, and no output parameter is written.
+ * - No C++ exception ever leaves a function (an unexpected one becomes TW_INTERNAL).
+ * - Handles (tw_backend, tw_tape, tw_buffer, tw_gradients) are opaque and owned by the caller, who
+ *   releases each with its *_destroy function. A handle that is not live (destroyed, never created, or
+ *   of another type) is detected and answered with TW_INVALID_HANDLE, never dereferenced; a NULL handle
+ *   is TW_NULL_POINTER, except that destroying NULL is a no-op (TW_OK). (A destroyed handle's address
+ *   may be reused by a later handle of the same type, which it then names.)
+ * - Tapes, buffers and gradients keep their backend alive: a backend handle may be destroyed while
+ *   they are still in use.
+ * - Every pointer to caller memory comes with its size in bytes, which must equal exactly the
+ *   element count of the shape times the dtype's size (4 or 8), else TW_INVALID_ARGUMENT and nothing
+ *   is read or written. Shapes are (dims, ndim) with 0 <= ndim <= TW_MAX_NDIM (dims may be NULL when
+ *   ndim is 0: a scalar); a negative dim or an element count that overflows int64 is TW_INVALID_SHAPE.
+ * - Zero-copy views (tw_tape_leaf_wrap, tw_buffer_wrap): the caller keeps ownership of the memory,
+ *   which must stay allocated and unchanged while a tape holds it as a leaf's value (until the tape is
+ *   destroyed) and, for a seed, until the backward that reads it has returned. On CUDA the memory is
+ *   device memory of the backend's device and work is queued on the backend's stream: call
+ *   tw_backend_synchronize (or order your stream after it) before freeing or overwriting it.
+ * - Enumerated values other than tw_status (dtype: tw_dtype, path: tw_path, tag: tw_alloc_tag,
+ *   kind: tw_backend_kind, op: tw_op) travel as int, in and out, so that any value a caller passes is
+ *   well-defined (unknown ones are TW_INVALID_ARGUMENT) and no enum size is part of the ABI.
+ * - Objects are not thread-safe: use one backend (and everything made from it) from one thread at a
+ *   time. tw_last_error is per thread.
+ */
+#ifndef TAPEWISE_TAPEWISE_H
+#define TAPEWISE_TAPEWISE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__GNUC__)
+#define TW_API __attribute__((visibility("default")))
+#else
+#define TW_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct DLManagedTensor; /* DLPack (dlpack/dlpack.h): include it to exchange tensors */
+
+typedef struct tw_backend tw_backend;
+typedef struct tw_tape tw_tape;
+typedef struct tw_buffer tw_buffer;
+typedef struct tw_gradients tw_gradients;
+
+/* Status codes. 1..11 are tapewise::ErrorCode + 1, in that enum's order; a new ErrorCode gets the next
+ * number below 100. The codes of the C layer itself start at 100. The numbers never change. */
+typedef enum tw_status {
+  TW_OK = 0,
+  TW_INVALID_NODE_ID = 1,      /* a node id outside the tape, or a node with no gradient */
+  TW_INVALID_SHAPE = 2,        /* negative ndim or dim, ndim > TW_MAX_NDIM, element count overflow */
+  TW_SHAPE_MISMATCH = 3,       /* a binary node's inputs differ in shape */
+  TW_DTYPE_MISMATCH = 4,       /* a binary node's inputs differ in dtype, or a DLPack dtype is unusable */
+  TW_SEED_SHAPE_MISMATCH = 5,  /* a backward seed buffer's shape differs from the output's */
+  TW_SEED_DTYPE_MISMATCH = 6,  /* a backward seed buffer's dtype differs from the output's */
+  TW_BACKEND_MISMATCH = 7,     /* memory or a buffer from another backend or device */
+  TW_INVALID_ARGUMENT = 8,     /* unknown op/dtype/path/tag, wrong counts or byte sizes, … */
+  TW_OUT_OF_MEMORY = 9,
+  TW_DEVICE_UNAVAILABLE = 10,  /* no usable CUDA device, or a build without CUDA */
+  TW_CUDA_FAILURE = 11,
+  TW_NULL_POINTER = 100,       /* a required pointer argument is NULL */
+  TW_INVALID_HANDLE = 101,     /* a handle that is not live (destroyed, garbage, another type) */
+  TW_INTERNAL = 102            /* an unexpected failure inside the library (a bug: please report it) */
+} tw_status;
+
+typedef enum tw_dtype { TW_FLOAT32 = 0, TW_FLOAT64 = 1 } tw_dtype;
+
+/* Which VJP form backward runs: one fused kernel per node, or the spec's stages. Same bits. */
+typedef enum tw_path { TW_PATH_FUSED = 0, TW_PATH_STAGED = 1 } tw_path;
+
+/* What a backend's allocation is for (memory statistics). */
+typedef enum tw_alloc_tag { TW_TAG_VALUE = 0, TW_TAG_GRADIENT = 1, TW_TAG_WORKSPACE = 2 } tw_alloc_tag;
+
+typedef enum tw_backend_kind { TW_BACKEND_CPU = 0, TW_BACKEND_CUDA = 1 } tw_backend_kind;
+
+/* Op ids, generated from the op table (spec/ops.def, installed as <tapewise/ops.def>): TW_OP_add = 0,
+ * TW_OP_sub, … in table order; TW_OP_COUNT is their number. tw_op_info gives arity and scalar count. */
+typedef enum tw_op {
+#define TAPEWISE_OP(name, ...) TW_OP_##name,
+#include <tapewise/ops.def>
+#undef TAPEWISE_OP
+  TW_OP_COUNT
+} tw_op;
+
+#define TW_MAX_NDIM 32
+
+/* --- library ---------------------------------------------------------------------------------- */
+
+/* The message of the last call on this thread that failed, e.g. "tw_tape_apply: InvalidNodeId: add:
+ * invalid node id 7 (tape has 2 nodes)"; every successful call resets it to "". Valid until the next
+ * call on this thread. Never NULL. */
+TW_API const char* tw_last_error(void);
+/* The enumerator's name ("TW_OK", "TW_INVALID_NODE_ID", …); "TW_UNKNOWN_STATUS" for other values. */
+TW_API const char* tw_status_name(int status);
+/* The library's version, e.g. "0.2.0" (tapewise::kVersion). */
+TW_API const char* tw_version(void);
+/* The number of ops (TW_OP_COUNT), and an op's name ("add", …) or NULL for an unknown id. */
+TW_API int tw_op_count(void);
+TW_API const char* tw_op_name(int op);
+/* An op's number of inputs (1 or 2) and of double scalars (0, 1 or 2); either output may be NULL. */
+TW_API tw_status tw_op_info(int op, int* arity, int* scalar_count);
+/* 1 when a CUDA device can be opened, else 0 (tw_backend_create_cuda's message says why). */
+TW_API int tw_cuda_available(void);
+
+/* --- backends --------------------------------------------------------------------------------- */
+
+/* The CPU backend (the production code compiled for the host). */
+TW_API tw_status tw_backend_create_cpu(tw_backend** out);
+/* A CUDA backend on `device`, queueing on `stream` (a cudaStream_t on that device; NULL: its own).
+ * TW_DEVICE_UNAVAILABLE where there is no usable GPU, TW_INVALID_ARGUMENT for a bad ordinal. */
+TW_API tw_status tw_backend_create_cuda(int device, void* stream, tw_backend** out);
+/* Releases the handle; tapes, buffers and gradients made from it stay usable. */
+TW_API tw_status tw_backend_destroy(tw_backend* backend);
+/* TW_BACKEND_CPU or TW_BACKEND_CUDA. */
+TW_API tw_status tw_backend_kind_of(const tw_backend* backend, int* out);
+/* Copies the description ("CUDA device 0: NVIDIA H200 (…)") with its NUL into dst. `needed` (may be
+ * NULL) receives its size including the NUL; dst = NULL with dst_size = 0 only asks for that size; a
+ * dst_size smaller than needed is TW_INVALID_ARGUMENT (nothing written). */
+TW_API tw_status tw_backend_describe(const tw_backend* backend, char* dst, size_t dst_size, size_t* needed);
+/* Waits for all queued work; reports an asynchronous failure. */
+TW_API tw_status tw_backend_synchronize(tw_backend* backend);
+/* Live allocations of one tag: their count and bytes (either output may be NULL). Borrowed memory
+ * (wrap, DLPack) is not counted. */
+TW_API tw_status tw_backend_memory_stats(const tw_backend* backend, int tag, int64_t* live_count,
+                                         int64_t* live_bytes);
+/* Nodes of at most this many elements run as tape programs (default 65536; 0: never). */
+TW_API tw_status tw_backend_set_program_threshold(tw_backend* backend, int64_t numel);
+TW_API tw_status tw_backend_program_threshold(const tw_backend* backend, int64_t* out);
+
+/* --- buffers: caller memory as backward seeds -------------------------------------------------- */
+
+/* A zero-copy view of caller memory (host memory for the CPU backend, device memory for CUDA),
+ * aligned to the dtype's size; see the lifetime rule of zero-copy views at the top. */
+TW_API tw_status tw_buffer_wrap(tw_backend* backend, void* data, size_t data_bytes, const int64_t* shape, int ndim,
+                                int dtype, tw_buffer** out);
+/* A zero-copy view of a DLPack tensor (C-contiguous float32/float64 on the backend's device). On
+ * success the buffer owns the tensor and calls its deleter when destroyed; on failure the caller keeps it. */
+TW_API tw_status tw_buffer_from_dlpack(tw_backend* backend, struct DLManagedTensor* tensor, tw_buffer** out);
+TW_API tw_status tw_buffer_destroy(tw_buffer* buffer);
+
+/* --- tapes ------------------------------------------------------------------------------------ */
+
+TW_API tw_status tw_tape_create(tw_backend* backend, tw_tape** out);
+/* Releases the tape, its values and its views of caller memory (wrapped leaves, DLPack leaves). */
+TW_API tw_status tw_tape_destroy(tw_tape* tape);
+
+/* A leaf holding a copy of data (shape, dtype); *out_id receives its node id. */
+TW_API tw_status tw_tape_leaf_host(tw_tape* tape, const void* data, size_t data_bytes, const int64_t* shape, int ndim,
+                                   int dtype, int requires_grad, int64_t* out_id);
+/* A leaf whose value is a zero-copy view of data (see the lifetime rule at the top). */
+TW_API tw_status tw_tape_leaf_wrap(tw_tape* tape, void* data, size_t data_bytes, const int64_t* shape, int ndim,
+                                   int dtype, int requires_grad, int64_t* out_id);
+/* A leaf whose value is a zero-copy view of a DLPack tensor. On success the tape owns the tensor (its
+ * deleter runs when the tape is destroyed); on failure the caller keeps it. */
+TW_API tw_status tw_tape_leaf_dlpack(tw_tape* tape, struct DLManagedTensor* tensor, int requires_grad,
+                                     int64_t* out_id);
+/* Records op(parents, scalars): nparents must be the op's arity and nscalars its scalar count
+ * (tw_op_info), else TW_INVALID_ARGUMENT; scalars may be NULL when nscalars is 0. The scalars are, in
+ * table order: scale (c), clamp (lo, hi), safeLog (eps). Binary ops take parents (a, b). */
+TW_API tw_status tw_tape_apply(tw_tape* tape, int op, const int64_t* parents, int nparents, const double* scalars,
+                               int nscalars, int64_t* out_id);
+/* The number of nodes, and of nodes whose forward is deferred (a tape program not yet run). */
+TW_API tw_status tw_tape_size(const tw_tape* tape, int64_t* out);
+TW_API tw_status tw_tape_pending(const tw_tape* tape, int64_t* out);
+/* Runs the deferred forwards now (reads do it by themselves). */
+TW_API tw_status tw_tape_flush(tw_tape* tape);
+
+/* A node's value: shape (ndim, and dims when not NULL: dims_capacity >= ndim, else
+ * TW_INVALID_ARGUMENT), dtype, and size in bytes. None of these runs deferred work. */
+TW_API tw_status tw_tape_value_shape(const tw_tape* tape, int64_t id, int* ndim, int64_t* dims, int dims_capacity);
+TW_API tw_status tw_tape_value_dtype(const tw_tape* tape, int64_t id, int* out);
+TW_API tw_status tw_tape_value_bytes(const tw_tape* tape, int64_t id, size_t* out);
+/* Copies a node's value to host memory; dst_bytes must equal tw_tape_value_bytes. */
+TW_API tw_status tw_tape_value_host(tw_tape* tape, int64_t id, void* dst, size_t dst_bytes);
+/* A zero-copy DLPack view of a node's value, valid while the tape lives; the caller calls its
+ * deleter (which frees only the DLPack structures) when done with it. */
+TW_API tw_status tw_tape_value_dlpack(tw_tape* tape, int64_t id, struct DLManagedTensor** out);
+
+/* --- backward --------------------------------------------------------------------------------- */
+
+/* Reverse pass from node out_id with the seed given as host data of the output's shape and dtype
+ * (seed_bytes = tw_tape_value_bytes(out_id)). dense = 0: the sparse (training) convention, only
+ * reachable nodes get a gradient, the first contribution kept bit-exact; dense != 0: every node that
+ * requires grad gets one, starting from +0. The gradients belong to the caller. */
+TW_API tw_status tw_tape_backward_host(tw_tape* tape, int64_t out_id, const void* seed, size_t seed_bytes,
+                                       int path, int dense, tw_gradients** out);
+/* The same with the seed in a buffer of the tape's backend (same shape and dtype as the output:
+ * TW_SEED_SHAPE_MISMATCH / TW_SEED_DTYPE_MISMATCH otherwise). */
+TW_API tw_status tw_tape_backward_buffer(tw_tape* tape, int64_t out_id, const tw_buffer* seed, int path,
+                                         int dense, tw_gradients** out);
+
+/* Whether node id received a gradient (ids outside the tape the gradients came from:
+ * TW_INVALID_NODE_ID). */
+TW_API tw_status tw_gradients_has(const tw_gradients* grads, int64_t id, int* out);
+/* Copies a gradient (the node's value's shape and dtype) to host memory; dst_bytes must equal its size
+ * in bytes. TW_INVALID_NODE_ID when the node has no gradient. */
+TW_API tw_status tw_gradients_download(const tw_gradients* grads, int64_t id, void* dst, size_t dst_bytes);
+/* Moves a gradient out as a DLPack tensor (no copy): afterwards tw_gradients_has reports 0 for it.
+ * The caller owns the tensor and calls its deleter, which releases the memory. */
+TW_API tw_status tw_gradients_dlpack(tw_gradients* grads, int64_t id, struct DLManagedTensor** out);
+TW_API tw_status tw_gradients_destroy(tw_gradients* grads);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* TAPEWISE_TAPEWISE_H */
