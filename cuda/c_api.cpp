@@ -245,11 +245,7 @@ void check_memory(const char* name, const void* data, std::size_t given, const S
   if (needed > 0 && !data) raise(TW_NULL_POINTER, std::string(name) + " is NULL");
 }
 
-const Node& node_of(const Tape& tape, std::int64_t id) {
-  if (id < 0 || static_cast<std::size_t>(id) >= tape.size())
-    raise(TW_INVALID_NODE_ID, "invalid node id " + std::to_string(id) + " (tape has " + std::to_string(tape.size()) + " nodes)");
-  return tape.node(id);
-}
+const Node& node_of(const Tape& tape, std::int64_t id) { return *unwrap(tape.node(id)); }
 
 void check_gradient_id(const Gradients& grads, std::int64_t id) {
   if (id < 0 || static_cast<std::size_t>(id) >= grads.size())

@@ -81,6 +81,11 @@ Result<void> Tape::check_id(const char* what, NodeId id) const {
   return {};
 }
 
+Result<const Node*> Tape::node(NodeId id) const {
+  if (auto ok = check_id("node", id); !ok) return tl::unexpected(ok.error());
+  return &nodes_[static_cast<std::size_t>(id)];
+}
+
 Result<NodeId> Tape::leaf(Buffer value, bool requires_grad) {
   if (!value) return fail(ErrorCode::InvalidArgument, "leaf: empty buffer");
   if (value.backend() != backend_.get())

@@ -162,7 +162,7 @@ void record(Tape& t, const std::vector<DagNode>& dag) {
     auto id = n.op ? t.apply(*n.op, {n.parents.data(), static_cast<std::size_t>(op_info(*n.op).arity)}, n.scalars)
                    : t.leaf(n.leaf, n.requires_grad);
     RC_ASSERT(id == static_cast<NodeId>(i));
-    RC_ASSERT(t.node(*id).requires_grad == n.requires_grad);
+    RC_ASSERT((*t.node(*id))->requires_grad == n.requires_grad);
   }
 }
 

@@ -33,6 +33,13 @@ TEST_P(TapeErrors, InvalidIdsAreRejectedAndTapeUnchanged) {
   auto v = t.value(5);
   ASSERT_FALSE(v);
   EXPECT_EQ(v.error().code, ErrorCode::InvalidNodeId);
+  for (NodeId bad : {NodeId(-1), NodeId(1), std::numeric_limits<NodeId>::min()}) {
+    auto n = t.node(bad);  // an error, not std::out_of_range
+    ASSERT_FALSE(n);
+    EXPECT_EQ(n.error().code, ErrorCode::InvalidNodeId);
+  }
+  ASSERT_TRUE(t.node(x));
+  EXPECT_TRUE((*t.node(x))->requires_grad);
 }
 
 TEST_P(TapeErrors, ShapeAndDTypeMismatchesAreRejected) {

@@ -76,9 +76,9 @@ class Tape {
 
   Backend& backend() const { return *backend_; }
   std::size_t size() const { return nodes_.size(); }
-  // The node's record; its value's contents may still be pending (see above): read values through
-  // value() or value_buffer(), which flush.
-  const Node& node(NodeId id) const { return nodes_.at(static_cast<std::size_t>(id)); }
+  // The node's record (InvalidNodeId for an id not on the tape); its value's contents may still be
+  // pending (see above): read values through value() or value_buffer(), which flush.
+  Result<const Node*> node(NodeId id) const;
 
   // Nodes whose forward is deferred; flush() runs them now (as one program).
   std::size_t pending() const { return pending_.size(); }

@@ -27,12 +27,7 @@ struct PyTape {
   PyTape(const PyTape&) = delete;
   PyTape& operator=(const PyTape&) = delete;
 
-  const Node& node_checked(NodeId id) const {
-    if (id < 0 || static_cast<std::size_t>(id) >= tape.size())
-      raise(ErrorCode::InvalidNodeId, "node " + std::to_string(id) + " is not on the tape (it has " +
-                                          std::to_string(tape.size()) + " nodes)");
-    return tape.node(id);
-  }
+  const Node& node_checked(NodeId id) const { return *unwrap(tape.node(id)); }
 };
 
 // Gradients as Python sees them. A gradient handed out is moved into a Buffer holder first, so the
