@@ -3,14 +3,16 @@
 # test suite (GPU tests included, tensors past 2^31 elements among them), compute-sanitizer's four
 # tools over the CUDA tests, the conformance run and audit on CUDA, ATen parity, the consumer example
 # on a caller's stream with caller memory, the Python package with PyTorch, and the benchmark beside
-# PyTorch. STEPs (default: all): tests sanitizers conform audit parity consumer python bench.
+# PyTorch, the framework audit (PyTorch eager CPU and CUDA, torch.compile, JAX answering the same
+# vectors; check and diff.py), and the benchmark beside PyTorch.
+# STEPs (default: all): tests sanitizers conform audit parity consumer python frameworks bench.
 # Runs built binaries ($TAPEWISE_BIN, default build/bin; the consumer: $TAPEWISE_CONSUMER, default
 # build-consumer/consumer); packs every report into OUTDIR/gpu_validate.tar.gz and prints a digest.
 # Exit status: the number of steps that failed.
 set -uo pipefail
 out=${1:?usage: tools/gpu_validate.sh OUTDIR [STEP...]}
 shift
-steps=${*:-tests sanitizers conform audit parity consumer python bench}
+steps=${*:-tests sanitizers conform audit parity consumer python frameworks bench}
 cd "$(dirname "$0")/.." || exit 1
 bin=${TAPEWISE_BIN:-build/bin}
 work=$(mktemp -d)
@@ -45,11 +47,35 @@ sanitizers() {  # the four tools at once (one GPU has room for all), then their 
   done
   return "$rc"
 }
-python_checks() {  # the package built here from source, its tests with PyTorch, the framework adapters
-  python3 -m pip install -q --no-build-isolation --no-deps . &&
+python_checks() {  # the package ($TAPEWISE_WHEEL, else built here from source), its tests with PyTorch
+  if [ -n "${TAPEWISE_WHEEL:-}" ]; then
+    python3 -m pip install -q --no-deps --force-reinstall "$TAPEWISE_WHEEL"
+  else
+    python3 -m pip install -q --no-build-isolation --no-deps .
+  fi &&
     TAPEWISE_CONFORM="$PWD/$bin/tapewise-conform" python3 -m pytest -q -p no:cacheprovider python/tests tools/frameworks \
       proptest/test_c_api_ctypes.py &&
     python3 python/bench_torch_maximum.py --out "$work/python_bench.json"
+}
+# The framework audit (tools/frameworks/README.md): every framework answers the same vectors.
+frameworks() {
+  local conform="$PWD/$bin/tapewise-conform" fw="$work/frameworks" rc=0 name
+  "$conform" vectors "$fw/vectors" --cases "${FRAMEWORK_CASES:-2000}" --seed 20261201 >/dev/null || return 1
+  python3 tools/frameworks/answer.py --framework jax --from "$fw/vectors" "$fw/jax" || rc=1
+  python3 tools/frameworks/answer.py --framework torch --device cpu --from "$fw/vectors" "$fw/torch-cpu" || rc=1
+  python3 tools/frameworks/answer.py --framework torch --device cuda --from "$fw/vectors" "$fw/torch-cuda" || rc=1
+  timeout "${COMPILE_TIMEOUT:-300}" python3 tools/frameworks/answer.py --framework torch-compile --device cuda \
+    --from "$fw/vectors" "$fw/compile-cuda" || rc=1
+  for name in jax torch-cpu torch-cuda compile-cuda; do
+    [ -d "$fw/$name" ] || continue
+    "$conform" check "$fw/$name" --json "$fw/$name.check.json" >"$fw/$name.check.txt"
+    echo "$name: $(tail -n 1 "$fw/$name.check.txt")"
+  done
+  python3 tools/frameworks/diff.py "$fw/vectors" "$fw"/jax "$fw"/torch-cpu "$fw"/torch-cuda "$fw"/compile-cuda \
+    --json "$fw/diff.json" --markdown "$fw/diff.md" >"$fw/diff.txt" || rc=1
+  tail -n 30 "$fw/diff.md"
+  find "$fw" -name '*.npy' -delete  # the reports stay; the arrays are reproducible from the seed
+  return "$rc"
 }
 
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$work/gpu.txt"
@@ -64,6 +90,7 @@ if wanted parity; then
 fi
 wanted consumer && TAIL=8 step consumer "${TAPEWISE_CONSUMER:-build-consumer/consumer}" --cuda
 wanted python && TAIL=30 step python python_checks
+wanted frameworks && TAIL=40 step frameworks frameworks
 wanted bench && TAIL=60 TAPEWISE_BENCH="$bin/tapewise-bench" step bench bash tools/run_bench.sh "$work/bench"
 mkdir -p "$out"
 tar -C "$work" -czf "$out/gpu_validate.tar.gz" .

@@ -55,7 +55,8 @@ int fail(const Error& e) {
 // The leaf and the seed in device memory of the program's own, on a stream of its own.
 int run_on_callers_stream() {
   cudaStream_t stream;
-  if (cudaStreamCreate(&stream) != cudaSuccess) return std::fprintf(stderr, "consumer: no CUDA stream\n"), 1;
+  if (cudaError_t err = cudaStreamCreate(&stream); err != cudaSuccess)
+    return std::fprintf(stderr, "consumer: cannot create a CUDA stream: %s\n", cudaGetErrorString(err)), 1;
   float* x_dev = nullptr;
   float* seed_dev = nullptr;
   cudaMalloc(&x_dev, sizeof(float) * kX.size());
