@@ -33,8 +33,8 @@ using conform::write_npy;
 // --- .npy --------------------------------------------------------------------------------------
 
 std::vector<std::byte> bytes_of(const std::string& s) {
-  std::vector<std::byte> b(s.size());
-  std::memcpy(b.data(), s.data(), s.size());
+  std::vector<std::byte> b;
+  for (char c : s) b.push_back(static_cast<std::byte>(c));  // no memcpy: an empty vector's data() is null
   return b;
 }
 
@@ -164,6 +164,42 @@ TEST(Npy, RejectsMalformedHeaders) {
   auto v3 = npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }", data, 2);
   v3[6] = std::byte{3};
   EXPECT_NE(rejection(v3).find("version 3.0"), std::string::npos);
+}
+
+// numpy refuses to load these (too many dimensions, a size that overflows); so does the reader.
+TEST(Npy, RejectsShapesBeyondTheLimits) {
+  std::string ones = "(";
+  for (int i = 0; i < 5000; ++i) ones += "1, ";
+  ones += ")";
+  EXPECT_NE(rejection(npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': " + ones + ", }", float_bytes({1.0f})))
+                .find("5000 dimensions; the limit is 32"),
+            std::string::npos);
+  std::string dims32 = "(";
+  for (int i = 0; i < 32; ++i) dims32 += "1, ";
+  dims32 += ")";
+  EXPECT_TRUE(parse_npy(npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': " + dims32 + ", }", float_bytes({1.0f})), "t"));
+  for (const char* shape : {"(0, 9223372036854775807)", "(268435457,)", "(0, 65536, 65536)", "(16384, 16385)"})
+    EXPECT_NE(rejection(npy_file(std::string("{'descr': '<f4', 'fortran_order': False, 'shape': ") + shape + ", }", ""))
+                  .find("too many elements"),
+              std::string::npos)
+        << shape;
+  // The largest allowed shape is read up to its (missing) data.
+  EXPECT_NE(rejection(npy_file("{'descr': '<f8', 'fortran_order': False, 'shape': (16384, 16384), }", "")).find("truncated data"),
+            std::string::npos);
+}
+
+// Header bytes are printable ASCII; a control byte or NUL is refused and shown escaped, never raw.
+TEST(Npy, RejectsControlBytesAndNeverEchoesThem) {
+  for (const std::string& bad : {std::string("\x01"), std::string("\x1b[2J"), std::string(1, '\0'), std::string("\x7f")}) {
+    const std::string why =
+        rejection(npy_file("{'descr': '<f4" + bad + "', 'fortran_order': False, 'shape': (1,), }", float_bytes({1.0f})));
+    EXPECT_NE(why.find("not printable ASCII"), std::string::npos) << why;
+    for (char c : why) EXPECT_TRUE(c >= 0x20 && c < 0x7f) << "raw byte " << static_cast<int>(c) << " in: " << why;
+  }
+  EXPECT_NE(rejection(npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }\n ", float_bytes({1.0f}), 1, true))
+                .find("not printable ASCII (\\x0a)"),
+            std::string::npos)
+      << "a newline before the last byte";
 }
 
 TEST(Npy, RoundTripsBitExactly) {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <memory>
 #include <string>
@@ -39,6 +40,18 @@ inline std::shared_ptr<Backend> cuda_backend_or_null(std::string* why = nullptr)
   std::string var##_why;                                                      \
   auto var = ::tapewise::testing::cuda_backend_or_null(&var##_why);           \
   if (!var) GTEST_SKIP() << "GPU test skipped: " << var##_why
+
+#ifdef TAPEWISE_CONFORM_BIN
+// The tapewise-conform the CLI tests run: the one beside this test binary (so a copied bin/ folder,
+// e.g. on the GPU machine, tests its own runner), else the one this build made.
+inline std::string conform_binary() {
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec && std::filesystem::exists(self.parent_path() / "tapewise-conform", ec))
+    return (self.parent_path() / "tapewise-conform").string();
+  return TAPEWISE_CONFORM_BIN;
+}
+#endif
 
 // Every backend available here, CPU first.
 inline std::vector<std::shared_ptr<Backend>> all_backends() {

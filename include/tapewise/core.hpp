@@ -94,7 +94,7 @@ struct HostArray {
   template <class T>
   std::vector<T> to_vector() const {
     std::vector<T> out(bytes.size() / sizeof(T));
-    std::memcpy(out.data(), bytes.data(), out.size() * sizeof(T));
+    if (!out.empty()) std::memcpy(out.data(), bytes.data(), out.size() * sizeof(T));
     return out;
   }
 };

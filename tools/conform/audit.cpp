@@ -168,30 +168,34 @@ std::string wrap(const std::string& text, std::size_t width, const std::string& 
 }  // namespace
 
 int audit_command(const AuditOptions& o) {
-  auto spec = load_spec_points(o.special_points_path);
-  if (!spec) {
-    std::cerr << "tapewise-conform audit: " << spec.error().message << "\n";
+  auto usage = [](const std::string& message) {
+    std::cerr << "tapewise-conform audit: " << message << "\n";
     return kUsageError;
-  }
+  };
+  if (!o.markdown_path.empty())
+    if (auto ok = check_writable_output(o.markdown_path, "--markdown"); !ok) return usage(ok.error().message);
+  const auto source = find_special_points(o.special_points_path);
+  if (!source) return usage(source.error().message);
+  auto spec = load_spec_points(*source);
+  if (!spec) return usage(spec.error().message);
   auto be = choose_backend(o.backend);
   if (!be) {
     std::cerr << "tapewise-conform audit: --backend cuda: " << be.error().str() << "\n";
     return kUsageError;
   }
-  const std::string source = find_special_points(o.special_points_path).value_or("spec/special_points");
   const Cells header{"line", "dtype", "inputs", "g", "spec y", "spec grads", be->name + " y", be->name + " grads",
                      "verdict", "note"};
 
   std::ostringstream markdown;
   markdown << "# tapewise derivative conventions: audit\n\n"
-           << "Every row of `" << source << "` run on **" << be->backend->describe() << "** (" << be->why
+           << "Every row of `" << *source << "` run on **" << be->backend->describe() << "** (" << be->why
            << "), through `Tape::backward` on both VJP paths (fused and staged). A row holds when the forward "
               "value and every gradient match the spec bit for bit (any NaN matches any NaN; +0 and -0 differ). "
               "Values are exact: the shortest decimal that identifies the value in the row's dtype, or a C hex "
               "float where that decimal is long. Gradients with "
               "`same=1` are the total gradient of the one leaf of `op(a, a)`.\n";
 
-  std::cout << "audit of spec/special_points (" << source << ") on " << be->backend->describe() << " — " << be->why
+  std::cout << "audit of spec/special_points (" << *source << ") on " << be->backend->describe() << " — " << be->why
             << "\nverdict: every value bit for bit on both VJP paths (fused, staged); any NaN matches any NaN\n";
   int points = 0, holding = 0;
   std::vector<std::string> failing_nodes;

@@ -3,12 +3,22 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
+#include <functional>
+#include <iostream>
+#include <new>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "exec.hpp"
+#include "files.hpp"
+#include "graph.hpp"  // graph: GraphCommandOptions, graph_command
 #include "special_points.hpp"
+
+namespace CLI {
+class App;
+}  // namespace CLI
 
 namespace tapewise::conform {
 
@@ -24,10 +34,21 @@ struct Selection {
 Result<Selection> parse_selection(const std::string& ops, const std::string& dtype);
 Result<BackendChoice> parse_backend(const std::string& name);
 
-// spec/special_points: `given` when not empty, else the source tree this binary was built from,
-// else spec/ beside the binary's build folder (build/bin/../../spec), else ./spec.
+// Where spec/special_points is: `given` (--special-points) when not empty; else
+// <folder of this binary>/../share/tapewise/special_points (the install layout, which the build tree
+// has too, so a copied build or install tree works); else ./spec/special_points. No path of the
+// machine that built the binary is consulted.
 Result<std::string> find_special_points(const std::string& given);
-Result<SpecialPoints> load_spec_points(const std::string& given);
+// Reads the file `find_special_points` found. It must be a regular file of at most
+// kMaxSpecialPointsBytes holding at least one row: an empty file (or a folder) grades nothing and
+// must not pass for a conforming run.
+Result<SpecialPoints> load_spec_points(const std::string& path);
+inline constexpr std::uint64_t kMaxSpecialPointsBytes = std::uint64_t{16} << 20;  // the spec's is ~43 KB
+
+// --cases: a whole number in decimal from 0 to kMaxCases; --seed: one from 0 to 2^64-1 (never a
+// negative number wrapped around). `option` names the option in messages.
+Result<std::int64_t> parse_cases(const std::string& text, const std::string& option);
+Result<std::uint64_t> parse_seed(const std::string& text, const std::string& option);
 
 struct RunOptions {
   Selection selection;
@@ -74,8 +95,29 @@ struct CheckOptions {
 };
 int check_command(const CheckOptions& options);
 
+// `sweep` (sweep.cpp): adds the subcommand and its options to `app`; the function returned runs it
+// after parsing when it was chosen and gives its exit status (nullopt when another one was).
+std::function<std::optional<int>()> add_sweep_subcommand(CLI::App& app);
+
 // Per-node, per-dtype default count of random cases (run, vectors): sized so that the default run
 // finishes in well under a minute on two CPU cores.
 inline constexpr std::int64_t kDefaultCases = 10000;
+// The most --cases accepts (10^8 per node and dtype: hours on a CPU, several GB of vectors); far
+// beyond it a run would only fail to allocate, or overflow a count.
+inline constexpr std::int64_t kMaxCases = 100'000'000;
+
+// Runs a subcommand; anything it still throws (a filesystem or JSON error, out of memory) becomes
+// a message and the usage-error exit status rather than an abort.
+template <class Body>
+int guarded(const char* command, Body&& body) {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    std::cerr << "tapewise-conform " << command << ": out of memory\n";
+  } catch (const std::exception& e) {
+    std::cerr << "tapewise-conform " << command << ": " << escaped(e.what()) << "\n";
+  }
+  return kUsageError;
+}
 
 }  // namespace tapewise::conform

@@ -1,15 +1,11 @@
 // tools/conform/common.cpp — what the subcommands share: op and dtype selection, backend names, and
 // where spec/special_points is found (the binary may run far from the tree it was built in).
-#include <unistd.h>
-
 #include <filesystem>
+#include <limits>
 #include <sstream>
 
 #include "commands.hpp"
-
-#ifndef TAPEWISE_SOURCE_DIR
-#define TAPEWISE_SOURCE_DIR "."
-#endif
+#include "files.hpp"
 
 namespace tapewise::conform {
 
@@ -56,27 +52,74 @@ Result<BackendChoice> parse_backend(const std::string& name) {
 
 Result<std::string> find_special_points(const std::string& given) {
   if (!given.empty()) {
-    if (!fs::exists(given)) return fail(ErrorCode::InvalidArgument, given + ": no such file");
+    std::error_code ec;
+    if (!fs::exists(given, ec)) return fail(ErrorCode::InvalidArgument, "--special-points " + given + ": no such file");
     return given;
   }
-  std::vector<fs::path> candidates{fs::path(TAPEWISE_SOURCE_DIR) / "spec" / "special_points"};
+  std::vector<fs::path> candidates;
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) candidates.push_back(exe.parent_path() / ".." / ".." / "spec" / "special_points");
+  if (!ec) candidates.push_back(exe.parent_path() / ".." / "share" / "tapewise" / "special_points");
   candidates.push_back(fs::path("spec") / "special_points");
   std::string tried;
   for (const fs::path& p : candidates) {
-    if (fs::exists(p)) return p.lexically_normal().string();
+    if (fs::exists(p, ec)) return p.lexically_normal().string();
     tried += "\n  " + p.lexically_normal().string();
   }
   return fail(ErrorCode::InvalidArgument,
               "spec/special_points not found (give it with --special-points); tried:" + tried);
 }
 
-Result<SpecialPoints> load_spec_points(const std::string& given) {
-  auto path = find_special_points(given);
-  if (!path) return tl::unexpected(path.error());
-  return load_special_points(*path);
+Result<SpecialPoints> load_spec_points(const std::string& path) {
+  auto text = read_small_file(path, kMaxSpecialPointsBytes);
+  if (!text) return fail(ErrorCode::InvalidArgument, "special points: " + text.error().message);
+  auto spec = parse_special_points(*text, path);
+  // The parser quotes the offending token as it is; a control byte must not reach the terminal.
+  if (!spec) return fail(ErrorCode::InvalidArgument, escaped(spec.error().message));
+  if (spec->points.empty())
+    return fail(ErrorCode::InvalidArgument, "special points: " + path + ": holds no rows (is it spec/special_points?)");
+  return spec;
+}
+
+namespace {
+
+// Decimal digits only: no sign, no spaces, no hex.
+bool all_digits(const std::string& text) {
+  if (text.empty()) return false;
+  for (char c : text)
+    if (c < '0' || c > '9') return false;
+  return true;
+}
+
+// The value of a string of decimal digits, or nullopt above `max`.
+std::optional<std::uint64_t> decimal_at_most(const std::string& digits, std::uint64_t max) {
+  std::uint64_t v = 0;
+  for (char c : digits) {
+    const auto d = static_cast<std::uint64_t>(c - '0');
+    if (v > (max - d) / 10) return std::nullopt;
+    v = v * 10 + d;
+  }
+  return v;
+}
+
+}  // namespace
+
+Result<std::int64_t> parse_cases(const std::string& text, const std::string& option) {
+  const std::string range = "a whole number from 0 to " + std::to_string(kMaxCases);
+  if (!all_digits(text)) return fail(ErrorCode::InvalidArgument, option + ": '" + escaped(text) + "' is not " + range);
+  const auto v = decimal_at_most(text, static_cast<std::uint64_t>(kMaxCases));
+  if (!v) return fail(ErrorCode::InvalidArgument, option + ": " + escaped(text) + " is too large; it must be " + range);
+  return static_cast<std::int64_t>(*v);
+}
+
+Result<std::uint64_t> parse_seed(const std::string& text, const std::string& option) {
+  const std::string range = "a whole number from 0 to " + std::to_string(std::numeric_limits<std::uint64_t>::max());
+  if (text.starts_with("-") && all_digits(text.substr(1)))
+    return fail(ErrorCode::InvalidArgument, option + ": " + escaped(text) + " is negative; a seed is " + range);
+  if (!all_digits(text)) return fail(ErrorCode::InvalidArgument, option + ": '" + escaped(text) + "' is not " + range);
+  const auto v = decimal_at_most(text, std::numeric_limits<std::uint64_t>::max());
+  if (!v) return fail(ErrorCode::InvalidArgument, option + ": " + escaped(text) + " is too large; a seed is " + range);
+  return *v;
 }
 
 }  // namespace tapewise::conform

@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "commands.hpp"
+#include "files.hpp"
 #include "grade.hpp"
 #include "npy.hpp"
 
@@ -21,7 +22,11 @@ int input_error(const std::string& message) {
 
 int eval_command(const EvalOptions& o) {
   const auto op = op_from_name(o.op);
-  if (!op) return input_error("unknown node '" + o.op + "'");
+  if (!op) return input_error("unknown node '" + escaped(o.op) + "'");
+  // The outputs are written into --out and nowhere else.
+  if (o.prefix.find('/') != std::string::npos || o.prefix == "..")
+    return input_error("--prefix '" + escaped(o.prefix) + "' may not contain '/' or be '..' (use --out for the folder)");
+  if (o.out_dir.empty()) return input_error("--out: the output folder is empty");
   const OpInfo& info = op_info(*op);
 
   // Inputs by name, in the op's order.
@@ -100,7 +105,9 @@ int eval_command(const EvalOptions& o) {
   for (std::size_t k = 0; k < produced->grads.size(); ++k) outputs.push_back({names[k], &produced->grads[k]});
   std::string written;
   for (const auto& [name, array] : outputs) {
-    const std::string path = (std::filesystem::path(o.out_dir) / (o.prefix + name + ".npy")).string();
+    const std::string file = o.prefix + name + ".npy";
+    if (!is_plain_file_name(file)) return input_error("output name '" + escaped(file) + "' would leave --out");
+    const std::string path = (std::filesystem::path(o.out_dir) / file).string();
     if (auto ok = write_npy(path, *array); !ok) return input_error(ok.error().message);
     written += (written.empty() ? "" : ", ") + path;
   }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <tapewise/version.hpp>
 
 #include "commands.hpp"
 #include "reference.hpp"
@@ -32,6 +33,12 @@ std::optional<double> parse_double(const std::string& text) {
   return v;
 }
 
+// `tapewise-conform --version`: the version and the hash of the spec files it was built with.
+int print_version() {
+  std::cout << "tapewise-conform " << tapewise::kVersion << " (spec sha256 " << tapewise::kSpecSha256 << ")\n";
+  return tc::kConforms;
+}
+
 std::uint64_t fresh_seed() {
   std::random_device device;
   return (static_cast<std::uint64_t>(device()) << 32) ^ device();
@@ -44,6 +51,7 @@ int main(int argc, char** argv) {
 
   // `tapewise-conform` alone, or with only options, means `run`.
   std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.size() == 1 && args[0] == "--version") return print_version();
   const bool help = !args.empty() && (args[0] == "-h" || args[0] == "--help");
   if (args.empty() || (args[0].starts_with("-") && !help)) args.insert(args.begin(), "run");
   std::reverse(args.begin(), args.end());  // CLI11 takes a reversed vector
@@ -52,20 +60,23 @@ int main(int argc, char** argv) {
                "spec/bounds.def, spec/special_points)",
                "tapewise-conform"};
   app.require_subcommand(1);
-  app.footer("Exit status: 0 conforms, 1 a violation, 2 a usage or input error.");
+  app.footer("Exit status: 0 conforms, 1 a violation, 2 a usage or input error. "
+             "`tapewise-conform --version` prints the version and the spec's hash.");
 
   // run
   std::string ops = "all", dtype = "all", backend = "auto", json, special;
-  std::int64_t cases = tc::kDefaultCases;
-  std::uint64_t seed = 0;
+  // --cases and --seed are read as text and checked here: CLI11 wraps a negative seed around.
+  std::string cases = std::to_string(tc::kDefaultCases), seed;
   CLI::App* run = app.add_subcommand("run", "every node on the production backend vs the reference (default)");
   run->add_option("--ops", ops, "comma-separated node names, or all")->capture_default_str();
   run->add_option("--dtype", dtype, "float32, float64 or all")->capture_default_str();
   run->add_option("--backend", backend, "auto (CUDA where present, else CPU), cpu or cuda")->capture_default_str();
-  run->add_option("--cases", cases, "random cases per node and dtype")->capture_default_str()->check(CLI::NonNegativeNumber);
-  CLI::Option* seed_option = run->add_option("--seed", seed, "seed of the random cases (default: a fresh one, printed)");
+  run->add_option("--cases", cases, "random cases per node and dtype (0 to 10^8)")->capture_default_str();
+  CLI::Option* seed_option =
+      run->add_option("--seed", seed, "seed of the random cases, 0 to 2^64-1 (default: a fresh one, printed)");
   run->add_option("--json", json, "write the whole report as JSON to this file");
-  run->add_option("--special-points", special, "path of spec/special_points (default: found beside the sources)");
+  run->add_option("--special-points", special,
+                   "path of spec/special_points (default: <bin>/../share/tapewise/special_points, else ./spec)");
 
   // audit
   std::string markdown;
@@ -106,7 +117,7 @@ int main(int argc, char** argv) {
   vectors->add_option("dir", vectors_options.dir, "output folder")->required();
   vectors->add_option("--ops", ops, "comma-separated node names, or all");
   vectors->add_option("--dtype", dtype, "float32, float64 or all");
-  vectors->add_option("--cases", cases, "random cases per node and dtype")->check(CLI::NonNegativeNumber);
+  vectors->add_option("--cases", cases, "random cases per node and dtype (0 to 10^8)");
   CLI::Option* vectors_seed = vectors->add_option("--seed", seed, "seed of the random cases");
   vectors->add_option("--special-points", special, "path of spec/special_points");
 
@@ -115,6 +126,19 @@ int main(int argc, char** argv) {
   CLI::App* check = app.add_subcommand("check", "grade another implementation's outputs in a vectors folder");
   check->add_option("dir", check_options.dir, "a folder written by `vectors`, with out_*.npy files")->required();
   check->add_option("--json", check_options.json_path, "write the report as JSON to this file");
+
+  // graph
+  tc::GraphCommandOptions graph_options;
+  std::string graph_path = "fused";
+  CLI::App* graph = app.add_subcommand("graph", "a composite function (a JSON DAG of nodes) on a tape, checked node by node");
+  graph->add_option("file", graph_options.file, "the graph, schema tapewise-conform.graph/1 (see tools/conform/graph.hpp)")->required();
+  graph->add_option("--backend", backend, "auto, cpu or cuda");
+  graph->add_option("--path", graph_path, "VJP path: fused or staged")->check(CLI::IsMember({"fused", "staged"}))->capture_default_str();
+  graph->add_flag("--dense", graph_options.dense, "backward_dense: every slot that requires grad starts at +0");
+  graph->add_option("--json", graph_options.json_path, "write the report as JSON to this file");
+
+  // sweep (sweep.cpp keeps its own options)
+  auto sweep_status = tc::add_sweep_subcommand(app);
 
   try {
     app.parse(args);
@@ -136,11 +160,16 @@ int main(int argc, char** argv) {
     tc::RunOptions o;
     o.selection = *selection;
     o.backend = *backend_choice;
-    o.cases = cases;
-    o.seed = seed_option->count() ? seed : fresh_seed();
+    auto parsed_cases = tc::parse_cases(cases, "--cases");
+    if (!parsed_cases) return usage_error(parsed_cases.error().message);
+    auto parsed_seed =
+        seed_option->count() ? tc::parse_seed(seed, "--seed") : tapewise::Result<std::uint64_t>(fresh_seed());
+    if (!parsed_seed) return usage_error(parsed_seed.error().message);
+    o.cases = *parsed_cases;
+    o.seed = *parsed_seed;
     o.json_path = json;
     o.special_points_path = special;
-    return tc::run_command(o);
+    return tc::guarded("run", [&] { return tc::run_command(o); });
   }
   if (audit->parsed()) {
     tc::AuditOptions o;
@@ -148,7 +177,7 @@ int main(int argc, char** argv) {
     o.backend = *backend_choice;
     o.markdown_path = markdown;
     o.special_points_path = special;
-    return tc::audit_command(o);
+    return tc::guarded("audit", [&] { return tc::audit_command(o); });
   }
   if (eval->parsed()) {
     eval_options.backend = *backend_choice;
@@ -164,15 +193,27 @@ int main(int argc, char** argv) {
       if (!value) return usage_error(option->get_name() + ": '" + *target.first + "' is not a number");
       *target.second = *value;
     }
-    return tc::eval_command(eval_options);
+    return tc::guarded("eval", [&] { return tc::eval_command(eval_options); });
   }
   if (vectors->parsed()) {
     vectors_options.selection = *selection;
-    vectors_options.cases = cases;
-    vectors_options.seed = vectors_seed->count() ? seed : fresh_seed();
+    auto parsed_cases = tc::parse_cases(cases, "--cases");
+    if (!parsed_cases) return usage_error(parsed_cases.error().message);
+    auto parsed_seed =
+        vectors_seed->count() ? tc::parse_seed(seed, "--seed") : tapewise::Result<std::uint64_t>(fresh_seed());
+    if (!parsed_seed) return usage_error(parsed_seed.error().message);
+    vectors_options.cases = *parsed_cases;
+    vectors_options.seed = *parsed_seed;
     vectors_options.special_points_path = special;
-    return tc::vectors_command(vectors_options);
+    return tc::guarded("vectors", [&] { return tc::vectors_command(vectors_options); });
   }
-  if (check->parsed()) return tc::check_command(check_options);
+  if (check->parsed()) return tc::guarded("check", [&] { return tc::check_command(check_options); });
+  if (graph->parsed()) {
+    graph_options.backend = *backend_choice;
+    graph_options.path = graph_path == "staged" ? tapewise::VjpPath::staged : tapewise::VjpPath::fused;
+    return tc::guarded("graph", [&] { return tc::graph_command(graph_options); });
+  }
+  const int sweep_result = tc::guarded("sweep", [&] { return sweep_status().value_or(-1); });
+  if (sweep_result != -1) return sweep_result;
   return usage_error("no subcommand");
 }

@@ -2,14 +2,15 @@
 // Python dict literal; we parse exactly the three keys numpy writes and reject everything else.
 #include "npy.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <limits>
 #include <optional>
 #include <string_view>
+
+#include "files.hpp"
 
 namespace tapewise::conform {
 
@@ -113,6 +114,19 @@ struct Header {
   Shape shape;
 };
 
+// Every dimension and the product of the nonzero ones at most kMaxNpyElements: an empty array
+// of shape (0, 2^63-1) is refused too, as numpy refuses to load it.
+bool within_element_limit(const Shape& shape) {
+  std::int64_t product = 1;
+  for (std::int64_t d : shape.dims) {
+    if (d > kMaxNpyElements) return false;
+    if (d == 0) continue;
+    if (product > kMaxNpyElements / d) return false;
+    product *= d;
+  }
+  return true;
+}
+
 Result<Header> parse_header(std::string_view text, const std::string& what) {
   if (text.empty() || text.back() != '\n') return bad(what, "header does not end with a newline");
   text.remove_suffix(1);
@@ -164,7 +178,12 @@ Result<Header> parse_header(std::string_view text, const std::string& what) {
   if (*fortran_order)
     return bad(what, "array is in Fortran order; write it C-contiguous (numpy.ascontiguousarray)");
   h.shape = Shape(*shape);
-  if (!h.shape.valid()) return bad(what, "shape " + h.shape.str() + " has too many elements");
+  if (h.shape.dims.size() > kMaxNpyDims)
+    return bad(what, "shape has " + std::to_string(h.shape.dims.size()) + " dimensions; the limit is " +
+                         std::to_string(kMaxNpyDims));
+  if (!within_element_limit(h.shape))
+    return bad(what, "shape " + h.shape.str() + " has too many elements (the limit is 2^28 = " +
+                         std::to_string(kMaxNpyElements) + ", per dimension and in total)");
   return h;
 }
 
@@ -184,51 +203,98 @@ std::string shape_tuple(const Shape& s) {
 
 }  // namespace
 
-Result<HostArray> parse_npy(std::span<const std::byte> file, const std::string& what) {
-  if (file.size() < kMagicSize || std::memcmp(file.data(), kMagic, kMagicSize) != 0)
+namespace {
+
+// Where the data of a file lies, from its leading bytes.
+struct Layout {
+  Header header;
+  std::size_t data_offset = 0;
+  std::size_t data_bytes = 0;
+};
+
+// The bytes before the header text: magic, 2 version bytes, a 2- or 4-byte header length.
+constexpr std::size_t kMaxPrefix = kMagicSize + 2 + 4;
+
+// Header bytes must be printable ASCII, the last one the '\n' numpy ends it with (checked after).
+Result<void> check_header_bytes(std::string_view text, const std::string& what) {
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (i + 1 == text.size() && c == '\n') continue;
+    if (c < 0x20 || c > 0x7e)
+      return bad(what, "header byte " + std::to_string(i) + " is not printable ASCII (" + escaped(text.substr(i, 1)) + ")");
+  }
+  return {};
+}
+
+// Magic, version, header length and header, from `lead`: the whole file, or its first
+// kMaxPrefix + kMaxNpyHeaderBytes bytes.
+Result<Layout> parse_layout(std::span<const std::byte> lead, const std::string& what) {
+  if (lead.size() < kMagicSize || std::memcmp(lead.data(), kMagic, kMagicSize) != 0)
     return bad(what, "not a .npy file (bad magic; expected \\x93NUMPY)");
-  if (file.size() < kMagicSize + 2) return bad(what, "truncated before the version bytes");
-  const int major = static_cast<int>(file[6]), minor = static_cast<int>(file[7]);
+  if (lead.size() < kMagicSize + 2) return bad(what, "truncated before the version bytes");
+  const int major = static_cast<int>(lead[6]), minor = static_cast<int>(lead[7]);
   if ((major != 1 && major != 2) || minor != 0)
     return bad(what, "unsupported .npy version " + std::to_string(major) + "." + std::to_string(minor) +
                          " (tapewise reads 1.0 and 2.0)");
   const int length_bytes = major == 1 ? 2 : 4;
   const std::size_t prefix = kMagicSize + 2 + static_cast<std::size_t>(length_bytes);
-  if (file.size() < prefix) return bad(what, "truncated in the header length");
-  const std::size_t header_size = read_le(file.data() + kMagicSize + 2, length_bytes);
-  if (file.size() - prefix < header_size) return bad(what, "truncated in the header");
-  const std::string_view header_text(reinterpret_cast<const char*>(file.data() + prefix), header_size);
-  for (char c : header_text)
-    if (static_cast<unsigned char>(c) >= 0x80) return bad(what, "header is not ASCII");
+  if (lead.size() < prefix) return bad(what, "truncated in the header length");
+  const std::size_t header_size = read_le(lead.data() + kMagicSize + 2, length_bytes);
+  if (header_size > kMaxNpyHeaderBytes)
+    return bad(what, "header of " + std::to_string(header_size) + " bytes is longer than the limit of " +
+                         std::to_string(kMaxNpyHeaderBytes));
+  if (lead.size() - prefix < header_size) return bad(what, "truncated in the header");
+  const std::string_view header_text(reinterpret_cast<const char*>(lead.data() + prefix), header_size);
+  if (auto ok = check_header_bytes(header_text, what); !ok) return tl::unexpected(ok.error());
   auto header = parse_header(header_text, what);
   if (!header) return tl::unexpected(header.error());
+  Layout layout;
+  layout.header = *header;
+  layout.data_offset = prefix + header_size;
+  // Within the element limit, so the byte count fits comfortably.
+  layout.data_bytes = static_cast<std::size_t>(header->shape.numel()) * dtype_size(header->dtype);
+  return layout;
+}
 
+// `held`: the bytes after the header.
+Result<void> check_data_size(const Layout& layout, std::uint64_t held, const std::string& what) {
+  const std::string shape = layout.header.shape.str();
+  if (held < layout.data_bytes)
+    return bad(what, "truncated data: shape " + shape + " needs " + std::to_string(layout.data_bytes) +
+                         " bytes, the file holds " + std::to_string(held));
+  if (held > layout.data_bytes)
+    return bad(what, std::to_string(held - layout.data_bytes) + " bytes after the data of shape " + shape);
+  return {};
+}
+
+}  // namespace
+
+Result<HostArray> parse_npy(std::span<const std::byte> file, const std::string& what) {
+  auto layout = parse_layout(file, what);
+  if (!layout) return tl::unexpected(layout.error());
+  if (auto ok = check_data_size(*layout, file.size() - layout->data_offset, what); !ok) return tl::unexpected(ok.error());
   HostArray out;
-  out.shape = header->shape;
-  out.dtype = header->dtype;
-  const std::int64_t numel = out.shape.numel();
-  const std::size_t data_size = file.size() - prefix - header_size;
-  const std::size_t element = dtype_size(out.dtype);
-  if (static_cast<std::uint64_t>(numel) > std::numeric_limits<std::size_t>::max() / element)
-    return bad(what, "shape " + out.shape.str() + " is too large");
-  const std::size_t expected = static_cast<std::size_t>(numel) * element;
-  if (data_size < expected)
-    return bad(what, "truncated data: shape " + out.shape.str() + " needs " + std::to_string(expected) +
-                         " bytes, the file holds " + std::to_string(data_size));
-  if (data_size > expected)
-    return bad(what, std::to_string(data_size - expected) + " bytes after the data of shape " + out.shape.str());
-  const auto* data = file.data() + prefix + header_size;
-  out.bytes.assign(data, data + expected);
+  out.shape = layout->header.shape;
+  out.dtype = layout->header.dtype;
+  const auto* data = file.data() + layout->data_offset;
+  out.bytes.assign(data, data + layout->data_bytes);
   return out;
 }
 
 Result<HostArray> read_npy(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return bad(path, "cannot open for reading");
-  std::vector<char> chars((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) return bad(path, "read error");
-  const auto* p = reinterpret_cast<const std::byte*>(chars.data());
-  return parse_npy({p, chars.size()}, path);
+  auto file = RegularFile::open(path);
+  if (!file) return tl::unexpected(file.error());
+  std::vector<std::byte> lead(static_cast<std::size_t>(std::min<std::uint64_t>(file->size(), kMaxPrefix + kMaxNpyHeaderBytes)));
+  if (auto ok = file->read_at(0, lead); !ok) return tl::unexpected(ok.error());
+  auto layout = parse_layout(lead, path);
+  if (!layout) return tl::unexpected(layout.error());
+  if (auto ok = check_data_size(*layout, file->size() - layout->data_offset, path); !ok) return tl::unexpected(ok.error());
+  HostArray out;
+  out.shape = layout->header.shape;
+  out.dtype = layout->header.dtype;
+  out.bytes.resize(layout->data_bytes);
+  if (auto ok = file->read_at(layout->data_offset, out.bytes); !ok) return tl::unexpected(ok.error());
+  return out;
 }
 
 std::vector<std::byte> encode_npy(const HostArray& array) {
@@ -253,12 +319,7 @@ std::vector<std::byte> encode_npy(const HostArray& array) {
 }
 
 Result<void> write_npy(const std::string& path, const HostArray& array) {
-  const std::vector<std::byte> bytes = encode_npy(array);
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) return bad(path, "cannot open for writing");
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-  if (!out) return bad(path, "write error");
-  return {};
+  return write_file_no_follow(path, encode_npy(array));
 }
 
 }  // namespace tapewise::conform

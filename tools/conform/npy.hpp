@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
@@ -12,16 +13,28 @@
 
 namespace tapewise::conform {
 
+// Limits of the reader, checked from the header before any data is read (a hostile or mistaken
+// file costs at most a header read): at most 2^28 elements (1 GiB of float32, 2 GiB of float64) —
+// every dimension and the product of the dimensions —, at most 32 dimensions (numpy allows 64; no
+// elementwise suite needs more), a header of at most 64 KiB of printable ASCII ending in '\n'.
+inline constexpr std::int64_t kMaxNpyElements = std::int64_t{1} << 28;
+inline constexpr std::size_t kMaxNpyDims = 32;
+inline constexpr std::size_t kMaxNpyHeaderBytes = 65536;
+
 // Parses the bytes of a .npy file. `what` names the source (a path) in error messages. Rejects:
 // bad magic, an unsupported version, a malformed header dict, a dtype other than '<f4'/'<f8',
-// fortran_order True, a negative or overflowing shape, and data that is short (truncated) or long.
-// Errors are ErrorCode::InvalidArgument with a message that starts with `what`.
+// fortran_order True, a negative or overflowing shape, a shape beyond the limits above, and data
+// that is short (truncated) or long. Errors are ErrorCode::InvalidArgument with a message that
+// starts with `what`; bytes from the file appear in messages escaped (files.hpp: escaped).
 Result<HostArray> parse_npy(std::span<const std::byte> file, const std::string& what);
+// Reads a regular file (a directory, device or FIFO is refused): the header first, then the file's
+// size is checked against the header's shape, and only then the data is read.
 Result<HostArray> read_npy(const std::string& path);
 
 // The bytes of a .npy file holding `array`: version 1.0 (2.0 when the header needs it), header
 // padded to a multiple of 64 bytes as numpy writes it.
 std::vector<std::byte> encode_npy(const HostArray& array);
+// Writes the file; an existing symbolic link at `path` is refused, never written through.
 Result<void> write_npy(const std::string& path, const HostArray& array);
 
 }  // namespace tapewise::conform

@@ -17,6 +17,10 @@ namespace tapewise::conform {
 
 using Json = nlohmann::ordered_json;  // keys in the order written: the schema reads top-down
 
+// The JSON report of `run --json` and `check --json` (README: "JSON report"). Top level, in order:
+// schema, command, tapewise_version (kVersion), spec_sha256 (kSpecSha256, the spec this binary was
+// built with), special_points_file (run: the file graded), backend (run) | implementation (check),
+// seed, cases, ops and dtypes (run), rows, summary.
 inline constexpr const char* kReportSchema = "tapewise-conform.report/1";
 
 // The table: a header, then one line per row (the node's name on its first dtype only).

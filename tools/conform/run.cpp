@@ -4,6 +4,8 @@
 #include <chrono>
 #include <iostream>
 
+#include <tapewise/version.hpp>
+
 #include "commands.hpp"
 #include "grade.hpp"
 #include "report.hpp"
@@ -110,11 +112,17 @@ Row run_row(const ChosenBackend& be, Op op, DType dtype, const RunOptions& optio
 
 int run_command(const RunOptions& options) {
   const auto start = std::chrono::steady_clock::now();
-  auto spec = load_spec_points(options.special_points_path);
-  if (!spec) {
-    std::cerr << "tapewise-conform: " << spec.error().message << "\n";
+  auto usage = [](const std::string& message) {
+    std::cerr << "tapewise-conform: " << message << "\n";
     return kUsageError;
-  }
+  };
+  if (!options.json_path.empty())
+    if (auto ok = check_writable_output(options.json_path, "--json"); !ok) return usage(ok.error().message);
+  const auto spec_path = find_special_points(options.special_points_path);
+  if (!spec_path) return usage(spec_path.error().message);
+  auto spec = load_spec_points(*spec_path);
+  if (!spec) return usage(spec.error().message);
+  std::cerr << "special points: " << *spec_path << "\n";
   auto be = choose_backend(options.backend);
   if (!be) {
     std::cerr << "tapewise-conform: --backend cuda: " << be.error().str() << "\n";
@@ -155,6 +163,9 @@ int run_command(const RunOptions& options) {
   if (!options.json_path.empty()) {
     Json report{{"schema", kReportSchema},
                 {"command", "run"},
+                {"tapewise_version", kVersion},
+                {"spec_sha256", kSpecSha256},
+                {"special_points_file", *spec_path},
                 {"backend", Json{{"name", be->name}, {"description", be->backend->describe()}, {"why", be->why}}},
                 {"seed", options.seed},
                 {"cases", options.cases},

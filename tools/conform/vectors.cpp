@@ -1,17 +1,23 @@
 // tools/conform/vectors.cpp — `vectors` exports a conformance suite for other implementations
 // (inputs, the reference's expected outputs, the spec's exact values at special points, as .npy
 // files plus index.json); `check` grades another implementation's outputs in that layout with the
-// same verdict logic and table as `run` (grade.hpp, report.hpp).
+// same verdict logic and table as `run` (grade.hpp, report.hpp). The index is read by index.cpp;
+// check reads only regular files inside the suite folders, by the names the schema defines.
+#include <sys/stat.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
+
+#include <tapewise/version.hpp>
 
 #include "cases.hpp"
 #include "commands.hpp"
+#include "files.hpp"
 #include "grade.hpp"
+#include "index.hpp"
 #include "npy.hpp"
 #include "reference.hpp"
 #include "report.hpp"
@@ -21,9 +27,6 @@ namespace tapewise::conform {
 namespace fs = std::filesystem;
 
 namespace {
-
-constexpr const char* kVectorsSchema = "tapewise-conform.vectors/1";
-constexpr const char* kIndexFile = "index.json";
 
 // One folder of the suite: one node, one dtype, one scalar set (and `same` for op(a, a) rows).
 struct Suite {
@@ -37,11 +40,6 @@ struct Suite {
   NodeOutputs expected;  // y and the gradients
   std::vector<std::pair<int, std::string>> rows;  // special: (line, note) per element
 };
-
-std::vector<std::string> suite_input_names(Op op, bool same) {
-  if (same) return {"a"};
-  return input_names(op);
-}
 
 Json scalar_json(Op op, const Scalars& s) {
   Json out = Json::object();
@@ -118,11 +116,27 @@ std::vector<Suite> special_suites(Op op, DType dtype, const SpecialPoints& spec)
   return suites;
 }
 
-Result<void> write_suite(const fs::path& dir, const Suite& s, Json& index_entry) {
-  const fs::path folder = dir / s.id;
+// The suite's folder inside `dir`: created when missing; an existing symbolic link there is refused
+// (the files would land wherever it points).
+Result<fs::path> make_suite_folder(const fs::path& dir, const std::string& id) {
+  const fs::path folder = dir / id;
+  struct stat st {};
+  if (::lstat(folder.c_str(), &st) == 0) {
+    if (S_ISLNK(st.st_mode))
+      return fail(ErrorCode::InvalidArgument, folder.string() + ": is a symbolic link; refusing to write through it");
+    if (!S_ISDIR(st.st_mode)) return fail(ErrorCode::InvalidArgument, folder.string() + ": exists and is not a folder");
+    return folder;
+  }
   std::error_code ec;
-  fs::create_directories(folder, ec);
+  fs::create_directory(folder, ec);
   if (ec) return fail(ErrorCode::InvalidArgument, folder.string() + ": cannot create: " + ec.message());
+  return folder;
+}
+
+Result<void> write_suite(const fs::path& dir, const Suite& s, Json& index_entry) {
+  const auto made = make_suite_folder(dir, s.id);
+  if (!made) return tl::unexpected(made.error());
+  const fs::path folder = *made;
   Json inputs = Json::object(), expected = Json::object(), outputs = Json::object();
   const std::vector<std::string> in_names = suite_input_names(s.op, s.same);
   auto put = [&](Json& where, const std::string& key, const std::string& file, const HostArray& a) -> Result<void> {
@@ -130,14 +144,14 @@ Result<void> write_suite(const fs::path& dir, const Suite& s, Json& index_entry)
     return write_npy((folder / file).string(), a);
   };
   for (std::size_t k = 0; k < in_names.size(); ++k)
-    if (auto ok = put(inputs, in_names[k], in_names[k] + ".npy", s.batch.inputs[k]); !ok) return ok;
-  if (auto ok = put(inputs, "g", "g.npy", s.batch.g); !ok) return ok;
-  if (auto ok = put(expected, "y", "expected_y.npy", s.expected.y); !ok) return ok;
-  outputs["y"] = "out_y.npy";
-  const std::vector<std::string> names = grad_names(s.op, s.same);
+    if (auto ok = put(inputs, in_names[k], input_file(in_names[k]), s.batch.inputs[k]); !ok) return ok;
+  if (auto ok = put(inputs, "g", input_file("g"), s.batch.g); !ok) return ok;
+  if (auto ok = put(expected, "y", expected_file("y"), s.expected.y); !ok) return ok;
+  outputs["y"] = output_file("y");
+  const std::vector<std::string> names = suite_grad_names(s.op, s.same);
   for (std::size_t k = 0; k < names.size(); ++k) {
-    if (auto ok = put(expected, names[k], "expected_" + names[k] + ".npy", s.expected.grads[k]); !ok) return ok;
-    outputs[names[k]] = "out_" + names[k] + ".npy";
+    if (auto ok = put(expected, names[k], expected_file(names[k]), s.expected.grads[k]); !ok) return ok;
+    outputs[names[k]] = output_file(names[k]);
   }
   index_entry = Json{{"id", s.id},
                      {"op", op_name(s.op)},
@@ -160,62 +174,43 @@ Result<void> write_suite(const fs::path& dir, const Suite& s, Json& index_entry)
 
 // --- check: reading the layout back -----------------------------------------------------------
 
-struct IndexError {
-  std::string message;
-};
-
-std::string str_field(const Json& j, const char* key, const std::string& where) {
-  if (!j.contains(key) || !j[key].is_string()) throw IndexError{where + ": '" + key + "' is missing or not a string"};
-  return j[key].get<std::string>();
-}
-
-double scalar_from_json(const Json& j, const std::string& where) {
-  if (j.is_number()) return j.get<double>();
-  if (j.is_string()) {
-    const std::string s = j.get<std::string>();
-    if (s == "inf") return HUGE_VAL;
-    if (s == "-inf") return -HUGE_VAL;
-    if (s == "nan") return std::nan("");
-  }
-  throw IndexError{where + ": a scalar is neither a number nor \"inf\", \"-inf\", \"nan\""};
-}
-
-Suite suite_from_json(const Json& entry, const fs::path& dir, int position) {
-  const std::string where = (dir / kIndexFile).string() + ": suites[" + std::to_string(position) + "]";
-  if (!entry.is_object()) throw IndexError{where + " is not an object"};
+Suite suite_from_index(const IndexedSuite& entry) {
   Suite s;
-  s.id = str_field(entry, "id", where);
-  if (s.id.empty() || s.id.find('/') != std::string::npos || s.id.find("..") != std::string::npos)
-    throw IndexError{where + ": 'id' must be a plain folder name"};
-  const auto op = op_from_name(str_field(entry, "op", where));
-  if (!op) throw IndexError{where + ": unknown op '" + entry["op"].get<std::string>() + "'"};
-  s.op = *op;
-  const std::string dtype = str_field(entry, "dtype", where);
-  if (dtype != "float32" && dtype != "float64") throw IndexError{where + ": dtype '" + dtype + "'"};
-  s.dtype = dtype == "float32" ? DType::float32 : DType::float64;
-  const std::string kind = str_field(entry, "kind", where);
-  if (kind != "special" && kind != "random") throw IndexError{where + ": kind '" + kind + "'"};
-  s.special = kind == "special";
-  s.same = entry.value("same", false);
-  if (s.same && op_info(s.op).arity != 2) throw IndexError{where + ": 'same' on a unary op"};
-  const OpInfo& info = op_info(s.op);
-  double* slots[2] = {&s.scalars.s0, &s.scalars.s1};
-  for (int i = 0; i < info.scalar_count(); ++i) {
-    if (!entry.contains("scalars") || !entry["scalars"].contains(info.scalar_names[i]))
-      throw IndexError{where + ": scalar '" + info.scalar_names[i] + "' is missing"};
-    *slots[i] = scalar_from_json(entry["scalars"][info.scalar_names[i]], where);
-  }
-  if (entry.contains("rows") && entry["rows"].is_array())
-    for (const Json& r : entry["rows"]) s.rows.push_back({r.value("line", 0), r.value("note", std::string())});
+  s.id = entry.id;
+  s.op = entry.op;
+  s.dtype = entry.dtype;
+  s.scalars = entry.scalars;
+  s.same = entry.same;
+  s.special = entry.special;
+  s.rows = entry.rows;
+  s.batch.op = s.op;
+  s.batch.dtype = s.dtype;
+  s.batch.scalars = s.scalars;
   return s;
 }
 
-// Reads a file named in the index; `what` explains it in messages.
-Result<HostArray> read_suite_file(const fs::path& folder, const Json& files, const std::string& key,
-                                  const std::string& where) {
-  if (!files.contains(key) || !files[key].is_string())
-    return fail(ErrorCode::InvalidArgument, where + ": no file named for '" + key + "'");
-  return read_npy((folder / files[key].get<std::string>()).string());
+// The suite's folder, resolved: it must lie inside the vectors folder `root` (canonical), so a
+// symbolic link named like a suite cannot send `check` elsewhere.
+Result<fs::path> resolved_suite_folder(const fs::path& root, const std::string& id) {
+  std::error_code ec;
+  const fs::path folder = fs::canonical(root / id, ec);
+  if (ec) return fail(ErrorCode::InvalidArgument, (root / id).string() + ": " + ec.message());
+  if (folder == root || !lies_within(root, folder))
+    return fail(ErrorCode::InvalidArgument, (root / id).string() + ": leads outside the vectors folder");
+  return folder;
+}
+
+// Reads `file` (a name the schema defines) from the resolved suite folder. A symbolic link must stay
+// in the folder; anything but a regular file is refused by read_npy.
+Result<HostArray> read_suite_file(const fs::path& folder, const std::string& file) {
+  const fs::path path = folder / file;
+  std::error_code ec;
+  if (fs::is_symlink(path, ec)) {
+    const fs::path target = fs::canonical(path, ec);
+    if (ec || !lies_within(folder, target))
+      return fail(ErrorCode::InvalidArgument, path.string() + ": is a symbolic link that leads outside the suite folder");
+  }
+  return read_npy(path.string());
 }
 
 std::string check_shape(const HostArray& a, const Suite& s, const std::string& name) {
@@ -227,13 +222,23 @@ std::string check_shape(const HostArray& a, const Suite& s, const std::string& n
 }  // namespace
 
 int vectors_command(const VectorsOptions& o) {
-  auto spec = load_spec_points(o.special_points_path);
-  if (!spec) {
-    std::cerr << "tapewise-conform vectors: " << spec.error().message << "\n";
+  auto usage = [](const std::string& m) {
+    std::cerr << "tapewise-conform vectors: " << m << "\n";
     return kUsageError;
-  }
+  };
+  if (o.dir.empty()) return usage("the output folder is empty (give a folder, e.g. vectors/)");
+  const auto spec_path = find_special_points(o.special_points_path);
+  if (!spec_path) return usage(spec_path.error().message);
+  auto spec = load_spec_points(*spec_path);
+  if (!spec) return usage(spec.error().message);
+  std::cerr << "special points: " << *spec_path << "\n";
   const fs::path dir(o.dir);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return usage(dir.string() + ": cannot create: " + ec.message());
   Json index{{"schema", kVectorsSchema},
+             {"tapewise_version", kVersion},
+             {"spec_sha256", kSpecSha256},
              {"seed", o.seed},
              {"cases", o.cases},
              {"note", "Each suite is a folder named by its id. Read the files under 'inputs', compute the node "
@@ -264,44 +269,132 @@ int vectors_command(const VectorsOptions& o) {
       for (Suite& s : special_suites(op, dtype, *spec)) suites.push_back(std::move(s));
       for (const Suite& s : suites) {
         Json entry;
-        if (auto ok = write_suite(dir, s, entry); !ok) {
-          std::cerr << "tapewise-conform vectors: " << ok.error().message << "\n";
-          return kUsageError;
-        }
+        if (auto ok = write_suite(dir, s, entry); !ok) return usage(ok.error().message);
         files += static_cast<std::int64_t>(entry["inputs"].size() + entry["expected"].size());
         index["suites"].push_back(entry);
       }
     }
   }
-  if (auto ok = write_json_file((dir / kIndexFile).string(), index); !ok) {
-    std::cerr << "tapewise-conform vectors: " << ok.error().message << "\n";
-    return kUsageError;
-  }
+  if (auto ok = write_text_no_follow((dir / kIndexFile).string(), index.dump(2) + "\n"); !ok)
+    return usage(ok.error().message);
   std::cout << "wrote " << index["suites"].size() << " suites (" << files << " .npy files) and "
             << (dir / kIndexFile).string() << "; seed " << o.seed << ", " << o.cases
             << " random cases per node and dtype\n";
   return kConforms;
 }
 
+
+namespace {
+
+// The suite's own files (inputs, g and, for a special suite, the expected values): a broken one is
+// an input error, not the implementation's fault.
+Result<void> read_suite_inputs(const fs::path& folder, const std::string& where, Suite& s, NodeOutputs& expected) {
+  auto g = read_suite_file(folder, input_file("g"));
+  if (!g) return tl::unexpected(g.error());
+  s.batch.g = std::move(*g);
+  if (s.batch.g.dtype != s.dtype) return fail(ErrorCode::InvalidArgument, where + ": g is not " + dtype_name(s.dtype));
+  auto read_like_g = [&](const std::string& file, const std::string& name) -> Result<HostArray> {
+    auto a = read_suite_file(folder, file);
+    if (!a) return a;
+    if (auto why = check_shape(*a, s, name); !why.empty()) return fail(ErrorCode::InvalidArgument, where + ": " + why);
+    return a;
+  };
+  for (const std::string& name : suite_input_names(s.op, s.same)) {
+    auto a = read_like_g(input_file(name), name);
+    if (!a) return tl::unexpected(a.error());
+    s.batch.inputs.push_back(std::move(*a));
+  }
+  if (!s.special) return {};
+  auto y = read_like_g(expected_file("y"), "expected y");
+  if (!y) return tl::unexpected(y.error());
+  expected.y = std::move(*y);
+  for (const std::string& name : suite_grad_names(s.op, s.same)) {
+    auto e = read_like_g(expected_file(name), "expected " + name);
+    if (!e) return tl::unexpected(e.error());
+    expected.grads.push_back(std::move(*e));
+  }
+  return {};
+}
+
+// The implementation's outputs. Returns what is wrong ("" when all are there and well-formed): a
+// missing or malformed output is the implementation's violation.
+std::string read_outputs(const fs::path& folder, const std::string& where, const Suite& s, NodeOutputs& produced) {
+  std::vector<std::string> names{"y"};
+  for (const std::string& n : suite_grad_names(s.op, s.same)) names.push_back(n);
+  for (const std::string& name : names) {
+    auto a = read_suite_file(folder, output_file(name));
+    if (!a) return a.error().message;
+    if (auto why = check_shape(*a, s, "output " + name); !why.empty()) return where + ": " + why;
+    (name == "y" ? produced.y : produced.grads.emplace_back()) = std::move(*a);
+  }
+  return "";
+}
+
+// A special suite, element by element, bit for bit against its expected values.
+void grade_special_suite(const Suite& s, const NodeOutputs& expected, const NodeOutputs& produced, Row& row) {
+  for (std::int64_t i = 0; i < s.batch.size(); ++i) {
+    SpecialPoint p;
+    p.op = s.op;
+    p.dtype = s.dtype;
+    p.scalars = s.scalars;
+    p.same = s.same;
+    for (const HostArray& a : s.batch.inputs) p.inputs.push_back(a.as_double(i));
+    p.g = s.batch.g.as_double(i);
+    p.y = expected.y.as_double(i);
+    for (const HostArray& e : expected.grads) p.grads.push_back(e.as_double(i));
+    const auto [line, note] = i < static_cast<std::int64_t>(s.rows.size()) ? s.rows[static_cast<std::size_t>(i)]
+                                                                            : std::pair<int, std::string>{0, ""};
+    ++row.special.total;
+    const PointVerdict v = grade_special_point(p, produced, i);
+    if (v.passes()) {
+      ++row.special.passed;
+    } else {
+      row.special.failures.push_back(s.id + "[" + std::to_string(i) + "] (spec/special_points:" + std::to_string(line) +
+                                     "): " + v.mismatch_text(p, produced, i));
+    }
+  }
+}
+
+Result<VectorsIndex> read_index(const fs::path& dir) {
+  const std::string path = (dir / kIndexFile).string();
+  auto text = read_small_file(path, kMaxIndexBytes);
+  if (!text) return fail(ErrorCode::InvalidArgument, text.error().message + " (is this a folder written by `vectors`?)");
+  return parse_vectors_index(*text, path);
+}
+
+// A suite written against another spec is still graded (by this build's reference and the expected
+// values in its files), with a warning: its special points may not be this spec's.
+void warn_if_other_spec(const VectorsIndex& index, const std::string& where) {
+  if (index.spec_sha256 == kSpecSha256) return;
+  std::cerr << "tapewise-conform check: warning: " << where;
+  if (index.spec_sha256.empty()) {
+    std::cerr << " does not say which spec it was written against (written before tapewise 0.2.0?)";
+  } else {
+    std::cerr << " was written against another spec (sha256 " << escaped(index.spec_sha256) << ", tapewise "
+              << escaped(index.tapewise_version.empty() ? "?" : index.tapewise_version) << ")";
+  }
+  std::cerr << "; this build's spec is sha256 " << kSpecSha256 << "\n";
+}
+
+}  // namespace
+
 int check_command(const CheckOptions& o) {
   const auto start = std::chrono::steady_clock::now();
-  const fs::path dir(o.dir);
   auto usage = [](const std::string& m) {
     std::cerr << "tapewise-conform check: " << m << "\n";
     return kUsageError;
   };
-  std::ifstream in(dir / kIndexFile);
-  if (!in) return usage((dir / kIndexFile).string() + ": cannot open (is this a folder written by `vectors`?)");
-  Json index;
-  try {
-    index = Json::parse(in);
-  } catch (const Json::exception& e) {
-    return usage((dir / kIndexFile).string() + ": not valid JSON: " + e.what());
-  }
-  if (!index.is_object() || index.value("schema", std::string()) != kVectorsSchema)
-    return usage((dir / kIndexFile).string() + ": schema is not " + kVectorsSchema);
-  if (!index.contains("suites") || !index["suites"].is_array())
-    return usage((dir / kIndexFile).string() + ": no 'suites' array");
+  if (o.dir.empty()) return usage("the vectors folder is empty (give the folder `vectors` wrote)");
+  if (!o.json_path.empty())
+    if (auto ok = check_writable_output(o.json_path, "--json"); !ok) return usage(ok.error().message);
+  const fs::path dir(o.dir);
+  const std::string index_path = (dir / kIndexFile).string();
+  auto index = read_index(dir);
+  if (!index) return usage(index.error().message);
+  warn_if_other_spec(*index, index_path);
+  std::error_code ec;
+  const fs::path root = fs::canonical(dir, ec);
+  if (ec) return usage(dir.string() + ": " + ec.message());
 
   std::vector<Row> rows;  // one per (op, dtype), in op-table order
   auto row_for = [&](Op op, DType dtype) -> Row& {
@@ -311,110 +404,33 @@ int check_command(const CheckOptions& o) {
     return rows.back();
   };
 
-  int position = 0;
-  for (const Json& entry : index["suites"]) {
-    Suite s;
-    try {
-      s = suite_from_json(entry, dir, position++);
-    } catch (const IndexError& e) {
-      return usage(e.message);
-    } catch (const Json::exception& e) {
-      return usage((dir / kIndexFile).string() + ": " + e.what());
-    }
-    const fs::path folder = dir / s.id;
-    const std::string where = (dir / kIndexFile).string() + ": suite " + s.id;
-    if (!entry.contains("inputs") || !entry.contains("outputs")) return usage(where + ": lacks 'inputs' or 'outputs'");
-
-    // The suite's own files: a broken one is an input error, not the implementation's fault.
-    s.batch.op = s.op;
-    s.batch.dtype = s.dtype;
-    s.batch.scalars = s.scalars;
-    auto g = read_suite_file(folder, entry["inputs"], "g", where);
-    if (!g) return usage(g.error().message);
-    s.batch.g = std::move(*g);
-    for (const std::string& name : suite_input_names(s.op, s.same)) {
-      auto a = read_suite_file(folder, entry["inputs"], name, where);
-      if (!a) return usage(a.error().message);
-      if (auto why = check_shape(*a, s, name); !why.empty()) return usage(where + ": " + why);
-      s.batch.inputs.push_back(std::move(*a));
-    }
-    if (s.batch.g.dtype != s.dtype) return usage(where + ": g is not " + dtype_name(s.dtype));
+  for (const IndexedSuite& entry : index->suites) {
+    Suite s = suite_from_index(entry);
+    const std::string where = index_path + ": suite " + s.id;
+    const auto folder = resolved_suite_folder(root, s.id);
+    if (!folder) return usage(folder.error().message);
     NodeOutputs expected;
-    if (s.special) {
-      if (!entry.contains("expected")) return usage(where + ": a special suite lacks 'expected'");
-      auto y = read_suite_file(folder, entry["expected"], "y", where);
-      if (!y) return usage(y.error().message);
-      if (auto why = check_shape(*y, s, "expected y"); !why.empty()) return usage(where + ": " + why);
-      expected.y = std::move(*y);
-      for (const std::string& name : grad_names(s.op, s.same)) {
-        auto e = read_suite_file(folder, entry["expected"], name, where);
-        if (!e) return usage(e.error().message);
-        if (auto why = check_shape(*e, s, "expected " + name); !why.empty()) return usage(where + ": " + why);
-        expected.grads.push_back(std::move(*e));
-      }
-    }
+    if (auto ok = read_suite_inputs(*folder, where, s, expected); !ok) return usage(ok.error().message);
 
-    // The implementation's outputs: anything missing or malformed is its violation.
     Row& row = row_for(s.op, s.dtype);
     NodeOutputs produced;
-    std::string problem;
-    std::vector<std::string> out_names{"y"};
-    for (const std::string& n : grad_names(s.op, s.same)) out_names.push_back(n);
-    for (const std::string& name : out_names) {
-      auto a = read_suite_file(folder, entry["outputs"], name, where);
-      if (!a) {
-        problem = a.error().message;
-        break;
-      }
-      if (auto why = check_shape(*a, s, "output " + name); !why.empty()) {
-        problem = where + ": " + why;
-        break;
-      }
-      (name == "y" ? produced.y : produced.grads.emplace_back()) = std::move(*a);
-    }
-    if (!problem.empty()) {
+    if (const std::string problem = read_outputs(*folder, where, s, produced); !problem.empty()) {
       row.errors.push_back(problem);
-      if (s.special) {
-        row.special.total += static_cast<int>(s.batch.size());
-      }
+      if (s.special) row.special.total += static_cast<int>(s.batch.size());
       continue;
     }
-
-    if (!s.special) {
-      // `same` is never written for random suites; a random suite is graded like `run` grades.
-      grade_against_reference(s.batch, produced, row);
-      continue;
-    }
-    for (std::int64_t i = 0; i < s.batch.size(); ++i) {
-      SpecialPoint p;
-      p.op = s.op;
-      p.dtype = s.dtype;
-      p.scalars = s.scalars;
-      p.same = s.same;
-      for (const HostArray& a : s.batch.inputs) p.inputs.push_back(a.as_double(i));
-      p.g = s.batch.g.as_double(i);
-      p.y = expected.y.as_double(i);
-      for (const HostArray& e : expected.grads) p.grads.push_back(e.as_double(i));
-      const auto [line, note] = i < static_cast<std::int64_t>(s.rows.size()) ? s.rows[static_cast<std::size_t>(i)]
-                                                                              : std::pair<int, std::string>{0, ""};
-      ++row.special.total;
-      const PointVerdict v = grade_special_point(p, produced, i);
-      if (v.passes()) {
-        ++row.special.passed;
-      } else {
-        row.special.failures.push_back(s.id + "[" + std::to_string(i) + "] (spec/special_points:" + std::to_string(line) +
-                                       "): " + v.mismatch_text(p, produced, i));
-      }
+    if (s.special) {
+      grade_special_suite(s, expected, produced, row);
+    } else {
+      grade_against_reference(s.batch, produced, row);  // a random suite is graded as `run` grades
     }
   }
-  if (rows.empty()) return usage((dir / kIndexFile).string() + ": lists no suites");
   std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
     return std::pair(static_cast<int>(a.op), static_cast<int>(a.dtype)) < std::pair(static_cast<int>(b.op), static_cast<int>(b.dtype));
   });
 
-  std::cout << "implementation under test: the outputs in " << dir.string() << " (suite seed "
-            << index.value("seed", std::uint64_t{0}) << ", " << index.value("cases", std::int64_t{0})
-            << " random cases per node and dtype)\n\n";
+  std::cout << "implementation under test: the outputs in " << dir.string() << " (suite seed " << index->seed << ", "
+            << index->cases << " random cases per node and dtype)\n\n";
   print_table_header(std::cout);
   for (std::size_t i = 0; i < rows.size(); ++i)
     print_table_row(std::cout, rows[i], i == 0 || rows[i - 1].op != rows[i].op);
@@ -428,9 +444,11 @@ int check_command(const CheckOptions& o) {
   if (!o.json_path.empty()) {
     Json report{{"schema", kReportSchema},
                 {"command", "check"},
+                {"tapewise_version", kVersion},
+                {"spec_sha256", kSpecSha256},
                 {"implementation", Json{{"dir", dir.string()}}},
-                {"seed", index.value("seed", std::uint64_t{0})},
-                {"cases", index.value("cases", std::int64_t{0})},
+                {"seed", index->seed},
+                {"cases", index->cases},
                 {"rows", Json::array()},
                 {"summary", summary_json(summary, elapsed)}};
     for (const Row& r : rows) report["rows"].push_back(row_json(r));

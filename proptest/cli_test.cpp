@@ -1,0 +1,358 @@
+// proptest/cli_test.cpp — tapewise-conform's reliability as a command: every bad input (a folder
+// or device where a file belongs, a hostile index.json, out-of-range numbers, paths that leave the
+// output folder) is a usage error (exit 2) with a message naming it, never an abort, a hang or a
+// write elsewhere; plus --version, the version fields of the reports, and a relocated binary.
+// Each test runs the built binary (TAPEWISE_CONFORM_BIN) in a fresh temp folder.
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <tapewise/version.hpp>
+
+#include "npy.hpp"
+#include "test_support.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+
+#ifdef TAPEWISE_CONFORM_BIN
+
+struct Ran {
+  int status = -1;  // exit status; -1 when killed by a signal (an abort)
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string quoted(const fs::path& p) { return "'" + p.string() + "'"; }
+
+// A fresh folder per test: `work/` is the command's cwd and holds its files; the captured output
+// lies beside it, so "nothing was written outside work/" can be checked.
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (fs::temp_directory_path() / "tapewise_cli_XXXXXX").string();
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+    root_ = tmpl;
+    work_ = root_ / "work";
+    fs::create_directory(work_);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  // Runs `binary args` in work/ with stdout and stderr to files; `timeout` turns a hang into a
+  // failure rather than a stuck suite.
+  Ran conform(const std::string& args, const fs::path& binary = ::tapewise::testing::conform_binary()) {
+    const std::string command = "cd " + quoted(work_) + " && timeout 120 " + quoted(binary) + " " + args + " >" +
+                                quoted(root_ / "stdout") + " 2>" + quoted(root_ / "stderr") + " </dev/null";
+    const int raw = std::system(command.c_str());
+    Ran r;
+    r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+    r.out = slurp(root_ / "stdout");
+    r.err = slurp(root_ / "stderr");
+    return r;
+  }
+  // Expects a usage error whose stderr names `message`.
+  void expect_usage_error(const std::string& args, const std::string& message) {
+    const Ran r = conform(args);
+    EXPECT_EQ(r.status, 2) << args << "\nstdout: " << r.out << "\nstderr: " << r.err;
+    EXPECT_NE(r.err.find(message), std::string::npos) << args << "\nstderr: " << r.err;
+  }
+  fs::path path(const std::string& name) const { return work_ / name; }
+  std::string arg(const std::string& name) const { return quoted(path(name)); }
+  // Everything in root_ except work/ and the captured output: what a command wrote where it must not.
+  std::vector<std::string> strays() const {
+    std::vector<std::string> found;
+    for (const auto& e : fs::directory_iterator(root_)) {
+      const std::string name = e.path().filename().string();
+      if (name != "work" && name != "stdout" && name != "stderr") found.push_back(name);
+    }
+    return found;
+  }
+  Json read_json(const std::string& name) const { return Json::parse(slurp(path(name))); }
+  void write_json(const std::string& name, const Json& j) const { std::ofstream(path(name)) << j.dump(1); }
+  // A small vectors folder `v` for relu and max, with its pristine index kept as `index.orig`.
+  Json make_vectors() {
+    const Ran made = conform("vectors v --ops relu,max --cases 8 --seed 5");
+    EXPECT_EQ(made.status, 0) << made.err;
+    fs::copy_file(path("v/index.json"), path("index.orig"));
+    return read_json("v/index.json");
+  }
+  fs::path root_, work_;
+};
+
+void write_float_npy(const fs::path& path, std::vector<float> values) {
+  const tapewise::HostArray a = tapewise::HostArray::of<float>(tapewise::Shape{static_cast<std::int64_t>(values.size())}, values);
+  ASSERT_TRUE(tapewise::conform::write_npy(path.string(), a));
+}
+
+// --- 1: a folder where a file belongs ---------------------------------------------------------------
+
+TEST_F(Cli, FoldersWhereFilesBelongAreUsageErrors) {
+  fs::create_directory(path("d.npy"));
+  expect_usage_error("eval sin --x d.npy --backend cpu", "d.npy: is a directory");
+  make_vectors();
+  fs::rename(path("v/index.json"), path("index.moved"));
+  fs::create_directory(path("v/index.json"));
+  expect_usage_error("check v", "index.json: is a directory");
+  fs::remove(path("v/index.json"));
+  fs::rename(path("index.moved"), path("v/index.json"));
+  fs::remove(path("v/relu_float32_random0/x.npy"));
+  fs::create_directory(path("v/relu_float32_random0/x.npy"));
+  expect_usage_error("check v", "x.npy: is a directory");
+}
+
+TEST_F(Cli, AFolderAsAnOutputIsTheImplementationsViolation) {
+  make_vectors();
+  fs::create_directory(path("v/relu_float32_random0/out_y.npy"));
+  const Ran r = conform("check v");
+  EXPECT_EQ(r.status, 1) << r.err;  // like any malformed output: graded, not an input error
+  EXPECT_NE(r.out.find("out_y.npy: is a directory"), std::string::npos) << r.out;
+}
+
+// --- 2: wrong JSON types in index.json --------------------------------------------------------------
+
+TEST_F(Cli, WrongTypesInTheIndexAreUsageErrors) {
+  const Json index = make_vectors();
+  std::ofstream(path("v/index.json")) << R"({"schema":1})";
+  expect_usage_error("check v", "schema is not tapewise-conform.vectors/1");
+  const std::vector<std::pair<std::string, std::string>> fields = {{"seed", "'seed' must be a whole number"},
+                                                                   {"cases", "'cases' must be a whole number"}};
+  for (const auto& [key, message] : fields) {
+    Json bad = index;
+    bad[key] = "12";
+    write_json("v/index.json", bad);
+    expect_usage_error("check v", message);
+  }
+  Json bad = index;
+  bad["suites"][0]["same"] = "yes";
+  write_json("v/index.json", bad);
+  expect_usage_error("check v", "'same' is not true or false");
+  bad = index;
+  bad["suites"][0]["rows"] = Json::array({Json{{"line", "three"}}});
+  write_json("v/index.json", bad);
+  expect_usage_error("check v", "'line' is not a line number");
+  bad = index;
+  bad["suites"] = Json::object();
+  write_json("v/index.json", bad);
+  expect_usage_error("check v", "no 'suites' array");
+}
+
+// --- 3: non-regular and oversized files -------------------------------------------------------------
+
+TEST_F(Cli, DevicesFifosAndHugeFilesAreRefusedBeforeReading) {
+  expect_usage_error("eval sin --x /dev/zero", "/dev/zero: is a character device");
+  ASSERT_EQ(::mkfifo(path("pipe.npy").c_str(), 0600), 0);
+  expect_usage_error("eval sin --x pipe.npy", "pipe.npy: is a FIFO");
+  // 2 GiB without a header (sparse: no disk used): refused from its first bytes.
+  std::ofstream(path("big.npy")).close();
+  fs::resize_file(path("big.npy"), std::uintmax_t{2} << 30);
+  expect_usage_error("eval sin --x big.npy", "bad magic");
+  // A valid header followed by 2 GiB: the size is checked against the shape before any data is read.
+  write_float_npy(path("long.npy"), {1, 2, 3});
+  fs::resize_file(path("long.npy"), std::uintmax_t{2} << 30);
+  expect_usage_error("eval sin --x long.npy", "bytes after the data of shape [3]");
+}
+
+TEST_F(Cli, ShapesBeyondTheLimitAreRefused) {
+  // A header claiming 2^28 + 1 float32 elements: refused by its header, whatever the file holds.
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (268435457,), }";
+  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+  header += '\n';
+  std::string file = std::string("\x93NUMPY\x01\x00", 8);
+  file += static_cast<char>(header.size() & 0xff);
+  file += static_cast<char>(header.size() >> 8);
+  std::ofstream(path("many.npy"), std::ios::binary) << file << header;
+  expect_usage_error("eval sin --x many.npy", "too many elements");
+}
+
+// --- 4 and 9: --cases and --seed --------------------------------------------------------------------
+
+TEST_F(Cli, CasesAreBoundedAndNamedPlainly) {
+  expect_usage_error("run --ops sin --backend cpu --cases 1000000000000", "from 0 to 100000000");
+  expect_usage_error("run --ops sin --backend cpu --cases 9223372036854775807", "from 0 to 100000000");
+  expect_usage_error("vectors v --ops sin --cases 1000000000000", "from 0 to 100000000");
+  const Ran r = conform("run --ops sin --cases abc");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--cases: 'abc' is not a whole number from 0 to 100000000"), std::string::npos) << r.err;
+  EXPECT_LT(r.err.size(), 200u) << "no 309-digit range: " << r.err;
+}
+
+TEST_F(Cli, NegativeSeedsAreRefused) {
+  expect_usage_error("run --ops relu --backend cpu --cases 10 --seed -1", "--seed: -1 is negative");
+  expect_usage_error("vectors v --ops relu --cases 10 --seed -1", "--seed: -1 is negative");
+  expect_usage_error("run --ops relu --backend cpu --cases 10 --seed 18446744073709551616", "too large");
+  const Ran top = conform("run --ops relu --backend cpu --cases 10 --seed 18446744073709551615");
+  EXPECT_EQ(top.status, 0) << top.err;
+  EXPECT_NE(top.out.find("seed: 18446744073709551615"), std::string::npos) << top.out;
+  Json index = make_vectors();
+  index["seed"] = -3;
+  write_json("v/index.json", index);
+  expect_usage_error("check v", "'seed' must be a whole number from 0 to 18446744073709551615");
+}
+
+TEST_F(Cli, ReportPathsAreCheckedBeforeTheRun) {
+  const Ran r = conform("run --ops relu --backend cpu --cases 10 --json " + arg("missing/r.json"));
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--json"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("nodes conform"), std::string::npos) << "failed only after the run:\n" << r.out;
+  const Ran a = conform("audit --ops relu --backend cpu --markdown " + arg("missing/a.md"));
+  EXPECT_EQ(a.status, 2);
+  EXPECT_NE(a.err.find("--markdown"), std::string::npos) << a.err;
+  EXPECT_EQ(a.out.find("points hold"), std::string::npos) << a.out;
+  make_vectors();
+  fs::create_directory(path("report.json"));
+  expect_usage_error("check v --json report.json", "report.json: is a directory");
+}
+
+// --- 5: special points that hold nothing ------------------------------------------------------------
+
+TEST_F(Cli, SpecialPointsWithNoRowsAreUsageErrors) {
+  std::ofstream(path("empty")).close();
+  std::ofstream(path("comments")) << "# only a comment\nwhy relu: no rows follow\n";
+  for (const std::string command : {"run --ops relu --backend cpu --cases 10", "vectors v --ops relu --cases 10",
+                                     "audit --ops relu --backend cpu"}) {
+    expect_usage_error(command + " --special-points " + work_.string(), "is a directory");
+    expect_usage_error(command + " --special-points empty", "holds no rows");
+    expect_usage_error(command + " --special-points comments", "holds no rows");
+    expect_usage_error(command + " --special-points /dev/zero", "is a character device");
+  }
+  EXPECT_FALSE(fs::exists(path("v/index.json")));
+}
+
+// --- 6: writes stay in the output folder ------------------------------------------------------------
+
+TEST_F(Cli, EvalWritesOnlyInsideItsOutputFolder) {
+  write_float_npy(path("x.npy"), {1, 2, 3});
+  fs::create_directory(path("out"));
+  expect_usage_error("eval sin --x x.npy --out out --prefix ../x_", "--prefix '../x_' may not contain '/'");
+  expect_usage_error("eval sin --x x.npy --out out --prefix " + (root_ / "abs_").string(), "may not contain '/'");
+  expect_usage_error("eval sin --x x.npy --out out --prefix ..", "or be '..'");
+  expect_usage_error("eval sin --x x.npy --out ''", "--out: the output folder is empty");
+  // A symbolic link already in the folder is refused, and its target left alone.
+  fs::create_symlink(root_ / "victim.npy", path("out/y.npy"));
+  expect_usage_error("eval sin --x x.npy --out out", "out/y.npy: is a symbolic link; refusing to write through it");
+  EXPECT_EQ(strays(), std::vector<std::string>{});
+  const Ran plain = conform("eval sin --x x.npy --out fresh --prefix out_");
+  EXPECT_EQ(plain.status, 0) << plain.err;
+  EXPECT_TRUE(fs::exists(path("fresh/out_y.npy")));
+}
+
+TEST_F(Cli, VectorsWritesOnlyInsideItsFolder) {
+  expect_usage_error("vectors '' --ops relu --cases 4", "the output folder is empty");
+  EXPECT_TRUE(fs::is_empty(work_)) << "vectors \"\" wrote into the current folder";
+  fs::create_directory(path("v"));
+  fs::create_directory(root_ / "elsewhere");
+  fs::create_symlink(root_ / "elsewhere", path("v/relu_float32_random0"));
+  expect_usage_error("vectors v --ops relu --cases 4", "relu_float32_random0: is a symbolic link");
+  EXPECT_TRUE(fs::is_empty(root_ / "elsewhere"));
+  fs::remove(path("v/relu_float32_random0"));
+  fs::create_symlink(root_ / "victim.json", path("v/index.json"));
+  expect_usage_error("vectors v --ops relu --cases 4", "index.json: is a symbolic link");
+  EXPECT_FALSE(fs::exists(root_ / "victim.json"));
+}
+
+// --- 7: check reads only the schema's files inside the suite folder ---------------------------------
+
+TEST_F(Cli, CheckReadsOnlyTheSchemasFilesInsideTheFolder) {
+  const Json index = make_vectors();
+  std::size_t special = 0;
+  while (index["suites"][special]["kind"] != "special") ++special;
+  const std::vector<std::pair<std::string, std::string>> paths = {
+      {"/etc/passwd", "'inputs' must name exactly"}, {"../../index.orig", "'inputs' must name exactly"},
+      {"/dev/zero", "'inputs' must name exactly"}};
+  for (const auto& [file, message] : paths) {
+    Json bad = index;
+    bad["suites"][0]["inputs"]["g"] = file;
+    write_json("v/index.json", bad);
+    expect_usage_error("check v", message);
+  }
+  Json cheat = index;  // the expected values as the implementation's answer
+  cheat["suites"][special]["outputs"]["y"] = "expected_y.npy";
+  write_json("v/index.json", cheat);
+  expect_usage_error("check v", "'outputs' must name exactly {y: out_y.npy");
+  Json escape = index;
+  escape["suites"][0]["id"] = "..";
+  write_json("v/index.json", escape);
+  expect_usage_error("check v", "is not a plain folder name");
+  // Symbolic links that leave the folder: a file, and a whole suite folder.
+  write_json("v/index.json", index);
+  const std::string id = index["suites"][0]["id"];
+  fs::rename(path("v/" + id + "/g.npy"), root_ / "g.npy");
+  fs::create_symlink(root_ / "g.npy", path("v/" + id + "/g.npy"));
+  expect_usage_error("check v", "g.npy: is a symbolic link that leads outside the suite folder");
+  fs::rename(path("v/" + id), root_ / "suite");
+  fs::create_symlink(root_ / "suite", path("v/" + id));
+  expect_usage_error("check v", "leads outside the vectors folder");
+}
+
+// --- 12: --version and the version fields -----------------------------------------------------------
+
+TEST_F(Cli, VersionAndSpecHashAreReported) {
+  const Ran v = conform("--version");
+  EXPECT_EQ(v.status, 0);
+  EXPECT_EQ(v.out, std::string("tapewise-conform ") + tapewise::kVersion + " (spec sha256 " + tapewise::kSpecSha256 + ")\n");
+  const Ran run = conform("run --ops relu --backend cpu --cases 10 --json run.json");
+  ASSERT_EQ(run.status, 0) << run.err;
+  const Json report = read_json("run.json");
+  EXPECT_EQ(report["tapewise_version"], tapewise::kVersion);
+  EXPECT_EQ(report["spec_sha256"], tapewise::kSpecSha256);
+  EXPECT_TRUE(report["special_points_file"].is_string());
+  Json index = make_vectors();
+  EXPECT_EQ(index["tapewise_version"], tapewise::kVersion);
+  EXPECT_EQ(index["spec_sha256"], tapewise::kSpecSha256);
+  const Ran same = conform("check v --json check.json");
+  EXPECT_EQ(same.status, 1) << same.err;  // nothing answered yet
+  EXPECT_EQ(same.err.find("warning"), std::string::npos) << same.err;
+  EXPECT_EQ(read_json("check.json")["spec_sha256"], tapewise::kSpecSha256);
+  index["spec_sha256"] = "0000";
+  write_json("v/index.json", index);
+  const Ran other = conform("check v");
+  EXPECT_EQ(other.status, 1) << other.err;  // graded all the same
+  EXPECT_NE(other.err.find("warning: v/index.json was written against another spec (sha256 0000"), std::string::npos)
+      << other.err;
+}
+
+// --- 13: the binary finds its data without the source tree ------------------------------------------
+
+TEST_F(Cli, ACopiedTreeFindsItsSpecialPoints) {
+  const fs::path tree = root_ / "tree";
+  fs::create_directories(tree / "bin");
+  fs::create_directories(tree / "share" / "tapewise");
+  fs::copy_file(::tapewise::testing::conform_binary(), tree / "bin" / "tapewise-conform");
+  fs::copy_file(TAPEWISE_SPECIAL_POINTS, tree / "share" / "tapewise" / "special_points");
+  const Ran r = conform("run --ops relu --cases 10 --backend cpu", tree / "bin" / "tapewise-conform");
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.err.find("special points: " + (tree / "share" / "tapewise" / "special_points").string()), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.out.find("1/1 nodes conform"), std::string::npos) << r.out;
+  // Without its share/ folder (and no ./spec here) it says where it looked.
+  fs::remove_all(tree / "share");
+  const Ran lost = conform("run --ops relu --cases 10 --backend cpu", tree / "bin" / "tapewise-conform");
+  EXPECT_EQ(lost.status, 2);
+  EXPECT_NE(lost.err.find("spec/special_points not found"), std::string::npos) << lost.err;
+  EXPECT_NE(lost.err.find((tree / "share" / "tapewise" / "special_points").string()), std::string::npos) << lost.err;
+}
+
+#else
+
+TEST(Cli, NeedsTheRunner) { GTEST_SKIP() << "tapewise-conform is not built here (TAPEWISE_CONFORM_BIN undefined)"; }
+
+#endif  // TAPEWISE_CONFORM_BIN
+
+}  // namespace

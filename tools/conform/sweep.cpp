@@ -1,0 +1,991 @@
+// tools/conform/sweep.cpp — `tapewise-conform sweep`: plans one job per node and dtype, drives the
+// production kernels chunk by chunk over the case range (on one or several devices, or the CPU),
+// re-checks the worst cases with MPFR, validates the sweep's reference against MPFR, and prints
+// the table and the JSON. The grading itself is sweep_reference.hpp, on the device or in host loops.
+#include "sweep.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <iostream>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+
+#include "cases.hpp"
+#include "commands.hpp"
+#include "exec.hpp"
+#include "measure.hpp"
+#include "reference.hpp"
+#include "report.hpp"
+
+namespace tapewise::conform {
+
+struct SweepOptions {
+  std::vector<Op> ops;        // in op-table order
+  std::vector<DType> dtypes;  // float32 first
+  bool range_given = false;
+  std::uint64_t range_lo = 0, range_hi = 0;  // case indices [lo, hi), clamped to each node's count
+  BackendChoice backend = BackendChoice::automatic;
+  int devices = 1;
+  std::string json_path;
+  int pair_log2 = 16;                  // binary float32: 2^this cases per exponent pair (0..16)
+  int float64_log2 = 32;               // float64 on the device: 2^this random cases per node (0..32)
+  std::int64_t host_cases = 20000;     // float64 graded with MPFR on the host: cases per node
+  std::int64_t validate = 1000000;     // reference vs MPFR: random cases in all
+  std::uint64_t seed = 20261130;
+  std::int64_t chunk = 0;              // elements per chunk; 0: 2^28 on CUDA, 2^20 on the CPU
+};
+int sweep_command(const SweepOptions& options);
+// "LO:HI", each decimal or 0x-hex, HI <= 2^32, LO < HI.
+Result<std::pair<std::uint64_t, std::uint64_t>> parse_sweep_range(const std::string& text);
+
+using namespace sweep;
+
+namespace {
+
+#define SWEEP_TRY(var, expr)                                      \
+  auto var##_result = (expr);                                     \
+  if (!var##_result) return tl::unexpected(var##_result.error()); \
+  auto var = std::move(*var##_result)
+
+// printf into a string (the table's columns).
+template <class... Args>
+std::string text(const char* format, Args... args) {
+  char buffer[512];
+  std::snprintf(buffer, sizeof buffer, format, args...);
+  return buffer;
+}
+
+constexpr std::uint64_t kFullRange = std::uint64_t{1} << 32;
+constexpr double kSecondG = 0.7;  // the second upstream value, R(0.7) in the dtype: not a power of two
+
+// --- the host engine: the same per-element code, in loops over host buffers ------------------------
+
+class HostEngine final : public ChunkEngine {
+ public:
+  explicit HostEngine(int slots) : tallies_(static_cast<std::size_t>(slots)) { clear(); }
+
+  Result<void> generate(const Job& job, std::uint64_t base, Buffer& a, Buffer* b) override {
+    for (std::int64_t i = 0; i < a.numel(); ++i) {
+      const auto index = static_cast<std::uint32_t>(base + static_cast<std::uint64_t>(i));
+      if (job.is_f64) {
+        double va, vb;
+        case_doubles(job, index, &va, &vb);
+        static_cast<double*>(a.data())[i] = va;
+        if (b) static_cast<double*>(b->data())[i] = vb;
+      } else {
+        float va, vb;
+        case_floats(job, index, &va, &vb);
+        static_cast<float*>(a.data())[i] = va;
+        if (b) static_cast<float*>(b->data())[i] = vb;
+      }
+    }
+    return {};
+  }
+
+  Result<void> fill(Buffer& g, double value) override {
+    for (std::int64_t i = 0; i < g.numel(); ++i) {
+      if (g.dtype() == DType::float64) static_cast<double*>(g.data())[i] = value;
+      else static_cast<float*>(g.data())[i] = static_cast<float>(value);
+    }
+    return {};
+  }
+
+  Result<void> grade(const Job& job, int slot, const OutputRequest& request, std::uint64_t base, const Buffer& a,
+                     const Buffer* b, const Buffer& produced) override {
+    OutputTally& t = tallies_[static_cast<std::size_t>(slot)];
+    for (std::int64_t i = 0; i < a.numel(); ++i) {
+      Inputs in;
+      in.a = element(a, i);
+      in.b = b ? element(*b, i) : 0.0;
+      const ElementVerdict v = grade_element(job, request.output, request.g, request.bound, in, element(produced, i));
+      add(t, v, static_cast<std::uint32_t>(base + static_cast<std::uint64_t>(i)));
+    }
+    return {};
+  }
+
+  Result<std::vector<OutputTally>> finish() override {
+    std::vector<OutputTally> out = tallies_;
+    clear();
+    return out;
+  }
+
+ private:
+  static double element(const Buffer& buffer, std::int64_t i) {
+    if (buffer.dtype() == DType::float64) return static_cast<const double*>(buffer.data())[i];
+    return static_cast<const float*>(buffer.data())[i];
+  }
+  static void add(OutputTally& t, const ElementVerdict& v, std::uint32_t index) {
+    const Graded& r = v.graded;
+    ++t.histogram[r.bucket];
+    if (!r.within) {
+      ++t.above_bound;
+      if (v.domain) ++t.above_bound_domain;
+      if (t.violations_recorded < kViolationSlots) t.violation_cases[t.violations_recorded] = index;
+      ++t.violations_recorded;
+    }
+    if (r.bucket < kNonfiniteExpected) {
+      const unsigned long long key = worst_key(r.error_ulps, index);
+      if (v.finite_inputs) t.worst_finite_key = std::max(t.worst_finite_key, key);
+      if (v.domain) t.worst_domain_key = std::max(t.worst_domain_key, key);
+    }
+    t.worst_ratio_key = std::max(t.worst_ratio_key, worst_key(r.ratio, index));
+  }
+  void clear() {
+    for (OutputTally& t : tallies_) std::memset(&t, 0, sizeof t);
+  }
+  std::vector<OutputTally> tallies_;
+};
+
+// --- what is swept ----------------------------------------------------------------------------------
+
+enum class Method { device_exhaustive, device_pairs, device_random, host_mpfr };
+
+const char* method_name(Method m) {
+  switch (m) {
+    case Method::device_exhaustive: return "every bit pattern";
+    case Method::device_pairs: return "every exponent pair x random mantissas, signs";
+    case Method::device_random: return "random bit patterns + in-domain values, double-double reference";
+    case Method::host_mpfr: return "random subset, graded with MPFR on the host";
+  }
+  return "";
+}
+
+struct Plan {
+  Op op = Op::add;
+  DType dtype = DType::float32;
+  Scalars scalars;  // as given to the backend
+  Method method = Method::device_exhaustive;
+  Job job;
+  std::uint64_t lo = 0, hi = 0;  // case indices
+  std::vector<OutputRequest> outputs;
+};
+
+double second_g(DType dtype) { return round_to(dtype, kSecondG); }
+
+std::vector<OutputRequest> output_requests(Op op, DType dtype) {
+  std::vector<OutputRequest> out;
+  out.push_back({kY, 1.0, Bound{reference::forward_bound(op, dtype).ulp, reference::forward_bound(op, dtype).abs}});
+  const reference::Bound vb = reference::vjp_bound(op, dtype);
+  for (double g : {1.0, second_g(dtype)})
+    for (int k = 1; k <= op_info(op).arity; ++k) out.push_back({k, g, Bound{vb.ulp, vb.abs}});
+  return out;
+}
+
+const char* output_name(Op op, int output) {
+  if (output == kY) return "y";
+  if (op_info(op).arity == 1) return "dx";
+  return output == kGradA ? "da" : "db";
+}
+
+Plan make_plan(Op op, DType dtype, const SweepOptions& o) {
+  const OpInfo& info = op_info(op);
+  Plan p;
+  p.op = op;
+  p.dtype = dtype;
+  p.scalars = default_scalar_sets(op).front();
+  Job& j = p.job;
+  j.op = op;
+  j.is_f64 = dtype == DType::float64;
+  j.arity = info.arity;
+  j.scalar0 = round_to(dtype, p.scalars.s0);
+  j.scalar1 = round_to(dtype, p.scalars.s1);
+  j.scalar0_raw = p.scalars.s0;
+  j.scalar1_raw = p.scalars.s1;
+  j.pair_log2 = o.pair_log2;
+  j.seed = o.seed;
+  j.domain_lo = info.domain_log2_lo;
+  j.domain_hi = info.domain_log2_hi;
+  j.positive_only = info.positive_only;
+  std::uint64_t count = kFullRange;
+  if (!j.is_f64) {
+    j.kind = info.arity == 1 ? CaseKind::float32_exhaustive : CaseKind::float32_pairs;
+    p.method = info.arity == 1 ? Method::device_exhaustive : Method::device_pairs;
+    if (info.arity == 2) count = std::uint64_t{1} << (16 + o.pair_log2);
+  } else {
+    j.kind = CaseKind::float64_random;
+    p.method = device_graded_float64(op) ? Method::device_random : Method::host_mpfr;
+    count = p.method == Method::host_mpfr ? static_cast<std::uint64_t>(o.host_cases)
+                                          : std::uint64_t{1} << o.float64_log2;
+  }
+  // --range picks case indices of the device sweeps; the MPFR subset is always its first cases.
+  const bool ranged = o.range_given && p.method != Method::host_mpfr;
+  p.lo = ranged ? std::min(o.range_lo, count) : 0;
+  p.hi = ranged ? std::min(o.range_hi, count) : count;
+  p.outputs = output_requests(op, dtype);
+  return p;
+}
+
+// --- the chunk driver -------------------------------------------------------------------------------
+
+struct ChunkBuffers {
+  Buffer a, b, y, ga, gb, g;
+};
+
+Result<ChunkBuffers> allocate_chunk(Backend& backend, const Plan& p, std::int64_t n) {
+  const DType d = p.dtype;
+  const Shape shape{n};
+  const bool binary = p.job.arity == 2;
+  ChunkBuffers c;
+  SWEEP_TRY(a, backend.allocate(shape, d, AllocTag::workspace));
+  SWEEP_TRY(y, backend.allocate(shape, d, AllocTag::workspace));
+  SWEEP_TRY(ga, backend.allocate(shape, d, AllocTag::workspace));
+  SWEEP_TRY(g, backend.allocate(shape, d, AllocTag::workspace));
+  c.a = std::move(a);
+  c.y = std::move(y);
+  c.ga = std::move(ga);
+  c.g = std::move(g);
+  if (binary) {
+    SWEEP_TRY(b, backend.allocate(shape, d, AllocTag::workspace));
+    SWEEP_TRY(gb, backend.allocate(shape, d, AllocTag::workspace));
+    c.b = std::move(b);
+    c.gb = std::move(gb);
+  }
+  return c;
+}
+
+// Forward and both fused VJPs of one chunk, each graded right after its kernel.
+Result<void> sweep_chunk(Backend& backend, ChunkEngine& engine, const Plan& p, ChunkBuffers& c, std::uint64_t base) {
+  const bool binary = p.job.arity == 2;
+  Buffer* b = binary ? &c.b : nullptr;
+  if (auto r = engine.generate(p.job, base, c.a, b); !r) return r;
+  const Buffer* ins[2] = {&c.a, binary ? &c.b : &c.a};
+  const std::span<const Buffer* const> inputs(ins, binary ? 2 : 1);
+  if (auto r = backend.forward(p.op, p.scalars, inputs, c.y); !r) return r;
+  if (auto r = engine.grade(p.job, 0, p.outputs[0], base, c.a, b, c.y); !r) return r;
+  Buffer* grads[2] = {&c.ga, &c.gb};
+  for (std::size_t slot = 1; slot < p.outputs.size(); slot += static_cast<std::size_t>(p.job.arity)) {
+    if (auto r = engine.fill(c.g, p.outputs[slot].g); !r) return r;
+    if (auto r = backend.vjp_fused(p.op, p.scalars, inputs, c.g, std::span<Buffer* const>(grads, p.job.arity)); !r)
+      return r;
+    for (int k = 0; k < p.job.arity; ++k)
+      if (auto r = engine.grade(p.job, static_cast<int>(slot) + k, p.outputs[slot + static_cast<std::size_t>(k)],
+                                base, c.a, b, *grads[k]);
+          !r)
+        return r;
+  }
+  return {};
+}
+
+Result<std::vector<OutputTally>> sweep_range(Backend& backend, ChunkEngine& engine, const Plan& p, std::uint64_t lo,
+                                             std::uint64_t hi, std::int64_t chunk, std::atomic<std::int64_t>& done) {
+  std::optional<ChunkBuffers> buffers;
+  std::int64_t allocated = 0;
+  for (std::uint64_t base = lo; base < hi;) {
+    const auto n = static_cast<std::int64_t>(std::min<std::uint64_t>(static_cast<std::uint64_t>(chunk), hi - base));
+    if (n != allocated) {  // the first chunk, and a shorter last one
+      buffers.reset();
+      SWEEP_TRY(c, allocate_chunk(backend, p, n));
+      buffers.emplace(std::move(c));
+      allocated = n;
+    }
+    if (auto r = sweep_chunk(backend, engine, p, *buffers, base); !r) return tl::unexpected(r.error());
+    base += static_cast<std::uint64_t>(n);
+    done += n;
+  }
+  return engine.finish();
+}
+
+void merge(OutputTally& into, const OutputTally& t) {
+  for (int b = 0; b < kBucketCount; ++b) into.histogram[b] += t.histogram[b];
+  into.above_bound += t.above_bound;
+  into.above_bound_domain += t.above_bound_domain;
+  into.worst_domain_key = std::max(into.worst_domain_key, t.worst_domain_key);
+  into.worst_finite_key = std::max(into.worst_finite_key, t.worst_finite_key);
+  into.worst_ratio_key = std::max(into.worst_ratio_key, t.worst_ratio_key);
+  for (unsigned long long k = 0; k < std::min<unsigned long long>(t.violations_recorded, kViolationSlots); ++k)
+    if (into.violations_recorded + k < kViolationSlots)
+      into.violation_cases[into.violations_recorded + k] = t.violation_cases[k];
+  into.violations_recorded += t.violations_recorded;
+}
+
+// --- backends: one per device -----------------------------------------------------------------------
+
+struct Workers {
+  std::vector<std::shared_ptr<Backend>> backends;
+  std::vector<std::unique_ptr<ChunkEngine>> engines;  // made per plan (slot counts differ)
+  std::string name, why;
+};
+
+Result<Workers> open_backends(const SweepOptions& o) {
+  Workers w;
+  SWEEP_TRY(chosen, choose_backend(o.backend));
+  w.name = chosen.name;
+  w.why = chosen.why;
+  w.backends.push_back(chosen.backend);
+  if (chosen.name == "cuda")
+    for (int d = 1; d < o.devices; ++d) {
+      SWEEP_TRY(be, make_cuda_backend(CudaOptions{d, nullptr}));
+      w.backends.push_back(be);
+    }
+  return w;
+}
+
+Result<std::unique_ptr<ChunkEngine>> make_engine(Backend& backend, int slots) {
+#ifdef TAPEWISE_HAS_CUDA
+  if (backend.kind() == BackendKind::cuda) return make_cuda_engine(backend, slots);
+#endif
+  (void)backend;  // the host engine works on any host buffers
+  return make_host_engine(slots);
+}
+
+struct Progress2 {
+  Progress line;
+  std::atomic<std::int64_t> done{0};
+  std::int64_t reported = 0;
+  void poll() {
+    const std::int64_t now = done.load();
+    line.advance(now - reported);
+    reported = now;
+  }
+};
+
+// Splits [lo, hi) over the backends, one thread each; merges the tallies.
+Result<std::vector<OutputTally>> sweep_on_devices(Workers& w, const Plan& p, std::int64_t chunk, Progress2& progress) {
+  const std::size_t devices = w.backends.size();
+  const std::uint64_t total = p.hi - p.lo, share = (total + devices - 1) / devices;
+  std::vector<Result<std::vector<OutputTally>>> results(devices, fail(ErrorCode::InvalidArgument, "not run"));
+  std::vector<std::thread> threads;
+  std::atomic<int> running{static_cast<int>(devices)};
+  for (std::size_t d = 0; d < devices; ++d) {
+    threads.emplace_back([&, d] {
+      const std::uint64_t lo = std::min(p.hi, p.lo + share * d), hi = std::min(p.hi, lo + share);
+      auto engine = make_engine(*w.backends[d], static_cast<int>(p.outputs.size()));
+      if (!engine) results[d] = tl::unexpected(engine.error());
+      else results[d] = sweep_range(*w.backends[d], **engine, p, lo, hi, chunk, progress.done);
+      --running;
+    });
+  }
+  for (int tick = 0; running.load() > 0; ++tick) {  // short sleeps: a CPU slice takes milliseconds
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    if (tick % 50 == 0) progress.poll();
+  }
+  for (auto& t : threads) t.join();
+  progress.poll();
+  std::vector<OutputTally> merged(p.outputs.size());
+  for (OutputTally& t : merged) std::memset(&t, 0, sizeof t);
+  for (auto& r : results) {
+    if (!r) return tl::unexpected(r.error());
+    for (std::size_t s = 0; s < merged.size(); ++s) merge(merged[s], (*r)[s]);
+  }
+  return merged;
+}
+
+// --- MPFR on the host ---------------------------------------------------------------------------------
+
+template <class Fn>
+void parallel_for(std::int64_t n, Fn fn) {
+  const auto threads = static_cast<std::int64_t>(std::clamp(std::thread::hardware_concurrency(), 1u, 32u));
+  std::vector<std::thread> pool;
+  for (std::int64_t t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      reference::ensure_precision();
+      for (std::int64_t i = t; i < n; i += threads) fn(i);
+    });
+  for (auto& th : pool) th.join();
+}
+
+std::vector<reference::Real> real_inputs(const Plan& p, const Inputs& in) {
+  std::vector<reference::Real> r{reference::real(in.a)};
+  if (p.job.arity == 2) r.push_back(reference::real(in.b));
+  return r;
+}
+
+reference::Real mpfr_exact(const Plan& p, int output, const Inputs& in, double g) {
+  const auto x = real_inputs(p, in);
+  if (output == kY) return reference::forward(p.op, p.dtype, p.scalars, x);
+  return reference::vjp(p.op, p.dtype, p.scalars, x, reference::real(g))[static_cast<std::size_t>(output - 1)];
+}
+
+reference::ErrorCheck mpfr_check(const Plan& p, const OutputRequest& request, const Inputs& in, double produced) {
+  const auto x = real_inputs(p, in);
+  const reference::Real exact = mpfr_exact(p, request.output, in, request.g);
+  const reference::Real g = reference::real(request.g);
+  const double w = reference::abs_weight(p.op, p.dtype, p.scalars, x, g, request.output != kY);
+  return reference::check(exact, produced, p.dtype, reference::Bound{request.bound.ulp, request.bound.abs}, w);
+}
+
+// The production's outputs at a few cases (a small batch through the same backend): per slot.
+Result<std::vector<std::vector<double>>> production_at(Backend& backend, const Plan& p, const std::vector<Inputs>& cases) {
+  std::vector<double> a, b;
+  for (const Inputs& in : cases) {
+    a.push_back(in.a);
+    b.push_back(in.b);
+  }
+  std::vector<HostArray> inputs{host_array(p.dtype, a)};
+  if (p.job.arity == 2) inputs.push_back(host_array(p.dtype, b));
+  std::vector<std::vector<double>> out(p.outputs.size());
+  for (std::size_t slot = 1; slot < p.outputs.size(); slot += static_cast<std::size_t>(p.job.arity)) {
+    const HostArray g = host_array(p.dtype, std::vector<double>(cases.size(), p.outputs[slot].g));
+    SWEEP_TRY(run, run_node(backend, p.op, p.scalars, inputs, &g, VjpPath::fused));
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+      if (slot == 1) out[0].push_back(run.y.as_double(static_cast<std::int64_t>(i)));
+      for (int k = 0; k < p.job.arity; ++k)
+        out[slot + static_cast<std::size_t>(k)].push_back(run.grads[static_cast<std::size_t>(k)].as_double(static_cast<std::int64_t>(i)));
+    }
+  }
+  return out;
+}
+
+// A rechecked worst case: the sweep's reading beside MPFR's.
+struct Recheck {
+  std::string why;  // "worst in domain", "worst finite", "worst ratio", "above bound"
+  std::uint32_t index = 0;
+  Inputs in;
+  double produced = 0, expected = 0;  // expected: R(exact) by MPFR
+  double mpfr_ulps = 0, mpfr_ratio = 0;
+  bool mpfr_within = true;
+  double sweep_ulps = 0;
+  bool sweep_within = true;
+  bool agrees = true;  // the sweep's verdict equals MPFR's
+};
+
+struct OutputResult {
+  OutputRequest request;
+  OutputTally tally{};
+  std::vector<Recheck> rechecks;
+};
+
+struct NodeResult {
+  Plan plan;
+  double seconds = 0;
+  std::vector<OutputResult> outputs;
+  std::string error;
+};
+
+std::vector<std::pair<std::string, std::uint32_t>> recheck_cases(const OutputTally& t) {
+  std::vector<std::pair<std::string, std::uint32_t>> cases;
+  auto add = [&](const char* why, unsigned long long key) {
+    if (key_present(key)) cases.emplace_back(why, key_case(key));
+  };
+  add("worst in domain", t.worst_domain_key);
+  add("worst finite", t.worst_finite_key);
+  add("worst ratio", t.worst_ratio_key);
+  for (unsigned long long k = 0; k < std::min<unsigned long long>(t.violations_recorded, kViolationSlots); ++k)
+    cases.emplace_back("above bound", t.violation_cases[k]);
+  return cases;
+}
+
+Result<void> recheck_with_mpfr(Backend& backend, NodeResult& node) {
+  const Plan& p = node.plan;
+  std::vector<Inputs> inputs;
+  for (OutputResult& o : node.outputs)
+    for (const auto& [why, index] : recheck_cases(o.tally)) {
+      Recheck r;
+      r.why = why;
+      r.index = index;
+      r.in = case_inputs(p.job, index);
+      o.rechecks.push_back(r);
+      inputs.push_back(r.in);
+    }
+  if (inputs.empty()) return {};
+  SWEEP_TRY(produced, production_at(backend, p, inputs));
+  std::size_t next = 0;
+  for (std::size_t slot = 0; slot < node.outputs.size(); ++slot)
+    for (Recheck& r : node.outputs[slot].rechecks) {
+      const OutputRequest& request = node.outputs[slot].request;
+      r.produced = produced[slot][next++];  // rechecks were listed in this order
+      const reference::ErrorCheck c = mpfr_check(p, request, r.in, r.produced);
+      r.expected = reference::round_to_dtype(mpfr_exact(p, request.output, r.in, request.g), p.dtype);
+      r.mpfr_ulps = c.error_ulps;
+      r.mpfr_ratio = c.ratio;
+      r.mpfr_within = c.within;
+      const ElementVerdict v = grade_element(p.job, request.output, request.g, request.bound, r.in, r.produced);
+      r.sweep_ulps = v.graded.error_ulps;
+      r.sweep_within = v.graded.within;
+      if (p.method == Method::host_mpfr) {  // MPFR graded these: its verdict is the sweep's
+        r.sweep_ulps = r.mpfr_ulps;
+        r.sweep_within = r.mpfr_within;
+      }
+      r.agrees = r.sweep_within == r.mpfr_within;
+    }
+  return {};
+}
+
+// float64 nodes with libm stagings: a random subset, every value graded with MPFR (slow, exact).
+Result<std::vector<OutputTally>> grade_on_host_with_mpfr(Backend& backend, const Plan& p) {
+  std::vector<Inputs> cases;
+  for (std::uint64_t i = p.lo; i < p.hi; ++i) cases.push_back(case_inputs(p.job, static_cast<std::uint32_t>(i)));
+  SWEEP_TRY(produced, production_at(backend, p, cases));
+  std::vector<OutputTally> tallies(p.outputs.size());
+  std::vector<std::mutex> locks(p.outputs.size());
+  for (OutputTally& t : tallies) std::memset(&t, 0, sizeof t);
+  parallel_for(static_cast<std::int64_t>(cases.size() * p.outputs.size()), [&](std::int64_t k) {
+    const auto slot = static_cast<std::size_t>(k) % p.outputs.size(), i = static_cast<std::size_t>(k) / p.outputs.size();
+    const OutputRequest& request = p.outputs[slot];
+    const reference::ErrorCheck c = mpfr_check(p, request, cases[i], produced[slot][i]);
+    const double rounded = reference::round_to_dtype(mpfr_exact(p, request.output, cases[i], request.g), p.dtype);
+    Graded g;
+    g.error_ulps = c.error_ulps;
+    g.ratio = c.ratio;
+    g.within = c.within;
+    g.bucket = std::isfinite(rounded) ? (std::isfinite(c.error_ulps) ? bucket_of(c.error_ulps) : kNonfiniteUnexpected)
+                                      : (c.within ? kNonfiniteExpected : kNonfiniteUnexpected);
+    ElementVerdict v{g, in_domain(p.job, cases[i]), inputs_finite(p.job, cases[i])};
+    const auto index = static_cast<std::uint32_t>(p.lo + i);
+    OutputTally single;  // this one value as a tally, merged under the slot's lock
+    std::memset(&single, 0, sizeof single);
+    ++single.histogram[g.bucket];
+    if (!g.within) {
+      single.above_bound = 1;
+      single.above_bound_domain = v.domain ? 1 : 0;
+      single.violations_recorded = 1;
+      single.violation_cases[0] = index;
+    }
+    if (g.bucket < kNonfiniteExpected) {
+      const unsigned long long key = worst_key(g.error_ulps, index);
+      if (v.finite_inputs) single.worst_finite_key = key;
+      if (v.domain) single.worst_domain_key = key;
+    }
+    single.worst_ratio_key = worst_key(g.ratio, index);
+    std::lock_guard<std::mutex> lock(locks[slot]);
+    OutputTally& t = tallies[slot];
+    merge(t, single);
+  });
+  return tallies;
+}
+
+// --- validation of the sweep's reference against MPFR --------------------------------------------------
+
+struct Validation {
+  std::int64_t values = 0;
+  std::int64_t failures = 0;
+  double max_error_ulps = 0;         // |reference - exact| / ulp_of(R(exact)), host copy
+  double max_device_error_ulps = 0;  // the device's copy (CUDA only)
+  bool device_checked = false;
+  std::vector<std::string> examples;
+};
+
+// Inputs for validation: random bits and in-domain values (float32 values for float32 nodes).
+Inputs validation_inputs(const Plan& p, std::uint64_t k) {
+  if (p.dtype == DType::float64 || p.job.kind == CaseKind::float32_pairs)
+    return case_inputs(p.job, static_cast<std::uint32_t>(splitmix64(p.job.seed ^ k)));
+  Inputs in;
+  double a, b;
+  case_doubles(p.job, static_cast<std::uint32_t>(splitmix64(p.job.seed ^ k)), &a, &b);
+  in.a = static_cast<float>(a);
+  in.b = static_cast<float>(b);
+  return in;
+}
+
+// Whether `value` (the sweep reference) is within the reference's stated bound of MPFR's exact.
+bool reference_within(const Plan& p, int output, const Inputs& in, double g, DD value, double* error_ulps) {
+  const reference::Real exact = mpfr_exact(p, output, in, g);
+  const double rounded = reference::round_to_dtype(exact, p.dtype);
+  const double mine = round_to_format(p.job.is_f64, value);
+  *error_ulps = 0;
+  if (!std::isfinite(rounded)) return std::isnan(rounded) ? std::isnan(mine) : mine == rounded;
+  if (!std::isfinite(mine)) return false;
+  const reference::Real error = abs((reference::real(value.hi) - exact) + ldexp(reference::real(value.lo), value.lo_exp));
+  const double ulp = reference::ulp_of(rounded, p.dtype);
+  const double w = abs_weight_value(p.job, output, in, g);
+  double allowed = kReferenceUlps * ulp + kReferenceSubnormalAbs;
+  if (abs_root_output(p.op, output)) allowed += kReferenceAbsEps * reference::dtype_eps(p.dtype) * w;
+  *error_ulps = (error / reference::real(ulp)).convert_to<double>();
+  return error <= reference::real(allowed);
+}
+
+Result<Validation> validate_reference(const std::vector<Plan>& plans, const SweepOptions& o, bool on_device) {
+  Validation v;
+  std::vector<const Plan*> graded;
+  for (const Plan& p : plans)
+    if (p.method != Method::host_mpfr) graded.push_back(&p);
+  if (graded.empty() || o.validate <= 0) return v;
+  const std::int64_t per_plan = std::max<std::int64_t>(1, (o.validate + static_cast<std::int64_t>(graded.size()) - 1) /
+                                                              static_cast<std::int64_t>(graded.size()));
+  std::mutex lock;
+  for (const Plan* p : graded) {
+    for (const OutputRequest& request : p->outputs) {
+      const std::int64_t n = per_plan / static_cast<std::int64_t>(p->outputs.size()) + 1;
+      std::vector<Inputs> inputs;
+      for (std::int64_t k = 0; k < n; ++k)
+        inputs.push_back(validation_inputs(*p, static_cast<std::uint64_t>(k) * 8 + static_cast<std::uint64_t>(request.output) +
+                                                   (request.g == 1.0 ? 0 : 4)));
+      std::vector<DD> device_values;
+#ifdef TAPEWISE_HAS_CUDA
+      if (on_device) {
+        SWEEP_TRY(values, device_reference_values(0, p->job, request.output, request.g, inputs));
+        device_values = std::move(values);
+        v.device_checked = true;
+      }
+#else
+      (void)on_device;
+#endif
+      parallel_for(n, [&](std::int64_t k) {
+        const Inputs& in = inputs[static_cast<std::size_t>(k)];
+        double host_ulps = 0, device_ulps = 0;
+        bool ok = reference_within(*p, request.output, in, request.g, exact_value(p->job, request.output, in, request.g), &host_ulps);
+        if (!device_values.empty())
+          ok = reference_within(*p, request.output, in, request.g, device_values[static_cast<std::size_t>(k)], &device_ulps) && ok;
+        std::lock_guard<std::mutex> guard(lock);
+        ++v.values;
+        v.max_error_ulps = std::max(v.max_error_ulps, host_ulps);
+        v.max_device_error_ulps = std::max(v.max_device_error_ulps, device_ulps);
+        if (ok) return;
+        ++v.failures;
+        if (v.examples.size() < 8)
+          v.examples.push_back(std::string(op_name(p->op)) + " " + dtype_name(p->dtype) + " " + output_name(p->op, request.output) +
+                               " a=" + hex_value(in.a) + (p->job.arity == 2 ? " b=" + hex_value(in.b) : "") +
+                               " g=" + hex_value(request.g));
+      });
+    }
+  }
+  return v;
+}
+
+// --- output ------------------------------------------------------------------------------------------
+
+std::string format_ulps(unsigned long long key) {
+  if (!key_present(key)) return "-";
+  return text("%.3g", key_metric(key));
+}
+
+std::string input_text(const Plan& p, const Inputs& in, std::uint32_t index) {
+  if (p.job.kind == CaseKind::float32_exhaustive) return text("0x%08x", index);
+  auto bits = [&](double v) {
+    if (p.dtype == DType::float32) return text("0x%08x", bits_of_float(static_cast<float>(v)));
+    std::uint64_t b;
+    std::memcpy(&b, &v, 8);
+    return text("0x%016llx", static_cast<unsigned long long>(b));
+  };
+  return "(" + bits(in.a) + ", " + bits(in.b) + ")";
+}
+
+std::string bound_text(const Bound& b) {
+  std::string t = text("%g ulp", b.ulp);
+  if (b.abs > 0) t += text(" + %g eps", b.abs);
+  return t;
+}
+
+void print_table(std::ostream& out, const std::vector<NodeResult>& nodes) {
+  out << text("%-9s %-8s %-3s %-9s %12s %10s %10s %-16s %10s %10s  %s\n", "node", "dtype", "out", "g", "cases",
+               "ulp(dom)", "ulp(fin)", "bound", "above", "nonfin!", "worst input (ulp, MPFR)");
+  for (const NodeResult& n : nodes) {
+    const Plan& p = n.plan;
+    if (!n.error.empty()) {
+      out << text("%-9s %-8s error: ", op_name(p.op), dtype_name(p.dtype)) << n.error << "\n";
+      continue;
+    }
+    for (const OutputResult& o : n.outputs) {
+      const OutputTally& t = o.tally;
+      // The worst ratio when some value is not correctly rounded (ratio > 0), else the worst in domain.
+      std::string worst = "-";
+      for (const Recheck& r : o.rechecks)
+        if ((r.why == "worst ratio" && r.mpfr_ratio > 0) || (r.why == "worst in domain" && worst == "-") ||
+            (r.why == "worst finite" && worst == "-"))
+          worst = input_text(p, r.in, r.index) + text(" (%.3g)", r.mpfr_ulps);
+      out << text("%-9s %-8s %-3s %-9s %12llu %10s %10s %-16s %10llu %10llu  ", op_name(p.op), dtype_name(p.dtype),
+                   output_name(p.op, o.request.output), o.request.output == kY ? "-" : text("%.3g", o.request.g).c_str(),
+                   static_cast<unsigned long long>(p.hi - p.lo), format_ulps(t.worst_domain_key).c_str(),
+                   format_ulps(t.worst_finite_key).c_str(), bound_text(o.request.bound).c_str(), t.above_bound,
+                   t.histogram[kNonfiniteUnexpected])
+          << worst << "\n";
+    }
+  }
+}
+
+void print_rechecks(std::ostream& out, const std::vector<NodeResult>& nodes) {
+  out << "\nworst and violating cases, re-checked with MPFR (produced, R(exact), ulp by MPFR | by the sweep):\n";
+  for (const NodeResult& n : nodes)
+    for (const OutputResult& o : n.outputs)
+      for (const Recheck& r : o.rechecks) {
+        // Violations and disagreements always; else the worst in domain, and the worst ratio when it
+        // is not a correctly rounded value (ratio 0 picks an arbitrary case).
+        const bool notable = r.why == "above bound" || !r.mpfr_within || !r.agrees;
+        const bool same_as_domain = std::any_of(o.rechecks.begin(), o.rechecks.end(), [&](const Recheck& q) {
+          return q.why == "worst in domain" && q.index == r.index;
+        });
+        if (r.why == "worst ratio" && same_as_domain && !notable) continue;
+        if (!notable && r.why != "worst in domain" && !(r.why == "worst ratio" && r.mpfr_ratio > 0)) continue;
+        out << text("  %-9s %-8s %-3s %-16s ", op_name(n.plan.op), dtype_name(n.plan.dtype),
+                     output_name(n.plan.op, o.request.output), r.why.c_str())
+            << input_text(n.plan, r.in, r.index) << " g=" << short_value(o.request.g, n.plan.dtype) << "  "
+            << short_value(r.produced, n.plan.dtype) << " vs " << short_value(r.expected, n.plan.dtype)
+            << text("  %.4g | %.4g ulp  ", r.mpfr_ulps, r.sweep_ulps) << (r.mpfr_within ? "within" : "ABOVE BOUND")
+            << (r.agrees ? "" : "  REFERENCE DISAGREES WITH MPFR") << "\n";
+      }
+}
+
+const char* bucket_name(int b) {
+  static const char* names[kBucketCount] = {"le_0.5", "le_1",      "le_2", "le_4", "le_8", "gt_8", "nonfinite_expected",
+                                            "nonfinite_unexpected"};
+  return names[b];
+}
+
+Json recheck_json(const Plan& p, const Recheck& r) {
+  Json j;
+  j["why"] = r.why;
+  j["case"] = r.index;
+  j["inputs"] = p.job.arity == 1 ? Json::array({hex_value(r.in.a)}) : Json::array({hex_value(r.in.a), hex_value(r.in.b)});
+  j["input_bits"] = input_text(p, r.in, r.index);
+  j["produced"] = hex_value(r.produced);
+  j["expected"] = hex_value(r.expected);
+  j["error_ulps_mpfr"] = number_json(r.mpfr_ulps);
+  j["ratio_mpfr"] = number_json(r.mpfr_ratio);
+  j["within_mpfr"] = r.mpfr_within;
+  j["error_ulps_sweep"] = number_json(r.sweep_ulps);
+  j["within_sweep"] = r.sweep_within;
+  j["reference_agrees"] = r.agrees;
+  return j;
+}
+
+Json node_json(const NodeResult& n) {
+  const Plan& p = n.plan;
+  Json j;
+  j["op"] = op_name(p.op);
+  j["dtype"] = dtype_name(p.dtype);
+  j["scalars"] = scalars_text(p.op, p.scalars);
+  j["method"] = method_name(p.method);
+  j["range"] = Json::array({p.lo, p.hi});
+  j["cases"] = p.hi - p.lo;
+  j["seconds"] = n.seconds;
+  if (!n.error.empty()) j["error"] = n.error;
+  j["outputs"] = Json::array();
+  for (const OutputResult& o : n.outputs) {
+    const OutputTally& t = o.tally;
+    Json oj;
+    oj["output"] = output_name(p.op, o.request.output);
+    oj["g"] = o.request.output == kY ? Json(nullptr) : Json(o.request.g);
+    oj["bound"] = {{"ulp", o.request.bound.ulp}, {"abs", o.request.bound.abs}};
+    oj["max_ulp_domain"] = key_present(t.worst_domain_key) ? number_json(key_metric(t.worst_domain_key)) : Json(nullptr);
+    oj["max_ulp_finite"] = key_present(t.worst_finite_key) ? number_json(key_metric(t.worst_finite_key)) : Json(nullptr);
+    oj["max_ratio"] = key_present(t.worst_ratio_key) ? number_json(key_metric(t.worst_ratio_key)) : Json(nullptr);
+    oj["above_bound"] = t.above_bound;
+    oj["above_bound_domain"] = t.above_bound_domain;
+    oj["nonfinite_expected"] = t.histogram[kNonfiniteExpected];
+    oj["nonfinite_unexpected"] = t.histogram[kNonfiniteUnexpected];
+    Json h;
+    for (int b = 0; b < kBucketCount; ++b) h[bucket_name(b)] = t.histogram[b];
+    oj["histogram"] = h;
+    oj["worst"] = Json::array();
+    for (const Recheck& r : o.rechecks) oj["worst"].push_back(recheck_json(p, r));
+    j["outputs"].push_back(oj);
+  }
+  return j;
+}
+
+Json validation_json(const Validation& v) {
+  return {{"values", v.values},
+          {"failures", v.failures},
+          {"max_error_ulps_host", v.max_error_ulps},
+          {"max_error_ulps_device", v.device_checked ? Json(v.max_device_error_ulps) : Json(nullptr)},
+          {"stated_bound", {{"ulps", kReferenceUlps}, {"abs_eps_near_roots", kReferenceAbsEps}, {"subnormal_abs", kReferenceSubnormalAbs}}},
+          {"examples", v.examples}};
+}
+
+bool node_conforms(const NodeResult& n) {
+  if (!n.error.empty()) return false;
+  for (const OutputResult& o : n.outputs) {
+    if (o.tally.above_bound > 0) return false;
+    for (const Recheck& r : o.rechecks)
+      if (!r.agrees) return false;
+  }
+  return true;
+}
+
+std::int64_t default_chunk(const Workers& w) { return w.name == "cuda" ? std::int64_t{1} << 28 : std::int64_t{1} << 20; }
+
+}  // namespace
+
+std::unique_ptr<ChunkEngine> sweep::make_host_engine(int slots) { return std::make_unique<HostEngine>(slots); }
+
+Result<std::pair<std::uint64_t, std::uint64_t>> parse_sweep_range(const std::string& text) {
+  const auto colon = text.find(':');
+  auto number = [](std::string part) -> std::optional<std::uint64_t> {
+    int base = 10;
+    if (part.starts_with("0x") || part.starts_with("0X")) {
+      part = part.substr(2);
+      base = 16;
+    }
+    std::uint64_t v = 0;
+    const auto r = std::from_chars(part.data(), part.data() + part.size(), v, base);
+    if (part.empty() || r.ec != std::errc() || r.ptr != part.data() + part.size()) return std::nullopt;
+    return v;
+  };
+  const auto bad = [&] { return fail(ErrorCode::InvalidArgument, "--range: '" + text + "' is not LO:HI (decimal or 0x hex, LO < HI <= 2^32)"); };
+  if (colon == std::string::npos) return bad();
+  const auto lo = number(text.substr(0, colon)), hi = number(text.substr(colon + 1));
+  if (!lo || !hi || *lo >= *hi || *hi > kFullRange) return bad();
+  return std::pair{*lo, *hi};
+}
+
+int sweep_command(const SweepOptions& o) {
+  auto workers = open_backends(o);
+  if (!workers) {
+    std::cerr << "tapewise-conform sweep: " << workers.error().str() << "\n";
+    return kUsageError;
+  }
+  Workers& w = *workers;
+  const std::int64_t chunk = o.chunk > 0 ? o.chunk : default_chunk(w);
+  std::cout << "backend: " << w.name << " (" << w.why << "), " << w.backends.size() << " device(s): "
+            << w.backends.front()->describe() << "\n";
+  std::cout << "seed " << o.seed << "; second g = R(0.7); chunk " << chunk << "; binary float32 pairs 2^" << o.pair_log2
+            << " per exponent pair; float64 2^" << o.float64_log2 << " cases (device) or " << o.host_cases << " (MPFR)\n";
+
+  std::vector<Plan> plans;
+  for (DType d : o.dtypes)
+    for (Op op : o.ops) plans.push_back(make_plan(op, d, o));
+  std::int64_t total = 0;
+  for (const Plan& p : plans)
+    if (p.method != Method::host_mpfr) total += static_cast<std::int64_t>(p.hi - p.lo);
+  for (const Plan& p : plans)
+    std::cout << text("  %-9s %-8s %-40s ", op_name(p.op), dtype_name(p.dtype), scalars_text(p.op, p.scalars).c_str())
+              << method_name(p.method) << text(", cases [%llu, %llu)\n", static_cast<unsigned long long>(p.lo),
+                                                static_cast<unsigned long long>(p.hi));
+
+  Progress2 progress{Progress(total, true)};
+  std::vector<NodeResult> nodes;
+  for (const Plan& p : plans) {
+    NodeResult n;
+    n.plan = p;
+    progress.line.set_label(std::string(op_name(p.op)) + " " + dtype_name(p.dtype));
+    const auto start = std::chrono::steady_clock::now();
+    auto tallies = p.method == Method::host_mpfr ? grade_on_host_with_mpfr(*w.backends.front(), p)
+                                                 : sweep_on_devices(w, p, chunk, progress);
+    n.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (!tallies) {
+      n.error = tallies.error().str();
+    } else {
+      for (std::size_t s = 0; s < p.outputs.size(); ++s) n.outputs.push_back({p.outputs[s], (*tallies)[s], {}});
+      if (auto r = recheck_with_mpfr(*w.backends.front(), n); !r) n.error = r.error().str();
+    }
+    nodes.push_back(std::move(n));
+  }
+  progress.line.clear();
+
+  auto validation = validate_reference(plans, o, w.name == "cuda");
+  if (!validation) {
+    std::cerr << "tapewise-conform sweep: validation: " << validation.error().str() << "\n";
+    return kUsageError;
+  }
+  print_table(std::cout, nodes);
+  print_rechecks(std::cout, nodes);
+  std::cout << text("\nreference vs MPFR: %lld values, %lld outside the reference's stated bound, max %.3g ulp (host)",
+                     static_cast<long long>(validation->values), static_cast<long long>(validation->failures),
+                     validation->max_error_ulps);
+  if (validation->device_checked) std::cout << text(", %.3g ulp (device)", validation->max_device_error_ulps);
+  std::cout << "\n";
+  for (const std::string& e : validation->examples) std::cout << "  reference outside its bound: " << e << "\n";
+  for (const NodeResult& n : nodes)
+    std::cout << text("time %-9s %-8s %.2f s\n", op_name(n.plan.op), dtype_name(n.plan.dtype), n.seconds);
+
+  int conforming = 0;
+  for (const NodeResult& n : nodes) conforming += node_conforms(n) ? 1 : 0;
+  const bool ok = conforming == static_cast<int>(nodes.size()) && validation->failures == 0;
+  std::cout << conforming << "/" << nodes.size() << " node sweeps within their bounds"
+            << (validation->failures ? "; the reference failed its validation" : "") << "\n";
+
+  if (!o.json_path.empty()) {
+    Json j;
+    j["schema"] = "tapewise-conform.sweep/1";
+    j["backend"] = w.name;
+    j["devices"] = w.backends.size();
+    j["seed"] = o.seed;
+    j["second_g"] = kSecondG;
+    j["nodes"] = Json::array();
+    for (const NodeResult& n : nodes) j["nodes"].push_back(node_json(n));
+    j["validation"] = validation_json(*validation);
+    j["conforms"] = ok;
+    if (auto r = write_json_file(o.json_path, j); !r) {
+      std::cerr << "tapewise-conform sweep: " << r.error().str() << "\n";
+      return kUsageError;
+    }
+  }
+  return ok ? kConforms : kViolation;
+}
+
+namespace {
+
+// The sweep's command line, as text until parsed (CLI11 would wrap negative numbers around).
+struct SweepCli {
+  std::string ops = "all", dtype = "float32", backend = "auto", range, json, seed = "20261130";
+  int devices = 1, pair_log2 = 16, float64_log2 = 32;
+  std::int64_t host_cases = 20000, validate = 1000000, chunk = 0;
+};
+
+int usage(const std::string& message) {
+  std::cerr << "tapewise-conform sweep: " << message << "\n";
+  return kUsageError;
+}
+
+int run_sweep_cli(const SweepCli& cli) {
+  SweepOptions o;
+  auto selection = parse_selection(cli.ops, cli.dtype);
+  if (!selection) return usage(selection.error().message);
+  auto backend = parse_backend(cli.backend);
+  if (!backend) return usage(backend.error().message);
+  auto seed = parse_seed(cli.seed, "--seed");
+  if (!seed) return usage(seed.error().message);
+  o.ops = selection->ops;
+  o.dtypes = selection->dtypes;
+  o.backend = *backend;
+  o.seed = *seed;
+  if (!cli.range.empty()) {
+    auto range = parse_sweep_range(cli.range);
+    if (!range) return usage(range.error().message);
+    o.range_given = true;
+    o.range_lo = range->first;
+    o.range_hi = range->second;
+  }
+  if (cli.devices < 1 || cli.devices > 64) return usage("--devices: 1 to 64");
+  if (cli.pair_log2 < 0 || cli.pair_log2 > 16) return usage("--pair-log2: 0 to 16");
+  if (cli.float64_log2 < 0 || cli.float64_log2 > 32) return usage("--float64-log2: 0 to 32");
+  if (cli.host_cases < 0 || cli.host_cases > kMaxCases) return usage("--host-cases: 0 to 10^8");
+  if (cli.validate < 0 || cli.validate > kMaxCases) return usage("--validate: 0 to 10^8");
+  if (cli.chunk < 0 || cli.chunk > (std::int64_t{1} << 30)) return usage("--chunk: 0 (default) to 2^30");
+  o.devices = cli.devices;
+  o.json_path = cli.json;
+  o.pair_log2 = cli.pair_log2;
+  o.float64_log2 = cli.float64_log2;
+  o.host_cases = cli.host_cases;
+  o.validate = cli.validate;
+  o.chunk = cli.chunk;
+  return sweep_command(o);
+}
+
+}  // namespace
+
+std::function<std::optional<int>()> add_sweep_subcommand(CLI::App& app) {
+  auto cli = std::make_shared<SweepCli>();
+  CLI::App* sweep = app.add_subcommand(
+      "sweep", "exhaustive accuracy sweep: every float32 input of each unary node against spec/bounds.def");
+  sweep->footer(
+      "What is swept, per node and dtype (forward y and the fused VJP at g = 1 and g = R(0.7)):\n"
+      "  unary float32     every bit pattern (2^32 cases; case index = the input's bits)\n"
+      "  binary float32    every exponent pair x 2^pair-log2 random mantissas and signs\n"
+      "  float64 IEEE ops  2^float64-log2 random cases on the device (neg scale abs sqrt clamp relu inv\n"
+      "                    add sub mul max min div; double-double reference)\n"
+      "  float64 others    --host-cases random cases, graded with MPFR on the host\n"
+      "The sweep's reference is validated against MPFR (--validate cases), and every worst and violating\n"
+      "case is re-checked with MPFR. --range LO:HI restricts the device sweeps to case indices [LO, HI)\n"
+      "(a CPU slice, e.g. --backend cpu --range 0x3f000000:0x3f100000). Exit status: 0 every node within\n"
+      "its bound, 1 a violation or a failed validation, 2 a usage or backend error.");
+  sweep->add_option("--ops", cli->ops, "comma-separated node names, or all")->capture_default_str();
+  sweep->add_option("--dtype", cli->dtype, "float32, float64 or all")->capture_default_str();
+  sweep->add_option("--backend", cli->backend, "auto, cpu or cuda")->capture_default_str();
+  sweep->add_option("--range", cli->range, "case indices LO:HI (decimal or 0x hex; unary float32: the bit patterns)");
+  sweep->add_option("--devices", cli->devices, "split the range over this many GPUs of this host")->capture_default_str();
+  sweep->add_option("--json", cli->json, "write the report as JSON to this file");
+  sweep->add_option("--pair-log2", cli->pair_log2, "binary float32: 2^N cases per exponent pair (0..16)")->capture_default_str();
+  sweep->add_option("--float64-log2", cli->float64_log2, "float64 on the device: 2^N random cases per node (0..32)")
+      ->capture_default_str();
+  sweep->add_option("--host-cases", cli->host_cases, "float64 nodes graded with MPFR on the host: cases per node")
+      ->capture_default_str();
+  sweep->add_option("--validate", cli->validate, "random cases for validating the sweep's reference against MPFR")
+      ->capture_default_str();
+  sweep->add_option("--seed", cli->seed, "seed of the random cases")->capture_default_str();
+  sweep->add_option("--chunk", cli->chunk, "elements per chunk (default 2^28 on CUDA, 2^20 on the CPU)");
+  return [sweep, cli]() -> std::optional<int> {
+    if (!sweep->parsed()) return std::nullopt;
+    return guarded("sweep", [&] { return run_sweep_cli(*cli); });
+  };
+}
+
+}  // namespace tapewise::conform

@@ -1,0 +1,616 @@
+// tools/conform/sweep_reference.hpp — the sweep's own reference, case generators and per-element
+// grading, as inline functions that nvcc (device and host) and g++ both compile. The reference is a
+// second transcription of each node's real-valued spec (spec/conventions.md): float64 for float32
+// outputs, double-double for the float64 outputs of the IEEE-exact nodes. It includes neither
+// cuda/ nor reference/: the MPFR reference validates it (proptest/sweep_test.cpp, `sweep` itself).
+#pragma once
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <tapewise/op.hpp>
+
+#if defined(__CUDACC__)
+#define SWEEP_HD __host__ __device__ inline
+#else
+#define SWEEP_HD inline
+#endif
+
+namespace tapewise::conform::sweep {
+
+// ---------------------------------------------------------------------------------------------------
+// How accurate this reference is (the argument; the numbers below are what the tests check).
+//
+// float32 outputs, computed in float64. Inputs are float32 values, exact in double. Every formula is
+// written so that no step cancels catastrophically (exp(-|x|) forms for the sigmoid and softplus
+// tails, 1 - tanh^2 as 4t/(1+t)^2 with t = exp(-2|x|), s(x) s(-x) for s(1 - s)), so each result is
+// a product/quotient/sum-of-same-sign terms of at most ~8 double roundings and library calls.
+// CUDA's double exp, log, log1p, sin, cos, tanh are within 2 ulp of double (CUDA Math API, max ulp
+// error; sin/cos with full range reduction), glibc's within 1: relative error <= ~16 * 2^-53 =
+// 2^-49. A float32 ULP is at least 2^-24 of the value (and the float32 results of interest are
+// >= 2^-150, normal in double), so the error is below 2^-25 float32 ULP; gelu's argument
+// u = k (x + c x^3) carries ~4 roundings that exp amplifies by |2u| <= 108 (below that the result
+// is under float32's range): 2^-44 relative, 2^-20 ULP. Hence kReferenceUlps = 2^-18.
+// Where the *function* crosses zero at a non-representable point the relative argument fails and
+// the error is absolute instead (~2^-50 of the terms' size, which is ~1): silu' (root x ~ -1.278),
+// gelu' (x ~ -0.752), and safeLog's log(den) near den = 1 (x ~ 0.5413 for eps = 1e-6). Those outputs
+// have an abs term in spec/bounds.def, so the verdict is unaffected; their ULP readings near the
+// root are exact to kReferenceAbsEps * eps (2^-20 of a float32 eps) rather than to 2^-18 ULP.
+// sin and cos have no such issue: the library's result is relative-accurate at float inputs
+// however close to a multiple of pi (the reduction is exact), so their roots are covered.
+//
+// float64 outputs, double-double, only for the nodes whose float64 spec is IEEE arithmetic
+// (kDeviceGradedFloat64): neg, scale, abs, sqrt, clamp, relu, inv, add, sub, mul, max, min, div.
+// Exact selects and copies are exact; a + b is a two-sum (exact); products are fma two-products of
+// the inputs' significands (exact), quotients and square roots one Newton correction on them
+// (relative ~2^-104), all with the exponents taken out by frexp and put back by ldexp at the end,
+// so no intermediate under- or overflows. Error <= 2^-47 float64 ULP for a normal result. Below
+// 2^-969 the low part cannot be scaled into a double (it would fall under 2^-1022 and round, and a
+// subnormal hi rounds too, which double-rounded R(exact) and cost up to ~0.5 ulp): dd_scaled then
+// re-rounds hi from the whole value (RNE, so hi = R(exact) holds everywhere) and keeps the
+// remainder unscaled (DD::lo_exp), and grading compares |produced - exact| with the bound as an
+// exact two-sum. The error there is the same ~2^-100 relative of the remainder (far below
+// 2^-1074); kReferenceSubnormalAbs (2^-1074) stays as a floor in the validation, not a need. The
+// float64 nodes with libm stagings (exp, sin, cos, log,
+// safeLog, sigmoid, tanh, silu, gelu, softplus) are NOT graded here: `sweep` grades them with MPFR
+// on a random subset on the host and says so.
+// ---------------------------------------------------------------------------------------------------
+inline constexpr double kReferenceUlps = 0x1p-18;          // of ulp_of(R(exact)) in the graded dtype
+inline constexpr double kReferenceAbsEps = 0x1p-20;        // times eps * w, only where abs_root_output
+inline constexpr double kReferenceSubnormalAbs = 0x1p-1074;  // absolute floor (see above)
+
+// Outputs of a node: 0 = y, 1 = dx (unary) or da, 2 = db.
+enum Output : int { kY = 0, kGradA = 1, kGradB = 2 };
+
+// Whether this output's reference error is absolute near a root (see the argument above).
+SWEEP_HD bool abs_root_output(Op op, int output) {
+  return (op == Op::silu && output == kGradA) || (op == Op::gelu && output == kGradA) ||
+         (op == Op::safeLog && output == kY);
+}
+
+// The float64 nodes graded on the device (double-double reference).
+SWEEP_HD bool device_graded_float64(Op op) {
+  switch (op) {
+    case Op::neg: case Op::scale: case Op::abs: case Op::sqrt: case Op::clamp: case Op::relu:
+    case Op::inv: case Op::add: case Op::sub: case Op::mul: case Op::max: case Op::min: case Op::div:
+      return true;
+    default: return false;
+  }
+}
+
+// --- bits and classification (no <cmath> predicates: the same code on host and device) -----------
+SWEEP_HD float float_from_bits(uint32_t b) { float f; memcpy(&f, &b, 4); return f; }
+SWEEP_HD uint32_t bits_of_float(float f) { uint32_t b; memcpy(&b, &f, 4); return b; }
+SWEEP_HD double double_from_bits(uint64_t b) { double d; memcpy(&d, &b, 8); return d; }
+SWEEP_HD double infinity() { return double_from_bits(0x7FF0000000000000ull); }
+SWEEP_HD double quiet_nan() { return double_from_bits(0x7FF8000000000000ull); }
+SWEEP_HD bool is_nan(double v) { return v != v; }
+SWEEP_HD bool is_finite(double v) { return fabs(v) <= 0x1.fffffffffffffp+1023; }
+
+SWEEP_HD uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// --- what one sweep of one node is -----------------------------------------------------------------
+enum class CaseKind : int {
+  float32_exhaustive,  // unary float32: case index = the input's bit pattern
+  float32_pairs,       // binary float32: every exponent pair x 2^pair_log2 random mantissas, signs
+  float64_random,      // float64: random bit patterns and in-domain values, half each
+};
+
+struct Job {
+  Op op = Op::add;
+  bool is_f64 = false;
+  int arity = 1;
+  CaseKind kind = CaseKind::float32_exhaustive;
+  double scalar0 = 0, scalar1 = 0;  // R(scalar): already rounded to the dtype
+  double scalar0_raw = 0, scalar1_raw = 0;  // as given (the production backend rounds them itself)
+  int pair_log2 = 16;
+  uint64_t seed = 0;
+  int domain_lo = 0, domain_hi = 0;
+  bool positive_only = false;
+};
+
+struct Inputs {
+  double a = 0, b = 0;  // x is a; values of the dtype widened exactly
+};
+
+SWEEP_HD float pattern_float(uint32_t exponent_field, uint64_t h) {
+  uint32_t mantissa = static_cast<uint32_t>(h) & 0x7FFFFFu;
+  if (exponent_field == 255 && ((h >> 40) & 1)) mantissa = 0;  // infinity half of the time
+  if (exponent_field == 0 && ((h >> 41) & 1)) mantissa = 0;    // zero half of the time
+  const uint32_t sign = static_cast<uint32_t>((h >> 42) & 1) << 31;
+  return float_from_bits(sign | (exponent_field << 23) | mantissa);
+}
+
+SWEEP_HD double domain_double(const Job& job, uint64_t h1, uint64_t h2) {
+  const int span = job.domain_hi - job.domain_lo;
+  const int exponent = job.domain_lo + static_cast<int>(h1 % static_cast<uint64_t>(span));
+  const double significand = 1.0 + ldexp(static_cast<double>(h2 >> 12), -52);
+  const double v = ldexp(significand, exponent);
+  return (!job.positive_only && ((h1 >> 63) & 1)) ? -v : v;
+}
+
+SWEEP_HD double random_double(const Job& job, uint64_t h) {
+  const uint64_t h1 = splitmix64(h), h2 = splitmix64(h1);
+  return (h & 1) ? domain_double(job, h1, h2) : double_from_bits(h1);
+}
+
+// The inputs of case `index` as the dtype's values (the same on host and device: a worst case is
+// regenerated from its index). float32 values keep their exact bits, signalling NaNs included.
+SWEEP_HD void case_floats(const Job& job, uint32_t index, float* a, float* b) {
+  if (job.kind == CaseKind::float32_exhaustive) {
+    *a = float_from_bits(index);
+    *b = 0;
+    return;
+  }
+  const uint32_t pair = index >> job.pair_log2;
+  const uint64_t h = splitmix64(splitmix64(job.seed) ^ index);
+  *a = pattern_float((pair >> 8) & 255u, h);
+  *b = pattern_float(pair & 255u, splitmix64(h));
+}
+SWEEP_HD void case_doubles(const Job& job, uint32_t index, double* a, double* b) {
+  const uint64_t h = splitmix64(splitmix64(job.seed) ^ index);
+  *a = random_double(job, h);
+  *b = random_double(job, splitmix64(h ^ 0x5851F42D4C957F2Dull));
+}
+SWEEP_HD Inputs case_inputs(const Job& job, uint32_t index) {
+  Inputs in;
+  if (job.is_f64) {
+    case_doubles(job, index, &in.a, &in.b);
+  } else {
+    float a, b;
+    case_floats(job, index, &a, &b);
+    in.a = a;
+    in.b = b;
+  }
+  return in;
+}
+
+SWEEP_HD bool in_domain_value(const Job& job, double v) {
+  const double m = fabs(v);
+  if (!(m >= ldexp(1.0, job.domain_lo) && m < ldexp(1.0, job.domain_hi))) return false;
+  return !job.positive_only || v > 0;
+}
+
+SWEEP_HD bool in_domain(const Job& job, const Inputs& in) {
+  return in_domain_value(job, in.a) && (job.arity == 1 || in_domain_value(job, in.b));
+}
+
+SWEEP_HD bool inputs_finite(const Job& job, const Inputs& in) {
+  return is_finite(in.a) && (job.arity == 1 || is_finite(in.b));
+}
+
+// --- float64 transcription for float32 outputs -----------------------------------------------------
+SWEEP_HD double sigmoid_d(double x) {  // exp(-|x|) forms: no overflow, no cancellation
+  if (x >= 0) return 1 / (1 + exp(-x));
+  const double e = exp(x);
+  return e / (1 + e);  // NaN lands here and stays NaN
+}
+SWEEP_HD double sigmoid_slope_d(double x) { return sigmoid_d(x) * sigmoid_d(-x); }  // s (1 - s)
+SWEEP_HD double softplus_d(double x) { return x > 0 ? x + log1p(exp(-x)) : log1p(exp(x)); }
+SWEEP_HD double sech2_d(double x) {  // 1 - tanh^2 = 4t / (1 + t)^2, t = exp(-2|x|)
+  const double t = exp(-2 * fabs(x));
+  return 4 * t / ((1 + t) * (1 + t));
+}
+// NaN-ignoring max/min (the spec's fmax/fmin); zeros compare equal, which grading does too.
+SWEEP_HD double fmax_spec(double a, double b) { return is_nan(a) ? b : is_nan(b) ? a : (b > a ? b : a); }
+SWEEP_HD double fmin_spec(double a, double b) { return is_nan(a) ? b : is_nan(b) ? a : (b < a ? b : a); }
+
+// gelu's constants in the dtype (spec/conventions.md §1.22): c = R(0.044715), k = R(sqrt(2/pi)),
+// c3 = R(3 R(c)).
+struct GeluConstants {
+  double c, k, c3;
+};
+SWEEP_HD GeluConstants gelu_constants(bool is_f64) {
+  if (is_f64) return {0.044715, 0.79788456080286535588, 3.0 * 0.044715};
+  const double c = static_cast<float>(0.044715);
+  return {c, static_cast<float>(0.79788456080286535588), static_cast<float>(3.0 * c)};
+}
+SWEEP_HD double gelu_u(double x) {
+  const GeluConstants g = gelu_constants(false);
+  return g.k * (x + g.c * x * x * x);
+}
+// 1 + tanh(u) = 2 s(2u); 1 - tanh(u)^2 = 4 s(2u) s(-2u); d/dx = ((1 + t) + x sech^2 k (1 + c3 x^2)) / 2.
+SWEEP_HD double gelu_forward_d(double x) { return x * sigmoid_d(2 * gelu_u(x)); }
+SWEEP_HD double gelu_slope_d(double x) {
+  const GeluConstants g = gelu_constants(false);
+  const double u2 = 2 * gelu_u(x);
+  const double sp = sigmoid_d(u2), sm = sigmoid_d(-u2);
+  return (2 * sp + x * (4 * sp * sm) * (g.k * (1 + g.c3 * x * x))) / 2;
+}
+SWEEP_HD double silu_slope_d(double x) { return sigmoid_d(x) * (1 + x * sigmoid_d(-x)); }
+
+SWEEP_HD double sign_times(double x, double g) { return x > 0 ? g : x < 0 ? -g : 0 * g; }
+
+// y of a unary node at float32 x; s0, s1 are R(scalars).
+SWEEP_HD double unary_forward_f32(Op op, double x, double s0, double s1) {
+  switch (op) {
+    case Op::neg: return -x;
+    case Op::scale: return x * s0;  // 24 x 24 bits: exact in double
+    case Op::abs: return fabs(x);
+    case Op::sqrt: return x <= 0 ? 0.0 : sqrt(x);
+    case Op::clamp: return fmin_spec(fmax_spec(x, s0), s1);
+    case Op::relu: return x > 0 ? x : 0.0;
+    case Op::exp: return exp(x);
+    case Op::sin: return sin(x);
+    case Op::cos: return cos(x);
+    case Op::log: return log(x);
+    case Op::inv: return 1 / x;
+    case Op::safeLog: return log(softplus_d(x) + s0);
+    case Op::sigmoid: return sigmoid_d(x);
+    case Op::tanh: return tanh(x);
+    case Op::silu: return x * sigmoid_d(x);
+    case Op::gelu: return gelu_forward_d(x);
+    case Op::softplus: return softplus_d(x);
+    default: return quiet_nan();
+  }
+}
+
+// dx of a unary node at float32 x with cotangent g.
+SWEEP_HD double unary_vjp_f32(Op op, double x, double g, double s0, double s1) {
+  switch (op) {
+    case Op::neg: return -g;
+    case Op::scale: return g * s0;
+    case Op::abs: return sign_times(x, g);
+    case Op::sqrt: return x > 0 ? g / (2 * sqrt(x)) : 0.0;
+    case Op::clamp: return s0 < x && x < s1 ? g : 0.0;
+    case Op::relu: return x > 0 ? g : 0.0;
+    case Op::exp: return g * exp(x);
+    case Op::sin: return g * cos(x);
+    case Op::cos: return -sin(x) * g;
+    case Op::log: return g / x;
+    case Op::inv: return -(g / (x * x));  // x * x exact in double
+    case Op::safeLog: return g * (sigmoid_d(x) / (softplus_d(x) + s0));
+    case Op::sigmoid: return g * sigmoid_slope_d(x);
+    case Op::tanh: return g * sech2_d(x);
+    case Op::silu: return g * silu_slope_d(x);
+    case Op::gelu: return g * gelu_slope_d(x);
+    case Op::softplus: return g * sigmoid_d(x);
+    default: return quiet_nan();
+  }
+}
+
+SWEEP_HD double binary_forward_f32(Op op, double a, double b) {
+  switch (op) {
+    case Op::add: return a + b;
+    case Op::sub: return a - b;
+    case Op::mul: return a * b;
+    case Op::max: return fmax_spec(a, b);
+    case Op::min: return fmin_spec(a, b);
+    case Op::div: return a / b;
+    default: return quiet_nan();
+  }
+}
+
+// da (output 1) or db (output 2) of a binary node; ties and unordered pairs split g in halves.
+SWEEP_HD double binary_vjp_f32(Op op, int output, double a, double b, double g) {
+  const bool first = output == kGradA;
+  switch (op) {
+    case Op::add: return g;
+    case Op::sub: return first ? g : 0.0 - g;
+    case Op::mul: return first ? g * b : g * a;
+    case Op::max: return a > b ? (first ? g : 0.0) : b > a ? (first ? 0.0 : g) : g / 2;
+    case Op::min: return a < b ? (first ? g : 0.0) : b < a ? (first ? 0.0 : g) : g / 2;
+    case Op::div: return first ? g / b : 0.0 - g * (a / (b * b));  // b * b exact in double
+    default: return quiet_nan();
+  }
+}
+
+// --- double-double for float64 outputs ------------------------------------------------------------
+// hi + lo * 2^lo_exp, with hi = R(value) (float64 round-to-nearest-even) always. lo_exp is 0 except
+// for results below 2^-969, whose low part would lose bits as a double: there lo is kept unscaled
+// (dd_scaled), so that the value is still known to ~2^-100 relative of its remainder.
+struct DD {
+  double hi = 0, lo = 0;
+  int lo_exp = 0;
+};
+SWEEP_HD DD two_sum(double a, double b) {
+  const double s = a + b, bb = s - a;
+  return {s, (a - (s - bb)) + (b - bb)};
+}
+SWEEP_HD DD two_prod(double a, double b) {
+  const double p = a * b;
+  return {p, fma(a, b, -p)};
+}
+SWEEP_HD DD dd_normalize(double hi, double lo) {
+  const double s = hi + lo;
+  return {s, lo - (s - hi)};
+}
+// n / d for double-doubles of normal magnitude (significands): one correction step, ~2^-104.
+SWEEP_HD DD dd_div(DD n, DD d) {
+  const double q1 = n.hi / d.hi;
+  const DD p = two_prod(q1, d.hi);
+  const double r = (((n.hi - p.hi) - p.lo) + n.lo) - q1 * d.lo;
+  return dd_normalize(q1, r / d.hi);
+}
+SWEEP_HD DD dd_mul(DD a, DD b) {
+  const DD p = two_prod(a.hi, b.hi);
+  return dd_normalize(p.hi, p.lo + (a.hi * b.lo + a.lo * b.hi));
+}
+SWEEP_HD DD dd_sqrt(double m) {  // m in [0.5, 2)
+  const double s = sqrt(m);
+  return dd_normalize(s, fma(-s, s, m) / (2 * s));
+}
+SWEEP_HD bool is_even_double(double v) {  // the last significand bit of a finite double is 0
+  uint64_t b;
+  memcpy(&b, &v, 8);
+  return (b & 1u) == 0;
+}
+// v * 2^e for a normalized v (|lo| <= ulp(hi) / 2, hi = RN(hi + lo)). Where both parts scale exactly
+// the result is {hi 2^e, lo 2^e}. Below 2^-969 they may not (hi lands on the subnormal grid, lo
+// under 2^-1022): then hi is re-rounded from the whole value (RNE, so hi = R(v 2^e) still) and the
+// remainder v 2^e - hi is kept unscaled, as lo with lo_exp = e (relative error 2^-53 of a value
+// below half the spacing at hi). Overflow: {+-inf, 0}.
+SWEEP_HD DD dd_scaled(DD v, int e) {
+  double hi = ldexp(v.hi, e);
+  if (!is_finite(hi)) return {hi, 0.0};
+  const double lo = ldexp(v.lo, e);
+  if (ldexp(hi, -e) == v.hi && ldexp(lo, -e) == v.lo) return {hi, lo};
+  // Remainder in the scaled-back space: r = v - hi 2^-e (d exact: both are within half a spacing).
+  DD r = two_sum(v.hi - ldexp(hi, -e), v.lo);
+  for (int step = 0; step < 2; ++step) {  // at most one step moves hi
+    const double up = nextafter(hi, infinity()), down = nextafter(hi, -infinity());
+    const double half_up = ldexp(up - hi, -e) / 2, half_down = ldexp(hi - down, -e) / 2;
+    // r compared with +half_up and -half_down exactly (r.hi first, r.lo breaks a tie of r.hi).
+    const bool above = r.hi > half_up || (r.hi == half_up && r.lo > 0);
+    const bool below = r.hi < -half_down || (r.hi == -half_down && r.lo < 0);
+    const bool tie_up = r.hi == half_up && r.lo == 0 && !is_even_double(hi);
+    const bool tie_down = r.hi == -half_down && r.lo == 0 && !is_even_double(hi);
+    if (above || tie_up) {
+      r = two_sum(r.hi - 2 * half_up, r.lo);  // 2 half_up exact, and so is the difference
+      hi = up;
+    } else if (below || tie_down) {
+      r = two_sum(r.hi + 2 * half_down, r.lo);
+      hi = down;
+    } else {
+      break;
+    }
+  }
+  // Below 2^-1098 (e < -1200: hi is 0 and the value is far from any tie) the remainder's own
+  // underflow is harmless; the clamp keeps 2^-lo_exp finite for grading.
+  const int lo_exp = e < -1200 ? -1200 : e;
+  return {hi, ldexp(r.hi + r.lo, e - lo_exp), lo_exp};
+}
+SWEEP_HD bool nonzero_finite(double v) { return v != 0 && is_finite(v); }
+SWEEP_HD DD dd_exact(double v) { return {v, 0.0}; }
+
+// prod(factors) / prod(divisors) with the exponents taken out: exact to ~2^-100 for nonzero finite
+// operands. Up to 2 factors and 2 divisors (pass 1.0 for unused ones).
+SWEEP_HD DD dd_ratio(double f1, double f2, double d1, double d2) {
+  int e1, e2, e3, e4;
+  const double m1 = frexp(f1, &e1), m2 = frexp(f2, &e2), m3 = frexp(d1, &e3), m4 = frexp(d2, &e4);
+  const DD q = dd_div(two_prod(m1, m2), two_prod(m3, m4));
+  return dd_scaled(q, e1 + e2 - e3 - e4);
+}
+
+// The float64 VJP and forward of the device-graded nodes, as double-doubles.
+SWEEP_HD DD dd_sqrt_of(double x) {
+  int e;
+  double m = frexp(x, &e);
+  if (e & 1) { m *= 2; e -= 1; }
+  return dd_scaled(dd_sqrt(m), e / 2);
+}
+SWEEP_HD DD dd_half_rsqrt_times(double g, double x) {  // g / (2 sqrt(x)), x > 0
+  int e, eg;
+  double m = frexp(x, &e);
+  if (e & 1) { m *= 2; e -= 1; }
+  const double mg = frexp(g, &eg);
+  const DD root = dd_sqrt(m);
+  return dd_scaled(dd_div(dd_exact(mg), DD{2 * root.hi, 2 * root.lo}), eg - e / 2);
+}
+
+SWEEP_HD DD forward_f64(Op op, double a, double b, double s0, double s1) {
+  switch (op) {
+    case Op::neg: return dd_exact(-a);
+    case Op::abs: return dd_exact(fabs(a));
+    case Op::relu: return dd_exact(a > 0 ? a : 0.0);
+    case Op::clamp: return dd_exact(fmin_spec(fmax_spec(a, s0), s1));
+    case Op::max: return dd_exact(fmax_spec(a, b));
+    case Op::min: return dd_exact(fmin_spec(a, b));
+    case Op::add: return is_finite(a + b) ? two_sum(a, b) : dd_exact(a + b);
+    case Op::sub: return is_finite(a - b) ? two_sum(a, -b) : dd_exact(a - b);
+    case Op::scale: return nonzero_finite(a) && nonzero_finite(s0) ? dd_ratio(a, s0, 1, 1) : dd_exact(a * s0);
+    case Op::mul: return nonzero_finite(a) && nonzero_finite(b) ? dd_ratio(a, b, 1, 1) : dd_exact(a * b);
+    case Op::div: return nonzero_finite(a) && nonzero_finite(b) ? dd_ratio(a, 1, b, 1) : dd_exact(a / b);
+    case Op::inv: return nonzero_finite(a) ? dd_ratio(1, 1, a, 1) : dd_exact(1 / a);
+    case Op::sqrt: return a <= 0 ? dd_exact(0.0) : nonzero_finite(a) ? dd_sqrt_of(a) : dd_exact(sqrt(a));
+    default: return dd_exact(quiet_nan());
+  }
+}
+
+SWEEP_HD DD negated(DD v) { return {-v.hi, -v.lo, v.lo_exp}; }
+// With a zero, infinite or NaN operand a product/quotient is 0, inf or NaN whatever the finite
+// nonzero operands' magnitudes; replacing those by +-1 keeps a chained formula (g a / b^2) from
+// over- or underflowing on the way where the real value does not.
+SWEEP_HD double unit_if_finite(double v) { return nonzero_finite(v) ? copysign(1.0, v) : v; }
+
+SWEEP_HD DD vjp_f64(Op op, int output, double a, double b, double g, double s0, double s1) {
+  const bool first = output == kGradA;
+  const bool finite_ab = nonzero_finite(a) && nonzero_finite(b) && nonzero_finite(g);
+  switch (op) {
+    case Op::neg: return dd_exact(-g);
+    case Op::abs: return dd_exact(sign_times(a, g));
+    case Op::relu: return dd_exact(a > 0 ? g : 0.0);
+    case Op::clamp: return dd_exact(s0 < a && a < s1 ? g : 0.0);
+    case Op::add: return dd_exact(g);
+    case Op::sub: return dd_exact(first ? g : 0.0 - g);
+    case Op::max: return dd_exact(a > b ? (first ? g : 0.0) : b > a ? (first ? 0.0 : g) : g / 2);
+    case Op::min: return dd_exact(a < b ? (first ? g : 0.0) : b < a ? (first ? 0.0 : g) : g / 2);
+    case Op::scale: return nonzero_finite(s0) && nonzero_finite(g) ? dd_ratio(g, s0, 1, 1) : dd_exact(g * s0);
+    case Op::mul: {
+      const double other = first ? b : a;
+      return nonzero_finite(other) && nonzero_finite(g) ? dd_ratio(g, other, 1, 1) : dd_exact(g * other);
+    }
+    case Op::div:
+      if (first) return nonzero_finite(b) && nonzero_finite(g) ? dd_ratio(g, 1, b, 1) : dd_exact(g / b);
+      // db = 0 - g a / b^2
+      if (!finite_ab) return dd_exact(0.0 - unit_if_finite(g) * (unit_if_finite(a) / (unit_if_finite(b) * unit_if_finite(b))));
+      return negated(dd_ratio(g, a, b, b));
+    case Op::inv:
+      if (!(nonzero_finite(a) && nonzero_finite(g))) return dd_exact(-(unit_if_finite(g) / (unit_if_finite(a) * unit_if_finite(a))));
+      return negated(dd_ratio(g, 1, a, a));
+    case Op::sqrt:
+      if (!(a > 0)) return dd_exact(0.0);
+      if (!(nonzero_finite(a) && nonzero_finite(g))) return dd_exact(g / (2 * sqrt(a)));
+      return dd_half_rsqrt_times(g, a);
+    default: return dd_exact(quiet_nan());
+  }
+}
+
+// The exact value of one output at one case, as a double-double (lo = 0 for float32 outputs).
+SWEEP_HD DD exact_value(const Job& job, int output, const Inputs& in, double g) {
+  if (job.is_f64) {
+    if (output == kY) return forward_f64(job.op, in.a, in.b, job.scalar0, job.scalar1);
+    return vjp_f64(job.op, output, in.a, in.b, g, job.scalar0, job.scalar1);
+  }
+  if (job.arity == 2) {
+    if (output == kY) return dd_exact(binary_forward_f32(job.op, in.a, in.b));
+    return dd_exact(binary_vjp_f32(job.op, output, in.a, in.b, g));
+  }
+  if (output == kY) return dd_exact(unary_forward_f32(job.op, in.a, job.scalar0, job.scalar1));
+  return dd_exact(unary_vjp_f32(job.op, in.a, g, job.scalar0, job.scalar1));
+}
+
+// --- grading (spec/bounds.def's rule, as reference/measure.cpp applies it) -------------------------
+struct Format {
+  int precision, min_exponent, max_exponent;
+  double eps;
+};
+SWEEP_HD Format format_of(bool is_f64) {
+  return is_f64 ? Format{53, -1022, 1023, 0x1p-52} : Format{24, -126, 127, 0x1p-23};
+}
+SWEEP_HD double round_to_format(bool is_f64, DD v) {  // float64: hi is R(value) (see DD)
+  return is_f64 ? v.hi : static_cast<double>(static_cast<float>(v.hi));
+}
+// Spacing of the dtype at a dtype value (libm-test convention: subnormal spacing at zero).
+SWEEP_HD double ulp_of_value(double v, Format f) {
+  if (is_nan(v)) return v;
+  if (!is_finite(v)) return ldexp(1.0, f.max_exponent - f.precision + 1);
+  int e = v == 0 ? f.min_exponent : ilogb(v);
+  if (e < f.min_exponent) e = f.min_exponent;
+  return ldexp(1.0, e - f.precision + 1);
+}
+
+// The weight w of the abs term: |g| for a VJP (1 forward), times safeLog's amplification
+// (reference::abs_weight's rule: den_lo = max(R(eps), den - 2 eps); +inf when R(eps) <= 0).
+SWEEP_HD double abs_weight_value(const Job& job, int output, const Inputs& in, double g) {
+  const double w = output == kY ? 1.0 : fabs(g);
+  if (job.op != Op::safeLog) return w;
+  const double eps = format_of(job.is_f64).eps, e = job.scalar0;
+  const double den = softplus_d(in.a) + e;
+  const double den_minus = den - 2 * eps;
+  const double den_lo = den_minus > e ? den_minus : e;
+  if (!(den_lo > 0)) return infinity();
+  const double gain = output == kY ? 1 / den_lo : sigmoid_d(in.a) / (den * den_lo);
+  return w * (gain > 1 ? gain : 1.0);
+}
+
+// Histogram classes: ULP error of finite results, then the non-finite classes.
+enum Bucket : int {
+  kUpToHalf, kUpToOne, kUpToTwo, kUpToFour, kUpToEight, kAboveEight,
+  kNonfiniteExpected,    // R(exact) is NaN or +-inf and the produced value is the same
+  kNonfiniteUnexpected,  // a non-finite value where R(exact) is finite, or the wrong non-finite one
+  kBucketCount
+};
+
+struct Bound {
+  double ulp = 0, abs = 0;
+};
+
+struct Graded {
+  double error_ulps = 0;  // |produced - exact| / ulp_of(R(exact)); inf for a non-finite mismatch
+  double ratio = 0;       // |produced - exact| / allowed; 0 when produced == R(exact)
+  bool within = true;
+  int bucket = kUpToHalf;
+};
+
+SWEEP_HD int bucket_of(double ulps) {
+  if (ulps <= 0.5) return kUpToHalf;
+  if (ulps <= 1) return kUpToOne;
+  if (ulps <= 2) return kUpToTwo;
+  if (ulps <= 4) return kUpToFour;
+  if (ulps <= 8) return kUpToEight;
+  return kAboveEight;
+}
+
+SWEEP_HD Graded grade_value(bool is_f64, DD exact, double produced, Bound bound, double w) {
+  const Format f = format_of(is_f64);
+  const double rounded = round_to_format(is_f64, exact);
+  Graded r;
+  if (!is_finite(rounded)) {
+    const bool same = is_nan(rounded) ? is_nan(produced) : produced == rounded;
+    if (same) { r.bucket = kNonfiniteExpected; return r; }
+    return {infinity(), infinity(), false, kNonfiniteUnexpected};
+  }
+  if (!is_finite(produced)) return {infinity(), infinity(), false, kNonfiniteUnexpected};
+  const double ulp = ulp_of_value(rounded, f);
+  const double allowed = bound.ulp * ulp + bound.abs * f.eps * w;
+  // Error, ulp and allowed all in units of 2^s: s = lo_exp where the low part is kept unscaled
+  // (results below 2^-969), so that a remainder under the smallest subnormal still counts.
+  // The error (produced - hi) - lo is kept as an exact two-sum e, so that a low part below the
+  // difference's last bit still decides a verdict at the bound's edge (|e| == allowed).
+  const double d = produced - exact.hi;  // exact whenever d is within a few ulps of hi
+  int s = exact.lo_exp;
+  if (s != 0 && fabs(d) > 0x1p-900) s = 0;  // far off: the remainder (< 2^-1022) cannot matter
+  const double lo = exact.lo_exp == 0 || s != 0 ? exact.lo : 0.0;
+  const DD e = two_sum(ldexp(d, -s), -lo);
+  const double error = fabs(e.hi);
+  const double ulp_s = ldexp(ulp, -s), allowed_s = ldexp(allowed, -s);
+  r.error_ulps = error / ulp_s;
+  r.bucket = bucket_of(r.error_ulps);
+  if (produced == rounded) return r;  // correctly rounded: conforms (+0 == -0)
+  // |e.hi + e.lo| <= allowed: e.lo (<= half an ulp of e.hi) only matters when |e.hi| == allowed.
+  r.within = error < allowed_s || (error == allowed_s && (e.lo == 0 || (e.lo < 0) != (e.hi < 0)));
+  r.ratio = allowed_s > 0 ? error / allowed_s : infinity();
+  return r;
+}
+
+// --- tallies: plain data, reduced with atomics on the device and added up on the host -------------
+inline constexpr int kViolationSlots = 8;
+
+struct OutputTally {
+  unsigned long long histogram[kBucketCount];
+  unsigned long long above_bound;         // every case of the range
+  unsigned long long above_bound_domain;  // cases inside the node's domain
+  unsigned long long worst_domain_key;    // see worst_key; 0 = none
+  unsigned long long worst_finite_key;    // finite inputs with finite results
+  unsigned long long worst_ratio_key;     // largest error / allowed (violations first)
+  unsigned long long violations_recorded;
+  uint32_t violation_cases[kViolationSlots];
+};
+
+// A max-reduction key: the metric's float bits (+1, so that 0 means "none") above the case index.
+// Non-negative floats order like their bits; +inf orders above every finite metric.
+SWEEP_HD unsigned long long worst_key(double metric, uint32_t index) {
+  const float m = static_cast<float>(metric);
+  return (static_cast<unsigned long long>(bits_of_float(m) + 1u) << 32) | index;
+}
+SWEEP_HD bool key_present(unsigned long long key) { return key != 0; }
+SWEEP_HD uint32_t key_case(unsigned long long key) { return static_cast<uint32_t>(key); }
+SWEEP_HD double key_metric(unsigned long long key) {
+  return float_from_bits(static_cast<uint32_t>(key >> 32) - 1u);
+}
+
+// One graded element, with what the tally needs.
+struct ElementVerdict {
+  Graded graded;
+  bool domain = false, finite_inputs = false;
+};
+
+SWEEP_HD ElementVerdict grade_element(const Job& job, int output, double g, Bound bound,
+                                      const Inputs& in, double produced) {
+  const DD exact = exact_value(job, output, in, g);
+  const double w = abs_weight_value(job, output, in, g);
+  ElementVerdict v;
+  v.graded = grade_value(job.is_f64, exact, produced, bound, w);
+  v.domain = in_domain(job, in);
+  v.finite_inputs = inputs_finite(job, in);
+  return v;
+}
+
+}  // namespace tapewise::conform::sweep

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# tools/fuzz.sh [SECONDS_PER_HARNESS] — builds the libFuzzer harnesses of proptest/fuzz (clang,
+# ASan + UBSan) into build-fuzz/ and runs each for SECONDS_PER_HARNESS (default 60) on a copy of its
+# seed corpus in a temp folder (the committed corpus is never modified). One summary line per
+# harness; exits non-zero when any harness finds a crash, leak or UB (its input is kept under
+# build-fuzz/artifacts/). Installs nothing: tools/setup.sh provides clang.
+set -euo pipefail
+
+seconds="${1:-60}"
+if ! [[ "$seconds" =~ ^[0-9]+$ ]] || [ "$seconds" -lt 1 ]; then
+  echo "usage: tools/fuzz.sh [SECONDS_PER_HARNESS (a whole number >= 1, default 60)]" >&2
+  exit 2
+fi
+cd "$(dirname "$0")/.."
+root="$PWD"
+build="$root/build-fuzz"
+harnesses=(npy_fuzz index_fuzz special_points_fuzz c_api_fuzz)
+
+# The libraries get coverage instrumentation (fuzzer-no-link) and the sanitizers (TAPEWISE_SANITIZE);
+# the harnesses add -fsanitize=fuzzer themselves (proptest/fuzz/CMakeLists.txt).
+CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DTAPEWISE_CUDA=OFF -DTAPEWISE_BUILD_FUZZERS=ON \
+  -DTAPEWISE_BUILD_TESTS=OFF -DTAPEWISE_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g" \
+  -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link" >/dev/null
+ninja -C "$build" -j2 "${harnesses[@]}"
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/tapewise_fuzz.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+status=0
+for h in "${harnesses[@]}"; do
+  corpus_name="${h%_fuzz}"
+  mkdir -p "$work/$h/corpus" "$work/$h/artifacts"
+  cp -R "$root/proptest/fuzz/corpus/$corpus_name/." "$work/$h/corpus/"
+  log="$work/$h/log"
+  # Run inside the temp folder: libFuzzer writes nothing anywhere else.
+  if (cd "$work/$h" && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+      "$build/bin/$h" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=2048 -print_final_stats=1 \
+      -artifact_prefix="$work/$h/artifacts/" corpus >"$log" 2>&1); then
+    result=ok
+  else
+    result="FAILED (log: build-fuzz/artifacts/$h.log)"
+    status=1
+    mkdir -p "$build/artifacts"
+    cp "$log" "$build/artifacts/$h.log"
+    cp -R "$work/$h/artifacts/." "$build/artifacts/" 2>/dev/null || true
+  fi
+  runs="$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1 || true)"
+  cov="$(grep -o 'cov: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*' || true)"
+  printf '%-20s runs %-10s coverage %-6s (edges) %s\n' "$h" "${runs:-?}" "${cov:-?}" "$result"
+done
+exit "$status"
