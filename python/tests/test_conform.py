@@ -116,3 +116,19 @@ def test_vectors_answered_by_tapewise_conform(tmp_path):
     assert summary["errors"] == []
     report = conform.check(folder, binary=binary)
     assert report["summary"]["conforms"] is True, report["summary"]
+
+
+def test_check_graph_grades_a_composite_and_rejects_a_bad_one():
+    binary = _binary()
+    graph = {"schema": "tapewise-conform.graph/1", "dtype": "float64",
+             "leaves": [{"name": "x", "values": [-1.5, 0.0, 2.0]}, {"name": "y", "values": [0.5, 0.0, -3.0]}],
+             "nodes": [{"name": "m", "op": "max", "parents": ["x", "y"]},
+                       {"name": "s", "op": "safeLog", "parents": ["m"], "scalars": {"eps": 1e-6}}],
+             "output": "s", "seed": [1.0, -1.0, 0.5]}
+    report = conform.check_graph(graph, backend="cpu", binary=binary)
+    assert report["schema"] == "tapewise-conform.graph-report/1"
+    assert report["summary"]["passes"] is True, report["summary"]
+    graph["nodes"][0]["op"] = "maximum"
+    with pytest.raises(conform.ConformError) as info:
+        conform.check_graph(graph, backend="cpu", binary=binary)
+    assert "maximum" in info.value.stderr
