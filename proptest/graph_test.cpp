@@ -44,13 +44,7 @@ std::string slurp(const fs::path& path) {
   return s.str();
 }
 
-std::string hex_text(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%a", v);
-  return buf;
-}
+std::string hex_text(double v) { return conform::hex(v); }
 
 // ---- a random graph over all 23 ops ---------------------------------------------------------------
 
