@@ -146,7 +146,10 @@ std::int64_t check_job(const sw::Job& j, const Scalars& s, std::int64_t cases, s
     }
   };
   ref::ensure_precision();
-  std::thread other(work, 1);
+  std::thread other([&] {
+    work(1);
+    ref::release_thread_caches();
+  });
   work(0);
   other.join();
   return failures.load();

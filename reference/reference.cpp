@@ -84,6 +84,8 @@ void ensure_precision() {
   if (Real::default_precision() != kDigits10) Real::default_precision(kDigits10);
 }
 
+void release_thread_caches() { mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE); }
+
 Real real(double v) {
   ensure_precision();
   return Real(v);

@@ -25,6 +25,9 @@ inline constexpr int kPrecisionBits = 256;
 // global default; newer Boost keeps one per thread). Every entry point below calls it; call it
 // yourself before constructing Reals of your own, and once on the main thread before spawning.
 void ensure_precision();
+// MPFR keeps caches per thread (constants such as log 2 and pi); a thread other than the main one
+// that used the reference calls this before it ends, or the caches leak with it.
+void release_thread_caches();
 
 // Exact conversions (a float or double is always representable at 256 bits).
 Real real(double v);

@@ -388,6 +388,7 @@ void parallel_for(std::int64_t n, Fn fn) {
     pool.emplace_back([&, t] {
       reference::ensure_precision();
       for (std::int64_t i = t; i < n; i += threads) fn(i);
+      reference::release_thread_caches();
     });
   for (auto& th : pool) th.join();
 }
