@@ -192,22 +192,22 @@ class Reader {
     }
     for (const auto& k : in_keys) {
       auto v = value(k);
-      if (!v) return tl::unexpected(v.error());
+      TAPEWISE_CHECK(v);
       p.inputs.push_back(*v);
     }
     {
       auto v = value("g");
-      if (!v) return tl::unexpected(v.error());
+      TAPEWISE_CHECK(v);
       p.g = *v;
     }
     {
       auto v = value("y");
-      if (!v) return tl::unexpected(v.error());
+      TAPEWISE_CHECK(v);
       p.y = *v;
     }
     for (const auto& k : grad_keys) {
       auto v = value(k);
-      if (!v) return tl::unexpected(v.error());
+      TAPEWISE_CHECK(v);
       p.grads.push_back(*v);
     }
 
@@ -269,7 +269,7 @@ Result<SpecialPoints> parse_special_points(const std::string& text, const std::s
       note = trim(s.substr(hash + 1));
     }
     auto p = reader.parse_case(body, note);
-    if (!p) return tl::unexpected(p.error());
+    TAPEWISE_CHECK(p);
     out.points.push_back(std::move(*p));
   }
   return out;

@@ -31,7 +31,7 @@ struct MemoryStats {
 
 class Backend;
 namespace detail {
-struct Program;  // a tape program (cuda/program.hpp): internal to the library
+struct Program;  // a tape program (cuda/kernels/program.hpp): internal to the library
 }  // namespace detail
 
 class Buffer {
@@ -102,7 +102,7 @@ class Backend : public std::enable_shared_from_this<Backend> {
  public:
   virtual ~Backend() = default;
   virtual BackendKind kind() const = 0;
-  virtual std::string describe() const = 0;  // e.g. "CUDA device 0: NVIDIA H200 (sm_90, 132 SMs)"
+  virtual std::string describe() const = 0;  // e.g. "CUDA device 0: NVIDIA H200, 132 SMs"
 
   // Tagged, counted allocation. Fails with InvalidShape or OutOfMemory; never throws.
   Result<Buffer> allocate(const Shape& shape, DType dtype, AllocTag tag);
@@ -142,7 +142,7 @@ class Backend : public std::enable_shared_from_this<Backend> {
   // One primitive buffer op (the vocabulary of the staged VJPs).
   virtual Result<void> prim(Prim p, double c, std::span<const Buffer* const> inputs,
                             Buffer& out) = 0;
-  // Runs a tape program: every step, in order, at every element (cuda/program.hpp). Queued like
+  // Runs a tape program: every step, in order, at every element (cuda/kernels/program.hpp). Queued like
   // a kernel: no synchronisation, no allocation.
   virtual Result<void> run_program(const detail::Program& program) = 0;
   // Waits for all queued work; reports any asynchronous failure.
@@ -178,6 +178,11 @@ class Backend : public std::enable_shared_from_this<Backend> {
   std::int64_t fail_countdown_ = 0;
   std::int64_t program_threshold_ = kDefaultProgramThreshold;
 };
+
+// The VJP of one node as the spec stages it (spec/ops.def, `staged`): one prim per stage, workspace
+// buffers released before return. The independent second path beside Backend::vjp_fused.
+Result<void> staged_vjp(Backend& be, Op op, const Scalars& s, std::span<const Buffer* const> inputs,
+                        const Buffer& g, std::span<Buffer* const> grads);
 
 std::shared_ptr<Backend> make_cpu_backend();
 

@@ -68,6 +68,20 @@ inline tl::unexpected<Error> fail(ErrorCode c, std::string message) {
   return tl::unexpected<Error>(Error{c, std::move(message)});
 }
 
+// The one way errors travel through tapewise's own code (library, runner, tools): a failed Result
+// returns its Error from the enclosing function, whatever that function's Result<T> is.
+//   TAPEWISE_TRY(buf, be.allocate(...));   declares `buf` from the value, or returns the error
+//   TAPEWISE_CHECK(tape.flush());          returns the error of a Result<void> (or any Result)
+#define TAPEWISE_TRY(var, expr)                                              \
+  auto var##_result_ = (expr);                                               \
+  if (!var##_result_) return ::tl::unexpected(std::move(var##_result_).error()); \
+  auto var = std::move(*var##_result_)
+#define TAPEWISE_CHECK(expr)                                                          \
+  do {                                                                                \
+    if (auto&& tapewise_check_ = (expr); !tapewise_check_)                            \
+      return ::tl::unexpected(std::move(tapewise_check_).error());                    \
+  } while (0)
+
 // A host-side tensor: shape, dtype and the raw little-endian element bytes (bit-exact).
 struct HostArray {
   Shape shape;

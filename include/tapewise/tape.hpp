@@ -34,7 +34,7 @@ namespace tapewise {
 
 using NodeId = std::int64_t;
 namespace detail {
-struct BackwardPlan;  // the backward walk (cuda/backward_plan.hpp): internal to the library
+struct BackwardPlan;  // the backward walk (cuda/tape/backward_plan.hpp): internal to the library
 }  // namespace detail
 
 // Which VJP form backward runs: one fused kernel per node (production) or the spec's stages, each a
@@ -68,7 +68,7 @@ class Gradients {
 class Tape {
  public:
   // At most this many nodes wait for their forward: one CUDA launch's worth of program steps
-  // (cuda/program.hpp), so a full list flushes as exactly one kernel, and the device starts on
+  // (cuda/kernels/program.hpp), so a full list flushes as exactly one kernel, and the device starts on
   // long recordings while the host is still recording.
   static constexpr std::size_t kMaxPendingNodes = 448;
 
@@ -149,10 +149,5 @@ class Tape {
   // cache of what was recorded, so const readers may flush.
   mutable std::vector<NodeId> pending_;
 };
-
-// The VJP of one node as the spec stages it (workspace buffers, released before return).
-Result<void> staged_vjp(Backend& be, Op op, const Scalars& s,
-                        std::span<const Buffer* const> inputs, const Buffer& g,
-                        std::span<Buffer* const> grads);
 
 }  // namespace tapewise

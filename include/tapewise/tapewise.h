@@ -1,5 +1,5 @@
 /* tapewise/tapewise.h — the C ABI of tapewise: plain C99 over the C++ API (implemented in
- * cuda/c_api.cpp, in the same library), for C programs and foreign-function interfaces (ctypes, …).
+ * cuda/c_api/c_api.cpp, in the same library), for C programs and foreign-function interfaces (ctypes, …).
  *
  * Rules that hold for every function:
  * - Every function except the few that return a string, an int or nothing reports a tw_status;

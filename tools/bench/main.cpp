@@ -445,7 +445,7 @@ int main(int argc, char** argv) {
   Device dev(*be, stream);
 
   json meta = {{"tool", "tapewise-bench"},
-               {"kernel", "prod: cuda/cuda_backend.cu"},
+               {"kernel", "prod: cuda/backends/cuda_backend.cu"},
                {"date", opt.date},
                {"commit", opt.commit},
                {"gpu", prop.name},

@@ -5,11 +5,6 @@
 #include <algorithm>
 #include <chrono>
 
-// Declares `var` from a Result, or returns its error.
-#define TW_TRY(var, expr)                                         \
-  auto var##_result = (expr);                                     \
-  if (!var##_result) return tl::unexpected(var##_result.error()); \
-  auto var = std::move(*var##_result)
 
 namespace tapewise::conform {
 
@@ -26,7 +21,7 @@ HostArray scalar_array(DType dtype, double v) {
 Result<std::vector<Buffer>> upload_all(Backend& backend, std::span<const HostArray> inputs) {
   std::vector<Buffer> in;
   for (const HostArray& h : inputs) {
-    TW_TRY(buffer, backend.upload(h));
+    TAPEWISE_TRY(buffer, backend.upload(h));
     in.push_back(std::move(buffer));
   }
   return in;
@@ -40,30 +35,30 @@ Result<NodeOutputs> run_node(Backend& backend, Op op, const Scalars& s,
   const OpInfo& info = op_info(op);
   if (static_cast<int>(inputs.size()) != info.arity)
     return fail(ErrorCode::InvalidArgument, std::string(info.name) + " takes " + std::to_string(info.arity) + " input(s)");
-  TW_TRY(in, upload_all(backend, inputs));
+  TAPEWISE_TRY(in, upload_all(backend, inputs));
   const Buffer* in_ptrs[2] = {&in[0], &in[in.size() - 1]};
   const std::span<const Buffer* const> in_span(in_ptrs, in.size());
 
   NodeOutputs out;
-  TW_TRY(y, backend.allocate(in[0].shape(), in[0].dtype(), AllocTag::value));
-  if (auto ok = backend.forward(op, s, in_span, y); !ok) return tl::unexpected(ok.error());
-  TW_TRY(y_host, backend.download(y));
+  TAPEWISE_TRY(y, backend.allocate(in[0].shape(), in[0].dtype(), AllocTag::value));
+  TAPEWISE_CHECK(backend.forward(op, s, in_span, y));
+  TAPEWISE_TRY(y_host, backend.download(y));
   out.y = std::move(y_host);
   if (!g) return out;
 
-  TW_TRY(g_buffer, backend.upload(*g));
+  TAPEWISE_TRY(g_buffer, backend.upload(*g));
   std::vector<Buffer> grads;
   for (int i = 0; i < info.arity; ++i) {
-    TW_TRY(grad, backend.allocate(in[0].shape(), in[0].dtype(), AllocTag::gradient));
+    TAPEWISE_TRY(grad, backend.allocate(in[0].shape(), in[0].dtype(), AllocTag::gradient));
     grads.push_back(std::move(grad));
   }
   Buffer* grad_ptrs[2] = {&grads[0], &grads[grads.size() - 1]};
   const std::span<Buffer* const> grad_span(grad_ptrs, grads.size());
   if (path == VjpPath::fused) {
-    if (auto ok = backend.vjp_fused(op, s, in_span, g_buffer, grad_span); !ok) return tl::unexpected(ok.error());
+    TAPEWISE_CHECK(backend.vjp_fused(op, s, in_span, g_buffer, grad_span));
   } else {
     const MemoryStats before = backend.stats();
-    if (auto ok = staged_vjp(backend, op, s, in_span, g_buffer, grad_span); !ok) return tl::unexpected(ok.error());
+    TAPEWISE_CHECK(staged_vjp(backend, op, s, in_span, g_buffer, grad_span));
     const MemoryStats after = backend.stats();
     if (leaks) {
       ++leaks->staged_calls;
@@ -73,7 +68,7 @@ Result<NodeOutputs> run_node(Backend& backend, Op op, const Scalars& s,
     }
   }
   for (const Buffer& grad : grads) {
-    TW_TRY(grad_host, backend.download(grad));
+    TAPEWISE_TRY(grad_host, backend.download(grad));
     out.grads.push_back(std::move(grad_host));
   }
   return out;
@@ -85,21 +80,21 @@ Result<NodeOutputs> run_on_tape(const std::shared_ptr<Backend>& backend, Op op, 
   Tape tape(backend);
   std::vector<NodeId> leaves;
   for (const HostArray& v : leaf_values) {
-    TW_TRY(id, tape.leaf(v));
+    TAPEWISE_TRY(id, tape.leaf(v));
     leaves.push_back(id);
   }
   std::vector<NodeId> parents = leaves;
   if (same && !leaves.empty()) parents.push_back(leaves[0]);
-  TW_TRY(node, tape.apply(op, parents, s));
-  TW_TRY(grads, tape.backward(node, g, path));
+  TAPEWISE_TRY(node, tape.apply(op, parents, s));
+  TAPEWISE_TRY(grads, tape.backward(node, g, path));
   NodeOutputs out;
-  TW_TRY(y, tape.value(node));
+  TAPEWISE_TRY(y, tape.value(node));
   out.y = std::move(y);
   for (NodeId leaf : leaves) {
     if (!grads.has(leaf))
       return fail(ErrorCode::InvalidArgument, std::string(op_name(op)) + ": backward gave input " +
                                                   std::to_string(leaf) + " no gradient");
-    TW_TRY(grad, grads.host(leaf));
+    TAPEWISE_TRY(grad, grads.host(leaf));
     out.grads.push_back(std::move(grad));
   }
   return out;
@@ -137,14 +132,14 @@ Result<ChosenBackend> choose_backend(BackendChoice choice) {
 Result<Timing> time_node(Backend& backend, Op op, const Scalars& s, std::span<const HostArray> inputs,
                          const HostArray& g) {
   using Clock = std::chrono::steady_clock;
-  TW_TRY(in, upload_all(backend, inputs));
+  TAPEWISE_TRY(in, upload_all(backend, inputs));
   const Buffer* in_ptrs[2] = {&in[0], &in[in.size() - 1]};
   const std::span<const Buffer* const> in_span(in_ptrs, in.size());
-  TW_TRY(g_buffer, backend.upload(g));
-  TW_TRY(y, backend.allocate(g_buffer.shape(), g_buffer.dtype(), AllocTag::value));
+  TAPEWISE_TRY(g_buffer, backend.upload(g));
+  TAPEWISE_TRY(y, backend.allocate(g_buffer.shape(), g_buffer.dtype(), AllocTag::value));
   std::vector<Buffer> grads;
   for (std::size_t i = 0; i < in.size(); ++i) {
-    TW_TRY(grad, backend.allocate(g_buffer.shape(), g_buffer.dtype(), AllocTag::gradient));
+    TAPEWISE_TRY(grad, backend.allocate(g_buffer.shape(), g_buffer.dtype(), AllocTag::gradient));
     grads.push_back(std::move(grad));
   }
   Buffer* grad_ptrs[2] = {&grads[0], &grads[grads.size() - 1]};
@@ -155,8 +150,8 @@ Result<Timing> time_node(Backend& backend, Op op, const Scalars& s, std::span<co
     double best = 1e300;
     for (int rep = 0; rep < 4; ++rep) {
       const auto start = Clock::now();
-      if (auto ok = call(); !ok) return tl::unexpected(ok.error());
-      if (auto ok = backend.synchronize(); !ok) return tl::unexpected(ok.error());
+      TAPEWISE_CHECK(call());
+      TAPEWISE_CHECK(backend.synchronize());
       const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
       if (rep > 0) best = std::min(best, seconds);
     }
@@ -164,8 +159,8 @@ Result<Timing> time_node(Backend& backend, Op op, const Scalars& s, std::span<co
   };
   Timing t;
   t.elements = g.numel();
-  TW_TRY(forward_s, best_seconds([&] { return backend.forward(op, s, in_span, y); }));
-  TW_TRY(vjp_s, best_seconds([&] { return backend.vjp_fused(op, s, in_span, g_buffer, grad_span); }));
+  TAPEWISE_TRY(forward_s, best_seconds([&] { return backend.forward(op, s, in_span, y); }));
+  TAPEWISE_TRY(vjp_s, best_seconds([&] { return backend.vjp_fused(op, s, in_span, g_buffer, grad_span); }));
   t.forward_s = forward_s;
   t.vjp_s = vjp_s;
   return t;

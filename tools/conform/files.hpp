@@ -115,13 +115,13 @@ class RegularFile {
 // The whole of a regular file of at most `max_bytes` bytes (checked before reading).
 inline Result<std::string> read_small_file(const std::string& path, std::uint64_t max_bytes) {
   auto file = RegularFile::open(path);
-  if (!file) return tl::unexpected(file.error());
+  TAPEWISE_CHECK(file);
   if (file->size() > max_bytes)
     return files_detail::file_error(path, "is " + std::to_string(file->size()) + " bytes; the limit is " +
                                               std::to_string(max_bytes));
   std::string text(static_cast<std::size_t>(file->size()), '\0');
   auto ok = file->read_at(0, std::as_writable_bytes(std::span<char>(text.data(), text.size())));
-  if (!ok) return tl::unexpected(ok.error());
+  TAPEWISE_CHECK(ok);
   return text;
 }
 

@@ -20,10 +20,6 @@
 #include "reference.hpp"
 
 // Declares `var` from a Result, or returns its error.
-#define TW_GRAPH_TRY(var, expr)                                   \
-  auto var##_result = (expr);                                     \
-  if (!var##_result) return tl::unexpected(var##_result.error()); \
-  auto var = std::move(*var##_result)
 
 namespace tapewise::conform {
 
@@ -198,10 +194,10 @@ Result<Shape> read_shape(const GraphJson& dims, const std::string& where) {
 // Values with an optional shape (default [count]); the count must be the shape's element count.
 Result<std::pair<Shape, Values>> read_shaped_values(const GraphJson& values, const GraphJson* shape,
                                                     DType dtype, const std::string& where) {
-  TW_GRAPH_TRY(v, read_values(values, dtype, where));
+  TAPEWISE_TRY(v, read_values(values, dtype, where));
   Shape s{static_cast<std::int64_t>(v.size())};
   if (shape) {
-    TW_GRAPH_TRY(given, read_shape(*shape, where));
+    TAPEWISE_TRY(given, read_shape(*shape, where));
     s = given;
   }
   if (s.numel() != static_cast<std::int64_t>(v.size()))
@@ -251,9 +247,9 @@ Result<void> add_entries(Entries& e, const GraphJson& doc, const char* key, cons
 
 Result<Entries> collect_entries(const GraphJson& doc) {
   Entries e;
-  if (auto ok = add_entries(e, doc, "leaves", "leaf"); !ok) return tl::unexpected(ok.error());
+  TAPEWISE_CHECK(add_entries(e, doc, "leaves", "leaf"));
   e.leaf_count = e.items.size();
-  if (auto ok = add_entries(e, doc, "nodes", "node"); !ok) return tl::unexpected(ok.error());
+  TAPEWISE_CHECK(add_entries(e, doc, "nodes", "node"));
   return e;
 }
 
@@ -348,7 +344,7 @@ Result<Scalars> read_scalars(const GraphJson& entry, const OpInfo& info, DType d
   for (int k = 0; k < info.scalar_count(); ++k) {
     const std::string name = info.scalar_names[k];
     if (!given.contains(name)) return bad_graph(where + ": missing scalar '" + name + "' (" + scalar_list(info) + ")");
-    TW_GRAPH_TRY(v, read_scalar(given[name], info, name, dtype, where));
+    TAPEWISE_TRY(v, read_scalar(given[name], info, name, dtype, where));
     *targets[k] = v;
   }
   return s;
@@ -357,9 +353,9 @@ Result<Scalars> read_scalars(const GraphJson& entry, const OpInfo& info, DType d
 Result<GraphNode> read_leaf(const Entries& e, std::int64_t id, DType dtype) {
   const GraphJson& item = *e.items[static_cast<std::size_t>(id)];
   const std::string where = "leaf '" + e.names[static_cast<std::size_t>(id)] + "' (#" + std::to_string(id) + ")";
-  if (auto ok = check_keys(item, {"name", "values", "shape", "requires_grad"}, where); !ok) return tl::unexpected(ok.error());
+  TAPEWISE_CHECK(check_keys(item, {"name", "values", "shape", "requires_grad"}, where));
   if (!item.contains("values")) return bad_graph(where + ": missing 'values'");
-  TW_GRAPH_TRY(shaped, read_shaped_values(item["values"], item.contains("shape") ? &item["shape"] : nullptr, dtype, where));
+  TAPEWISE_TRY(shaped, read_shaped_values(item["values"], item.contains("shape") ? &item["shape"] : nullptr, dtype, where));
   GraphNode leaf;
   leaf.name = e.names[static_cast<std::size_t>(id)];
   leaf.shape = shaped.first;
@@ -384,8 +380,8 @@ Result<const OpInfo*> read_op(const GraphJson& item, std::string& where) {
 Result<GraphNode> read_node(const Entries& e, std::int64_t id, const Graph& graph) {
   const GraphJson& item = *e.items[static_cast<std::size_t>(id)];
   std::string where = "node '" + e.names[static_cast<std::size_t>(id)] + "' (#" + std::to_string(id) + ")";
-  if (auto ok = check_keys(item, {"name", "op", "parents", "scalars"}, where); !ok) return tl::unexpected(ok.error());
-  TW_GRAPH_TRY(info, read_op(item, where));
+  TAPEWISE_CHECK(check_keys(item, {"name", "op", "parents", "scalars"}, where));
+  TAPEWISE_TRY(info, read_op(item, where));
   if (!item.contains("parents") || !item["parents"].is_array())
     return bad_graph(where + ": 'parents' must be an array of names");
   const GraphJson& parents = item["parents"];
@@ -398,7 +394,7 @@ Result<GraphNode> read_node(const Entries& e, std::int64_t id, const Graph& grap
   node.arity = info->arity;
   node.requires_grad = false;
   for (int k = 0; k < info->arity; ++k) {
-    TW_GRAPH_TRY(parent, resolve_parent(e, id, parents[static_cast<std::size_t>(k)], where));
+    TAPEWISE_TRY(parent, resolve_parent(e, id, parents[static_cast<std::size_t>(k)], where));
     node.parents[static_cast<std::size_t>(k)] = parent;
     node.requires_grad = node.requires_grad || graph.nodes[static_cast<std::size_t>(parent)].requires_grad;
   }
@@ -410,7 +406,7 @@ Result<GraphNode> read_node(const Entries& e, std::int64_t id, const Graph& grap
       return bad_graph(where + ": shape mismatch: parents '" + a.name + "' " + a.shape.str() + " and '" + b.name +
                        "' " + b.shape.str() + " differ (no broadcasting)");
   }
-  TW_GRAPH_TRY(scalars, read_scalars(item, *info, graph.dtype, where));
+  TAPEWISE_TRY(scalars, read_scalars(item, *info, graph.dtype, where));
   node.scalars = scalars;
   return node;
 }
@@ -449,12 +445,12 @@ Result<Values> read_seed(const GraphJson& doc, const Graph& g) {
   const GraphJson* values = &seed;
   const GraphJson* shape = nullptr;
   if (seed.is_object()) {
-    if (auto ok = check_keys(seed, {"values", "shape"}, "seed"); !ok) return tl::unexpected(ok.error());
+    TAPEWISE_CHECK(check_keys(seed, {"values", "shape"}, "seed"));
     if (!seed.contains("values")) return bad_graph("seed: missing 'values'");
     values = &seed["values"];
     shape = seed.contains("shape") ? &seed["shape"] : nullptr;
   }
-  TW_GRAPH_TRY(shaped, read_shaped_values(*values, shape, g.dtype, "seed"));
+  TAPEWISE_TRY(shaped, read_shaped_values(*values, shape, g.dtype, "seed"));
   if (shape && shaped.first != out.shape)
     return bad_graph("seed shape mismatch: seed shape " + shaped.first.str() + ", output '" + out.name + "' has shape " +
                      out.shape.str());
@@ -468,21 +464,21 @@ Result<Values> read_seed(const GraphJson& doc, const Graph& g) {
 }  // namespace
 
 Result<Graph> parse_graph(const std::string& json_text) {
-  TW_GRAPH_TRY(doc, read_json(json_text));
-  if (auto ok = check_header(doc); !ok) return tl::unexpected(ok.error());
+  TAPEWISE_TRY(doc, read_json(json_text));
+  TAPEWISE_CHECK(check_header(doc));
   Graph g;
-  TW_GRAPH_TRY(dtype, read_dtype(doc));
+  TAPEWISE_TRY(dtype, read_dtype(doc));
   g.dtype = dtype;
-  TW_GRAPH_TRY(entries, collect_entries(doc));
+  TAPEWISE_TRY(entries, collect_entries(doc));
   for (std::size_t id = 0; id < entries.items.size(); ++id) {
     auto node = id < entries.leaf_count ? read_leaf(entries, static_cast<std::int64_t>(id), dtype)
                                         : read_node(entries, static_cast<std::int64_t>(id), g);
-    if (!node) return tl::unexpected(node.error());
+    TAPEWISE_CHECK(node);
     g.nodes.push_back(std::move(*node));
   }
-  TW_GRAPH_TRY(output, read_output(doc, entries));
+  TAPEWISE_TRY(output, read_output(doc, entries));
   g.output = output;
-  TW_GRAPH_TRY(seed, read_seed(doc, g));
+  TAPEWISE_TRY(seed, read_seed(doc, g));
   g.seed = std::move(seed);
   return g;
 }
@@ -551,40 +547,40 @@ Result<std::vector<Values>> rerun_vjp(Backend& backend, const Graph& g, const Gr
   std::vector<Buffer> inputs, grads;
   for (int k = 0; k < n.arity; ++k) {
     const auto parent = static_cast<std::size_t>(n.parents[static_cast<std::size_t>(k)]);
-    TW_GRAPH_TRY(in, backend.upload(host_array(g.dtype, n.shape, p.values[parent])));
+    TAPEWISE_TRY(in, backend.upload(host_array(g.dtype, n.shape, p.values[parent])));
     inputs.push_back(std::move(in));
-    TW_GRAPH_TRY(out, backend.allocate(n.shape, g.dtype, AllocTag::gradient));
+    TAPEWISE_TRY(out, backend.allocate(n.shape, g.dtype, AllocTag::gradient));
     grads.push_back(std::move(out));
   }
-  TW_GRAPH_TRY(g_buffer, backend.upload(host_array(g.dtype, n.shape, upstream), AllocTag::gradient));
+  TAPEWISE_TRY(g_buffer, backend.upload(host_array(g.dtype, n.shape, upstream), AllocTag::gradient));
   const Buffer* in_ptrs[2] = {&inputs[0], &inputs.back()};
   Buffer* out_ptrs[2] = {&grads[0], &grads.back()};
   const std::span<const Buffer* const> in_span(in_ptrs, inputs.size());
   const std::span<Buffer* const> out_span(out_ptrs, grads.size());
   auto ran = path == VjpPath::fused ? backend.vjp_fused(*n.op, n.scalars, in_span, g_buffer, out_span)
                                     : staged_vjp(backend, *n.op, n.scalars, in_span, g_buffer, out_span);
-  if (!ran) return tl::unexpected(ran.error());
+  TAPEWISE_CHECK(ran);
   std::vector<Values> contributions;
   for (const Buffer& b : grads) {
-    TW_GRAPH_TRY(h, backend.download(b));
+    TAPEWISE_TRY(h, backend.download(b));
     contributions.push_back(widen(h));
   }
   return contributions;
 }
 
 Result<Production> run_production(const Graph& g, const Walk& walk, Backend& backend, const GraphCheckOptions& o) {
-  TW_GRAPH_TRY(tape, record(g, backend));
+  TAPEWISE_TRY(tape, record(g, backend));
   const HostArray seed = host_array(g.dtype, g.nodes[static_cast<std::size_t>(g.output)].shape, g.seed);
   auto grads = o.dense ? tape.backward_dense(g.output, seed, o.path) : tape.backward(g.output, seed, o.path);
-  if (!grads) return tl::unexpected(grads.error());
+  TAPEWISE_CHECK(grads);
   Production p;
   p.contributions.resize(g.nodes.size());
   for (std::size_t id = 0; id < g.nodes.size(); ++id) {
-    TW_GRAPH_TRY(value, tape.value(static_cast<NodeId>(id)));
+    TAPEWISE_TRY(value, tape.value(static_cast<NodeId>(id)));
     p.values.push_back(widen(value));
     std::optional<Values> slot;
     if (grads->has(static_cast<NodeId>(id))) {
-      TW_GRAPH_TRY(h, grads->host(static_cast<NodeId>(id)));
+      TAPEWISE_TRY(h, grads->host(static_cast<NodeId>(id)));
       slot = widen(h);
     }
     p.slots.push_back(std::move(slot));
@@ -596,7 +592,7 @@ Result<Production> run_production(const Graph& g, const Walk& walk, Backend& bac
       p.contributions[id] = {*p.slots[id]};
       continue;
     }
-    TW_GRAPH_TRY(c, rerun_vjp(backend, g, n, p, *p.slots[id], o.path));
+    TAPEWISE_TRY(c, rerun_vjp(backend, g, n, p, *p.slots[id], o.path));
     p.contributions[id] = std::move(c);
   }
   return p;
@@ -819,7 +815,7 @@ std::optional<std::int64_t> GraphReport::id_of(const std::string& name) const {
 Result<GraphReport> check_graph(const Graph& graph, Backend& backend, const GraphCheckOptions& options) {
   ref::ensure_precision();
   const Walk walk = walk_graph(graph);
-  TW_GRAPH_TRY(production, run_production(graph, walk, backend, options));
+  TAPEWISE_TRY(production, run_production(graph, walk, backend, options));
   if (options.tamper) options.tamper(production);
   const Replay replay = replay_slots(graph, walk, production, options.dense);
   const EndToEnd e2e = reference_dag(graph, options.dense);
@@ -836,7 +832,7 @@ Result<GraphReport> check_graph(const Graph& graph, Backend& backend, const Grap
 }
 
 Result<GraphReport> check_graph(const std::string& json_text, Backend& backend, const GraphCheckOptions& options) {
-  TW_GRAPH_TRY(graph, parse_graph(json_text));
+  TAPEWISE_TRY(graph, parse_graph(json_text));
   return check_graph(graph, backend, options);
 }
 

@@ -68,7 +68,7 @@ Result<Scalars> scalars_of(const Json& entry, Op op, const std::string& where) {
     const Json* value = member(*given, info.scalar_names[i]);
     if (!value) return bad(where, std::string("scalar '") + info.scalar_names[i] + "' is missing");
     auto v = scalar_value(*value, where + ": scalar '" + info.scalar_names[i] + "'");
-    if (!v) return tl::unexpected(v.error());
+    TAPEWISE_CHECK(v);
     *slots[i] = *v;
   }
   if (static_cast<int>(given->size()) != info.scalar_count())
@@ -129,34 +129,34 @@ Result<IndexedSuite> suite_of(const Json& entry, const std::string& where) {
   if (!entry.is_object()) return bad(where, "is not an object");
   IndexedSuite s;
   auto id = string_field(entry, "id", where);
-  if (!id) return tl::unexpected(id.error());
+  TAPEWISE_CHECK(id);
   if (!is_plain_file_name(*id) || escaped(*id) != *id) return bad(where, "'id' '" + escaped(*id) + "' is not a plain folder name");
   s.id = *id;
   auto op_text = string_field(entry, "op", where);
-  if (!op_text) return tl::unexpected(op_text.error());
+  TAPEWISE_CHECK(op_text);
   const auto op = op_from_name(*op_text);
   if (!op) return bad(where, "unknown op '" + escaped(*op_text) + "'");
   s.op = *op;
   auto dtype = string_field(entry, "dtype", where);
-  if (!dtype) return tl::unexpected(dtype.error());
+  TAPEWISE_CHECK(dtype);
   if (*dtype != "float32" && *dtype != "float64") return bad(where, "dtype '" + escaped(*dtype) + "' is not float32 or float64");
   s.dtype = *dtype == "float32" ? DType::float32 : DType::float64;
   auto kind = string_field(entry, "kind", where);
-  if (!kind) return tl::unexpected(kind.error());
+  TAPEWISE_CHECK(kind);
   if (*kind != "special" && *kind != "random") return bad(where, "kind '" + escaped(*kind) + "' is not special or random");
   s.special = *kind == "special";
   auto same = optional_bool(entry, "same", where);
-  if (!same) return tl::unexpected(same.error());
+  TAPEWISE_CHECK(same);
   s.same = *same;
   if (s.same && op_info(s.op).arity != 2) return bad(where, "'same' on a unary op");
   if (s.same && !s.special) return bad(where, "'same' on a random suite (vectors writes it for special suites only)");
   auto scalars = scalars_of(entry, s.op, where);
-  if (!scalars) return tl::unexpected(scalars.error());
+  TAPEWISE_CHECK(scalars);
   s.scalars = *scalars;
   auto rows = rows_of(entry, where);
-  if (!rows) return tl::unexpected(rows.error());
+  TAPEWISE_CHECK(rows);
   s.rows = std::move(*rows);
-  if (auto ok = check_suite_files(entry, s, where); !ok) return tl::unexpected(ok.error());
+  TAPEWISE_CHECK(check_suite_files(entry, s, where));
   return s;
 }
 
@@ -206,13 +206,13 @@ Result<VectorsIndex> parse_vectors_index(const std::string& text, const std::str
   if (!schema || !schema->is_string() || schema->get<std::string>() != kVectorsSchema)
     return bad(where, std::string("schema is not ") + kVectorsSchema);
   VectorsIndex out;
-  if (auto ok = header_of(index, out, where); !ok) return tl::unexpected(ok.error());
+  TAPEWISE_CHECK(header_of(index, out, where));
   const Json* suites = member(index, "suites");
   if (!suites || !suites->is_array()) return bad(where, "no 'suites' array");
   if (suites->empty()) return bad(where, "lists no suites");
   for (std::size_t i = 0; i < suites->size(); ++i) {
     auto suite = suite_of((*suites)[i], where + ": suites[" + std::to_string(i) + "]");
-    if (!suite) return tl::unexpected(suite.error());
+    TAPEWISE_CHECK(suite);
     out.suites.push_back(std::move(*suite));
   }
   return out;

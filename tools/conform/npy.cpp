@@ -245,9 +245,9 @@ Result<Layout> parse_layout(std::span<const std::byte> lead, const std::string& 
                          std::to_string(kMaxNpyHeaderBytes));
   if (lead.size() - prefix < header_size) return bad(what, "truncated in the header");
   const std::string_view header_text(reinterpret_cast<const char*>(lead.data() + prefix), header_size);
-  if (auto ok = check_header_bytes(header_text, what); !ok) return tl::unexpected(ok.error());
+  TAPEWISE_CHECK(check_header_bytes(header_text, what));
   auto header = parse_header(header_text, what);
-  if (!header) return tl::unexpected(header.error());
+  TAPEWISE_CHECK(header);
   Layout layout;
   layout.header = *header;
   layout.data_offset = prefix + header_size;
@@ -271,8 +271,8 @@ Result<void> check_data_size(const Layout& layout, std::uint64_t held, const std
 
 Result<HostArray> parse_npy(std::span<const std::byte> file, const std::string& what) {
   auto layout = parse_layout(file, what);
-  if (!layout) return tl::unexpected(layout.error());
-  if (auto ok = check_data_size(*layout, file.size() - layout->data_offset, what); !ok) return tl::unexpected(ok.error());
+  TAPEWISE_CHECK(layout);
+  TAPEWISE_CHECK(check_data_size(*layout, file.size() - layout->data_offset, what));
   HostArray out;
   out.shape = layout->header.shape;
   out.dtype = layout->header.dtype;
@@ -283,17 +283,17 @@ Result<HostArray> parse_npy(std::span<const std::byte> file, const std::string& 
 
 Result<HostArray> read_npy(const std::string& path) {
   auto file = RegularFile::open(path);
-  if (!file) return tl::unexpected(file.error());
+  TAPEWISE_CHECK(file);
   std::vector<std::byte> lead(static_cast<std::size_t>(std::min<std::uint64_t>(file->size(), kMaxPrefix + kMaxNpyHeaderBytes)));
-  if (auto ok = file->read_at(0, lead); !ok) return tl::unexpected(ok.error());
+  TAPEWISE_CHECK(file->read_at(0, lead));
   auto layout = parse_layout(lead, path);
-  if (!layout) return tl::unexpected(layout.error());
-  if (auto ok = check_data_size(*layout, file->size() - layout->data_offset, path); !ok) return tl::unexpected(ok.error());
+  TAPEWISE_CHECK(layout);
+  TAPEWISE_CHECK(check_data_size(*layout, file->size() - layout->data_offset, path));
   HostArray out;
   out.shape = layout->header.shape;
   out.dtype = layout->header.dtype;
   out.bytes.resize(layout->data_bytes);
-  if (auto ok = file->read_at(layout->data_offset, out.bytes); !ok) return tl::unexpected(ok.error());
+  TAPEWISE_CHECK(file->read_at(layout->data_offset, out.bytes));
   return out;
 }
 

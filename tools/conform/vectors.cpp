@@ -135,7 +135,7 @@ Result<fs::path> make_suite_folder(const fs::path& dir, const std::string& id) {
 
 Result<void> write_suite(const fs::path& dir, const Suite& s, Json& index_entry) {
   const auto made = make_suite_folder(dir, s.id);
-  if (!made) return tl::unexpected(made.error());
+  TAPEWISE_CHECK(made);
   const fs::path folder = *made;
   Json inputs = Json::object(), expected = Json::object(), outputs = Json::object();
   const std::vector<std::string> in_names = suite_input_names(s.op, s.same);
@@ -290,7 +290,7 @@ namespace {
 // an input error, not the implementation's fault.
 Result<void> read_suite_inputs(const fs::path& folder, const std::string& where, Suite& s, NodeOutputs& expected) {
   auto g = read_suite_file(folder, input_file("g"));
-  if (!g) return tl::unexpected(g.error());
+  TAPEWISE_CHECK(g);
   s.batch.g = std::move(*g);
   if (s.batch.g.dtype != s.dtype) return fail(ErrorCode::InvalidArgument, where + ": g is not " + dtype_name(s.dtype));
   auto read_like_g = [&](const std::string& file, const std::string& name) -> Result<HostArray> {
@@ -301,16 +301,16 @@ Result<void> read_suite_inputs(const fs::path& folder, const std::string& where,
   };
   for (const std::string& name : suite_input_names(s.op, s.same)) {
     auto a = read_like_g(input_file(name), name);
-    if (!a) return tl::unexpected(a.error());
+    TAPEWISE_CHECK(a);
     s.batch.inputs.push_back(std::move(*a));
   }
   if (!s.special) return {};
   auto y = read_like_g(expected_file("y"), "expected y");
-  if (!y) return tl::unexpected(y.error());
+  TAPEWISE_CHECK(y);
   expected.y = std::move(*y);
   for (const std::string& name : suite_grad_names(s.op, s.same)) {
     auto e = read_like_g(expected_file(name), "expected " + name);
-    if (!e) return tl::unexpected(e.error());
+    TAPEWISE_CHECK(e);
     expected.grads.push_back(std::move(*e));
   }
   return {};

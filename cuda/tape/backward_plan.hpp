@@ -1,4 +1,4 @@
-// cuda/backward_plan.hpp — the one backward walk: which nodes receive a gradient, in which order
+// cuda/tape/backward_plan.hpp — the one backward walk: which nodes receive a gradient, in which order
 // their VJPs run, and how each contribution lands in its parent's slot (TorchLean's accumulation
 // rules). Computed once on the host; the per-node executor (kernels, fused or staged) and the
 // program executor (one kernel) both just run the plan, so they cannot disagree.
@@ -11,7 +11,7 @@
 
 #include <tapewise/tape.hpp>
 
-#include "program.hpp"
+#include "kernels/program.hpp"
 
 namespace tapewise::detail {
 

@@ -1,4 +1,4 @@
-// cuda/dispatch.hpp — turns (op, dtype) chosen at run time into a typed per-element functor and
+// cuda/kernels/dispatch.hpp — turns (op, dtype) chosen at run time into a typed per-element functor and
 // hands it to a backend's runner (a CUDA kernel launch or a host loop). Driven by spec/ops.def,
 // so both backends dispatch every node the same way. Holds no math of its own.
 #pragma once

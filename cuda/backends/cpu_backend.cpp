@@ -1,4 +1,4 @@
-// cuda/cpu_backend.cpp — the CPU backend: the production per-element code (op_math.cuh) compiled
+// cuda/backends/cpu_backend.cpp — the CPU backend: the production per-element code (op_math.cuh) compiled
 // for the host and run in a plain loop, so machines without a GPU (CI) still run the production
 // math. Host memory via operator new; the same tagging and counting as the CUDA backend.
 #include <algorithm>
@@ -7,8 +7,8 @@
 
 #include <tapewise/backend.hpp>
 
-#include "dispatch.hpp"
-#include "program.hpp"
+#include "kernels/dispatch.hpp"
+#include "kernels/program.hpp"
 
 namespace tapewise {
 namespace {

@@ -1,4 +1,4 @@
-// cuda/cuda_backend_absent.cpp — the CUDA entry points of a build configured with TAPEWISE_CUDA=OFF:
+// cuda/backends/cuda_backend_absent.cpp — the CUDA entry points of a build configured with TAPEWISE_CUDA=OFF:
 // no device can be opened, and every answer says that the build, not the machine, is the reason.
 #include <tapewise/backend.hpp>
 

@@ -1,4 +1,4 @@
-// cuda/program.hpp — a tape program: a flat list of steps (the deferred forwards of small nodes, or
+// cuda/kernels/program.hpp — a tape program: a flat list of steps (the deferred forwards of small nodes, or
 // a whole backward pass) and the per-element interpreter both runners execute (a host loop on the
 // CPU backend, one kernel per launch chunk on CUDA). Not a new formula: each step calls the
 // per-node path's own functors (dispatch.hpp: ForwardFn, VjpFn) and accumulates as the tape's

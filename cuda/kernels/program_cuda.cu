@@ -1,4 +1,4 @@
-// cuda/program_cuda.cu — the CUDA runner of a tape program: one thread per element runs every step
+// cuda/kernels/program_cuda.cu — the CUDA runner of a tape program: one thread per element runs every step
 // in order (run_steps_at); the steps travel in the kernel's parameters, so a launch needs no
 // allocation, no copy and no synchronisation. Programs longer than one launch run as several.
 #include <algorithm>

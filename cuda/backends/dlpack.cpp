@@ -1,4 +1,4 @@
-// cuda/dlpack.cpp — DLPack exchange for both backends: importing a framework's tensor as a borrowed
+// cuda/backends/dlpack.cpp — DLPack exchange for both backends: importing a framework's tensor as a borrowed
 // buffer (no copy) and exporting buffers as DLManagedTensor, owning or as views. Only the checks and
 // the bookkeeping live here; which memory a backend can use is the backend's own check.
 #include <memory>
@@ -81,7 +81,7 @@ Result<Buffer> Backend::import_dlpack(DLManagedTensor* tensor) {
                                                 device_type_name(t.device.device_type) + ":" +
                                                 std::to_string(t.device.device_id) + ", this backend is " + describe());
   auto dtype = dtype_of_dlpack(t.dtype);
-  if (!dtype) return tl::unexpected(dtype.error());
+  TAPEWISE_CHECK(dtype);
   if (t.ndim < 0 || (t.ndim > 0 && !t.shape))
     return fail(ErrorCode::InvalidShape, "import_dlpack: ndim " + std::to_string(t.ndim) + " without a shape");
   Shape shape(std::vector<std::int64_t>(t.shape, t.shape + t.ndim));

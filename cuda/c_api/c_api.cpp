@@ -1,4 +1,4 @@
-// cuda/c_api.cpp — the C ABI (include/tapewise/tapewise.h) over the C++ API: live-handle registries,
+// cuda/c_api/c_api.cpp — the C ABI (include/tapewise/tapewise.h) over the C++ API: live-handle registries,
 // argument checks, and the translation of Result errors and C++ exceptions into tw_status codes.
 //
 // Every entry point runs its body through `guarded`: failures anywhere inside (a check of this file,

@@ -1,4 +1,4 @@
-// cuda/tape.cpp — recording and reverse mode. Recording checks ids, shapes and dtypes, runs the
+// cuda/tape/tape.cpp — recording and reverse mode. Recording checks ids, shapes and dtypes, runs the
 // forward (or defers it to the next program, for small nodes) and appends a data node; backward
 // interprets nodes in descending id order, node by node or as one program. Nothing is appended or
 // mutated until every step has succeeded, so an error leaves the tape unchanged.
@@ -7,8 +7,8 @@
 
 #include <tapewise/tape.hpp>
 
-#include "backward_plan.hpp"
-#include "program.hpp"
+#include "tape/backward_plan.hpp"
+#include "kernels/program.hpp"
 
 namespace tapewise {
 
@@ -82,7 +82,7 @@ Result<void> Tape::check_id(const char* what, NodeId id) const {
 }
 
 Result<const Node*> Tape::node(NodeId id) const {
-  if (auto ok = check_id("node", id); !ok) return tl::unexpected(ok.error());
+  TAPEWISE_CHECK(check_id("node", id));
   return &nodes_[static_cast<std::size_t>(id)];
 }
 
@@ -99,7 +99,7 @@ Result<NodeId> Tape::leaf(Buffer value, bool requires_grad) {
 
 Result<NodeId> Tape::leaf(const HostArray& value, bool requires_grad) {
   auto buf = backend_->upload(value, AllocTag::value);
-  if (!buf) return tl::unexpected(buf.error());
+  TAPEWISE_CHECK(buf);
   return leaf(std::move(*buf), requires_grad);
 }
 
@@ -114,7 +114,7 @@ Result<NodeId> Tape::apply(Op op, std::span<const NodeId> parents, Scalars scala
   const Buffer* inputs[2] = {};
   bool requires_grad = false;
   for (std::size_t i = 0; i < parents.size(); ++i) {
-    if (auto ok = check_id(info.name, parents[i]); !ok) return tl::unexpected(ok.error());
+    TAPEWISE_CHECK(check_id(info.name, parents[i]));
     const Node& p = nodes_[static_cast<std::size_t>(parents[i])];
     inputs[i] = &p.value;
     requires_grad = requires_grad || p.requires_grad;
@@ -131,16 +131,16 @@ Result<NodeId> Tape::apply(Op op, std::span<const NodeId> parents, Scalars scala
   }
   // Allocation first: a failure then leaves even the pending list as it was.
   auto value = backend_->allocate(inputs[0]->shape(), inputs[0]->dtype(), AllocTag::value);
-  if (!value) return tl::unexpected(value.error());
+  TAPEWISE_CHECK(value);
   const bool deferred = runs_as_program(inputs[0]->numel(), backend_->program_threshold());
   if (deferred) {
     if (pending_.size() >= kMaxPendingNodes)
-      if (auto ok = flush(); !ok) return tl::unexpected(ok.error());
+      TAPEWISE_CHECK(flush());
   } else {
     // A larger node runs now, on its own kernel, after whatever is pending (its inputs may be
     // pending nodes when the threshold was lowered since they were recorded).
-    if (auto ok = flush(); !ok) return tl::unexpected(ok.error());
-    if (auto ok = backend_->forward(op, scalars, {inputs, parents.size()}, *value); !ok) return tl::unexpected(ok.error());
+    TAPEWISE_CHECK(flush());
+    TAPEWISE_CHECK(backend_->forward(op, scalars, {inputs, parents.size()}, *value));
   }
   Node n;
   n.op = op;
@@ -156,14 +156,14 @@ Result<NodeId> Tape::apply(Op op, std::span<const NodeId> parents, Scalars scala
 }
 
 Result<const Buffer*> Tape::value_buffer(NodeId id) const {
-  if (auto ok = check_id("value", id); !ok) return tl::unexpected(ok.error());
-  if (auto ok = flush(); !ok) return tl::unexpected(ok.error());
+  TAPEWISE_CHECK(check_id("value", id));
+  TAPEWISE_CHECK(flush());
   return &nodes_[static_cast<std::size_t>(id)].value;
 }
 
 Result<HostArray> Tape::value(NodeId id) const {
-  if (auto ok = check_id("value", id); !ok) return tl::unexpected(ok.error());
-  if (auto ok = flush(); !ok) return tl::unexpected(ok.error());
+  TAPEWISE_CHECK(check_id("value", id));
+  TAPEWISE_CHECK(flush());
   return backend_->download(nodes_[static_cast<std::size_t>(id)].value);
 }
 
@@ -175,12 +175,12 @@ Result<Gradients> Tape::backward_dense(NodeId out, const Buffer& seed, VjpPath p
 }
 Result<Gradients> Tape::backward(NodeId out, const HostArray& seed, VjpPath path) const {
   auto buf = backend_->upload(seed, AllocTag::gradient);
-  if (!buf) return tl::unexpected(buf.error());
+  TAPEWISE_CHECK(buf);
   return run_backward(out, *buf, path, false);
 }
 Result<Gradients> Tape::backward_dense(NodeId out, const HostArray& seed, VjpPath path) const {
   auto buf = backend_->upload(seed, AllocTag::gradient);
-  if (!buf) return tl::unexpected(buf.error());
+  TAPEWISE_CHECK(buf);
   return run_backward(out, *buf, path, true);
 }
 
@@ -201,14 +201,14 @@ Result<void> Tape::check_backward_args(const char* what, NodeId out, const Buffe
 }
 
 Result<Gradients> Tape::run_backward(NodeId out, const Buffer& seed, VjpPath path, bool dense) const {
-  if (auto ok = check_backward_args(dense ? "backward_dense" : "backward", out, seed); !ok) return tl::unexpected(ok.error());
+  TAPEWISE_CHECK(check_backward_args(dense ? "backward_dense" : "backward", out, seed));
   const detail::BackwardPlan plan = detail::plan_backward(nodes_, out, dense);
   // Every node the backward visits has the output's shape (a node's inputs have its shape), so
   // the output's size decides whether they are all small enough for one program.
   const std::int64_t numel = nodes_[static_cast<std::size_t>(out)].value.numel();
   if (path == VjpPath::fused && runs_as_program(numel, backend_->program_threshold()))
     return run_plan_as_program(plan, out, seed, dense);
-  if (auto ok = flush(); !ok) return tl::unexpected(ok.error());
+  TAPEWISE_CHECK(flush());
   return run_plan_per_node(plan, out, seed, path);
 }
 
@@ -223,7 +223,7 @@ Result<Gradients> Tape::run_plan_per_node(const detail::BackwardPlan& plan, Node
     auto copy = be.allocate(source.shape(), source.dtype(), AllocTag::gradient);
     if (!copy) return copy;
     const Buffer* in[1] = {&source};
-    if (auto ok = be.prim(Prim::copy, 0.0, in, *copy); !ok) return tl::unexpected(ok.error());
+    TAPEWISE_CHECK(be.prim(Prim::copy, 0.0, in, *copy));
     return copy;
   };
   auto land = [&](NodeId pid, Buffer contribution, detail::SlotWrite how) -> Result<void> {
@@ -242,15 +242,15 @@ Result<Gradients> Tape::run_plan_per_node(const detail::BackwardPlan& plan, Node
   };
 
   auto seed_copy = fresh_copy(seed);
-  if (!seed_copy) return tl::unexpected(seed_copy.error());
+  TAPEWISE_CHECK(seed_copy);
   slots[static_cast<std::size_t>(out)] = std::move(*seed_copy);
   for (const detail::Visit& visit : plan.visits) {
     const Node& node = nodes_[static_cast<std::size_t>(visit.node)];
     const Buffer& g = *slots[static_cast<std::size_t>(visit.node)];
     if (visit.pass_once) {
       auto once = fresh_copy(g);
-      if (!once) return tl::unexpected(once.error());
-      if (auto ok = land(node.parents[0], std::move(*once), visit.write[0]); !ok) return tl::unexpected(ok.error());
+      TAPEWISE_CHECK(once);
+      TAPEWISE_CHECK(land(node.parents[0], std::move(*once), visit.write[0]));
       continue;
     }
     const Buffer* inputs[2] = {};
@@ -259,23 +259,22 @@ Result<Gradients> Tape::run_plan_per_node(const detail::BackwardPlan& plan, Node
     for (int k = 0; k < node.arity; ++k) {
       inputs[k] = &nodes_[static_cast<std::size_t>(node.parents[k])].value;
       auto c = be.allocate(g.shape(), g.dtype(), AllocTag::gradient);
-      if (!c) return tl::unexpected(c.error());
+      TAPEWISE_CHECK(c);
       contributions[k] = std::move(*c);
     }
     const std::span<const Buffer* const> in_span(inputs, static_cast<std::size_t>(node.arity));
     const std::span<Buffer* const> out_span(outs, static_cast<std::size_t>(node.arity));
     auto ok = path == VjpPath::fused ? be.vjp_fused(*node.op, node.scalars, in_span, g, out_span)
                                      : staged_vjp(be, *node.op, node.scalars, in_span, g, out_span);
-    if (!ok) return tl::unexpected(ok.error());
+    TAPEWISE_CHECK(ok);
     for (int k = 0; k < node.arity; ++k)
-      if (auto landed = land(node.parents[k], std::move(contributions[k]), visit.write[k]); !landed)
-        return tl::unexpected(landed.error());
+      TAPEWISE_CHECK(land(node.parents[k], std::move(contributions[k]), visit.write[k]));
   }
   for (NodeId id : plan.zero_slots) {
     auto zeros = be.allocate(nodes_[static_cast<std::size_t>(id)].value.shape(),
                              nodes_[static_cast<std::size_t>(id)].value.dtype(), AllocTag::gradient);
-    if (!zeros) return tl::unexpected(zeros.error());
-    if (auto ok = be.prim(Prim::fill, 0.0, {}, *zeros); !ok) return tl::unexpected(ok.error());
+    TAPEWISE_CHECK(zeros);
+    TAPEWISE_CHECK(be.prim(Prim::fill, 0.0, {}, *zeros));
     slots[static_cast<std::size_t>(id)] = std::move(*zeros);
   }
   return grads;
@@ -297,8 +296,8 @@ Result<Gradients> Tape::run_plan_as_program(const detail::BackwardPlan& plan, No
     specs.push_back({nodes_[id].value.shape(), nodes_[id].value.dtype()});
   }
   auto arena = be.allocate_many(specs, AllocTag::gradient);
-  if (!arena) return tl::unexpected(arena.error());
-  if (auto ok = flush(); !ok) return tl::unexpected(ok.error());
+  TAPEWISE_CHECK(arena);
+  TAPEWISE_CHECK(flush());
   std::vector<Buffer>& slots = *arena;
   auto slot = [&](NodeId id) -> Buffer& { return slots[slot_of[static_cast<std::size_t>(id)]]; };
   auto base_step = [](detail::StepKind kind, const Buffer& like) {
@@ -347,9 +346,9 @@ Result<Gradients> Tape::run_plan_as_program(const detail::BackwardPlan& plan, No
     zero.out[0] = zeros.data();
     program.add(zero);
   }
-  if (auto ok = be.run_program(program); !ok) return tl::unexpected(ok.error());
+  TAPEWISE_CHECK(be.run_program(program));
   for (NodeId id : large_zeros)
-    if (auto ok = be.prim(Prim::fill, 0.0, {}, slot(id)); !ok) return tl::unexpected(ok.error());
+    TAPEWISE_CHECK(be.prim(Prim::fill, 0.0, {}, slot(id)));
 
   Gradients grads(count);
   for (std::size_t id = 0; id < count; ++id)

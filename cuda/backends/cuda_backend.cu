@@ -1,4 +1,4 @@
-// cuda/cuda_backend.cu — the production backend: stream-ordered device memory (cudaMallocFromPoolAsync
+// cuda/backends/cuda_backend.cu — the production backend: stream-ordered device memory (cudaMallocFromPoolAsync
 // on the backend's stream, from a memory pool of the backend's own) and one grid-stride kernel per
 // node and direction, with 16-byte vector loads and stores. Every CUDA call is checked in cuda_check;
 // every entry point runs under a DeviceGuard, so the caller's current device is never changed.
@@ -10,8 +10,8 @@
 
 #include <tapewise/backend.hpp>
 
-#include "dispatch.hpp"
-#include "program.hpp"
+#include "kernels/dispatch.hpp"
+#include "kernels/program.hpp"
 
 namespace tapewise {
 namespace {
@@ -205,10 +205,8 @@ class CudaBackend final : public Backend {
   Result<void*> raw_allocate(std::size_t bytes) override {
     DeviceGuard guard(device_);
     void* p = nullptr;
-    if (auto ok = cuda_check(cudaMallocFromPoolAsync(&p, bytes, pool_, stream_),
-                             "cudaMallocFromPoolAsync of " + std::to_string(bytes) + " bytes");
-        !ok)
-      return tl::unexpected(ok.error());
+    TAPEWISE_CHECK(cuda_check(cudaMallocFromPoolAsync(&p, bytes, pool_, stream_),
+                              "cudaMallocFromPoolAsync of " + std::to_string(bytes) + " bytes"));
     return p;
   }
   void raw_release(void* p) override {
@@ -284,7 +282,7 @@ Result<cudaMemPool_t> create_pool(int device) {
   props.location.type = cudaMemLocationTypeDevice;
   props.location.id = device;
   cudaMemPool_t pool;
-  if (auto ok = cuda_check(cudaMemPoolCreate(&pool, &props), "cudaMemPoolCreate"); !ok) return tl::unexpected(ok.error());
+  TAPEWISE_CHECK(cuda_check(cudaMemPoolCreate(&pool, &props), "cudaMemPoolCreate"));
   std::uint64_t keep_all = UINT64_MAX;
   if (auto ok = cuda_check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all), "cudaMemPoolSetAttribute");
       !ok) {
@@ -297,8 +295,7 @@ Result<cudaMemPool_t> create_pool(int device) {
 // The caller's stream must belong to the backend's device: kernels launched on it run there.
 Result<void> check_caller_stream(cudaStream_t stream, int device) {
   int stream_device = -1;
-  if (auto ok = cuda_check(cudaStreamGetDevice(stream, &stream_device), "make_cuda_backend: cudaStreamGetDevice"); !ok)
-    return ok;
+  TAPEWISE_CHECK(cuda_check(cudaStreamGetDevice(stream, &stream_device), "make_cuda_backend: cudaStreamGetDevice"));
   if (stream_device != device)
     return fail(ErrorCode::InvalidArgument, "make_cuda_backend: the caller's stream belongs to device " +
                                                 std::to_string(stream_device) + ", not device " + std::to_string(device));
@@ -310,21 +307,20 @@ Result<std::shared_ptr<Backend>> make_cuda_backend(const CudaOptions& options) {
   std::string why;
   if (!cuda_available(&why)) return fail(ErrorCode::DeviceUnavailable, "no usable CUDA device (" + why + ")");
   int count = 0;
-  if (auto ok = cuda_check(cudaGetDeviceCount(&count), "cudaGetDeviceCount"); !ok) return tl::unexpected(ok.error());
+  TAPEWISE_CHECK(cuda_check(cudaGetDeviceCount(&count), "cudaGetDeviceCount"));
   const int device = options.device;
   if (device < 0 || device >= count)
     return fail(ErrorCode::InvalidArgument, "make_cuda_backend: device " + std::to_string(device) + " out of range (" +
                                                 std::to_string(count) + " CUDA devices)");
   DeviceGuard guard(device);
   cudaDeviceProp prop{};
-  if (auto ok = cuda_check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties"); !ok)
-    return tl::unexpected(ok.error());
+  TAPEWISE_CHECK(cuda_check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties"));
   auto stream = static_cast<cudaStream_t>(options.stream);
   const bool owns_stream = stream == nullptr;
   if (!owns_stream) {
-    if (auto ok = check_caller_stream(stream, device); !ok) return tl::unexpected(ok.error());
-  } else if (auto ok = cuda_check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate"); !ok) {
-    return tl::unexpected(ok.error());
+    TAPEWISE_CHECK(check_caller_stream(stream, device));
+  } else {
+    TAPEWISE_CHECK(cuda_check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate"));
   }
   auto pool = create_pool(device);
   if (!pool) {

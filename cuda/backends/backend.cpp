@@ -1,46 +1,13 @@
-// cuda/backend.cpp — what both backends share: tagged, counted allocation with fault injection,
-// host transfers, Buffer's RAII, operand checks, and the names of tags, prims and error codes.
+// cuda/backends/backend.cpp — what both backends share: tagged, counted allocation with fault
+// injection, host transfers, Buffer's RAII, operand checks, and the names of tags and prims.
 #include <limits>
 #include <string>
 
 #include <tapewise/backend.hpp>
 
-#include "dispatch.hpp"
+#include "kernels/dispatch.hpp"
 
 namespace tapewise {
-
-std::int64_t Shape::numel() const {
-  std::int64_t n = 1;
-  for (std::int64_t d : dims) {
-    if (d < 0) return -1;
-    if (d != 0 && n > std::numeric_limits<std::int64_t>::max() / d) return -1;
-    n *= d;
-  }
-  return n;
-}
-
-std::string Shape::str() const {
-  std::string s = "[";
-  for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
-  return s + "]";
-}
-
-const char* error_code_name(ErrorCode c) {
-  switch (c) {
-    case ErrorCode::InvalidNodeId: return "InvalidNodeId";
-    case ErrorCode::InvalidShape: return "InvalidShape";
-    case ErrorCode::ShapeMismatch: return "ShapeMismatch";
-    case ErrorCode::DTypeMismatch: return "DTypeMismatch";
-    case ErrorCode::SeedShapeMismatch: return "SeedShapeMismatch";
-    case ErrorCode::SeedDTypeMismatch: return "SeedDTypeMismatch";
-    case ErrorCode::BackendMismatch: return "BackendMismatch";
-    case ErrorCode::InvalidArgument: return "InvalidArgument";
-    case ErrorCode::OutOfMemory: return "OutOfMemory";
-    case ErrorCode::DeviceUnavailable: return "DeviceUnavailable";
-    case ErrorCode::CudaFailure: return "CudaFailure";
-  }
-  return "UnknownError";
-}
 
 const char* alloc_tag_name(AllocTag t) {
   switch (t) {
@@ -156,7 +123,7 @@ bool Backend::take_injected_failure() { return fail_countdown_ > 0 && --fail_cou
 
 Result<Buffer> Backend::allocate(const Shape& shape, DType dtype, AllocTag tag) {
   auto size = byte_size(shape, dtype);
-  if (!size) return tl::unexpected(size.error());
+  TAPEWISE_CHECK(size);
   const std::size_t bytes = *size;
   if (take_injected_failure())
     return fail(ErrorCode::OutOfMemory, std::string("injected allocation failure (") +
@@ -164,7 +131,7 @@ Result<Buffer> Backend::allocate(const Shape& shape, DType dtype, AllocTag tag) 
   void* p = nullptr;
   if (bytes > 0) {
     auto got = raw_allocate(bytes);
-    if (!got) return tl::unexpected(got.error());
+    TAPEWISE_CHECK(got);
     p = *got;
   }
   return adopt(p, nullptr, shape, dtype, tag);
@@ -177,7 +144,7 @@ Result<std::vector<Buffer>> Backend::allocate_many(std::span<const BufferSpec> p
   std::size_t total = 0;
   for (std::size_t i = 0; i < parts.size(); ++i) {
     auto size = byte_size(parts[i].shape, parts[i].dtype);
-    if (!size) return tl::unexpected(size.error());
+    TAPEWISE_CHECK(size);
     if (*size > std::numeric_limits<std::size_t>::max() / 2 - total)
       return fail(ErrorCode::InvalidShape, "allocate_many: " + std::to_string(parts.size()) + " parts too large to address in bytes");
     offsets[i] = total;
@@ -191,7 +158,7 @@ Result<std::vector<Buffer>> Backend::allocate_many(std::span<const BufferSpec> p
   Buffer::SharedAllocation* shared = nullptr;
   if (total > 0) {
     auto got = raw_allocate(total);
-    if (!got) return tl::unexpected(got.error());
+    TAPEWISE_CHECK(got);
     shared = new Buffer::SharedAllocation{*got, 0};
   }
   std::vector<Buffer> buffers;
@@ -235,13 +202,13 @@ Buffer Backend::adopt_borrowed(void* data, std::shared_ptr<void> keep_alive, con
 
 Result<Buffer> Backend::wrap(void* data, const Shape& shape, DType dtype, std::shared_ptr<void> keep_alive) {
   auto size = byte_size(shape, dtype);
-  if (!size) return tl::unexpected(size.error());
+  TAPEWISE_CHECK(size);
   if (*size > 0) {
     if (!data) return fail(ErrorCode::InvalidArgument, "wrap: null data for shape " + shape.str());
     if (reinterpret_cast<std::uintptr_t>(data) % dtype_size(dtype) != 0)
       return fail(ErrorCode::InvalidArgument, std::string("wrap: data is not aligned to the ") +
                                                    std::to_string(dtype_size(dtype)) + " bytes of " + dtype_name(dtype));
-    if (auto ok = check_caller_memory(data); !ok) return tl::unexpected(ok.error());
+    TAPEWISE_CHECK(check_caller_memory(data));
   }
   return adopt_borrowed(*size > 0 ? data : nullptr, std::move(keep_alive), shape, dtype);
 }
@@ -255,9 +222,7 @@ Result<Buffer> Backend::upload(const HostArray& host, AllocTag tag) {
                                                 std::to_string(host.bytes.size()));
   auto buf = allocate(host.shape, host.dtype, tag);
   if (!buf) return buf;
-  if (buf->bytes() > 0)
-    if (auto ok = copy_to_device(buf->data(), host.bytes.data(), buf->bytes()); !ok)
-      return tl::unexpected(ok.error());
+  if (buf->bytes() > 0) TAPEWISE_CHECK(copy_to_device(buf->data(), host.bytes.data(), buf->bytes()));
   return buf;
 }
 
@@ -268,9 +233,7 @@ Result<HostArray> Backend::download(const Buffer& buffer) {
   h.shape = buffer.shape();
   h.dtype = buffer.dtype();
   h.bytes.resize(buffer.bytes());
-  if (!h.bytes.empty())
-    if (auto ok = copy_to_host(h.bytes.data(), buffer.data(), h.bytes.size()); !ok)
-      return tl::unexpected(ok.error());
+  if (!h.bytes.empty()) TAPEWISE_CHECK(copy_to_host(h.bytes.data(), buffer.data(), h.bytes.size()));
   return h;
 }
 

@@ -1,4 +1,4 @@
-// cuda/scalar_math.cuh — the per-element primitives every kernel is built from, compiled for the
+// cuda/kernels/scalar_math.cuh — the per-element primitives every kernel is built from, compiled for the
 // GPU by nvcc and for the host by g++. Each is one IEEE operation (one rounding) or one call of
 // the libm function ATen uses (expf/logf/sinf/cosf/tanhf on the GPU; glibc's on the host).
 #pragma once

@@ -1,0 +1,43 @@
+// cuda/tape/core.cpp — the out-of-line parts of the core value types (tapewise/core.hpp): shape
+// arithmetic with overflow checks and the names of error codes.
+#include <limits>
+#include <string>
+
+#include <tapewise/core.hpp>
+
+namespace tapewise {
+
+std::int64_t Shape::numel() const {
+  std::int64_t n = 1;
+  for (std::int64_t d : dims) {
+    if (d < 0) return -1;
+    if (d != 0 && n > std::numeric_limits<std::int64_t>::max() / d) return -1;
+    n *= d;
+  }
+  return n;
+}
+
+std::string Shape::str() const {
+  std::string s = "[";
+  for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+const char* error_code_name(ErrorCode c) {
+  switch (c) {
+    case ErrorCode::InvalidNodeId: return "InvalidNodeId";
+    case ErrorCode::InvalidShape: return "InvalidShape";
+    case ErrorCode::ShapeMismatch: return "ShapeMismatch";
+    case ErrorCode::DTypeMismatch: return "DTypeMismatch";
+    case ErrorCode::SeedShapeMismatch: return "SeedShapeMismatch";
+    case ErrorCode::SeedDTypeMismatch: return "SeedDTypeMismatch";
+    case ErrorCode::BackendMismatch: return "BackendMismatch";
+    case ErrorCode::InvalidArgument: return "InvalidArgument";
+    case ErrorCode::OutOfMemory: return "OutOfMemory";
+    case ErrorCode::DeviceUnavailable: return "DeviceUnavailable";
+    case ErrorCode::CudaFailure: return "CudaFailure";
+  }
+  return "UnknownError";
+}
+
+}  // namespace tapewise
