@@ -1,7 +1,7 @@
 // reference/dag.hpp — the reference's own evaluation of a DAG of nodes, forward and reverse mode,
 // following the tape's rules (visit order, reachability, accumulation order, dense/sparse slots,
 // the repeated-reference rule of max/min). Each node's step is the correctly rounded exact op.
-// It is not the tape: it shares no code with it, only the rules written in DESIGN.md.
+// It is not the tape: it shares no code with it, only the rules written in spec/conventions.md.
 #pragma once
 
 #include <array>

@@ -93,14 +93,37 @@ class Reader {
   Reader(const std::string& origin, int line) : origin_(origin), line_(line) {}
 
   tl::unexpected<Error> error(const std::string& what) const {
-    return fail(ErrorCode::InvalidArgument,
-                "special points " + origin_ + ":" + std::to_string(line_) + ": " + what);
+    return fail(ErrorCode::InvalidArgument, "special points " + origin_ + ":" + std::to_string(line_) + ": " + what);
   }
 
   Result<SpecialPoint> parse_case(std::string_view body, std::string_view note) const {
-    // Tokenise into key=value pairs, rejecting duplicates.
+    TAPEWISE_TRY(fields, tokenize(body));
+    SpecialPoint p;
+    p.line = line_;
+    p.note = std::string(note);
+    TAPEWISE_CHECK(parse_op_dtype_same(fields, p));
+    TAPEWISE_CHECK(parse_scalars(fields, p));
+    TAPEWISE_CHECK(parse_values(fields, p));
+    TAPEWISE_CHECK(reject_leftovers(fields, p));
+    return p;
+  }
+
+ private:
+  // The key=value pairs of one case, in the order written; `take` consumes one.
+  struct Fields {
     std::map<std::string, std::string> kv;
     std::vector<std::string> order;
+    std::optional<std::string> take(const std::string& key) {
+      auto it = kv.find(key);
+      if (it == kv.end()) return std::nullopt;
+      std::string v = std::move(it->second);
+      kv.erase(it);
+      return v;
+    }
+  };
+
+  Result<Fields> tokenize(std::string_view body) const {
+    Fields f;
     std::size_t i = 0;
     while (i < body.size()) {
       while (i < body.size() && (body[i] == ' ' || body[i] == '\t')) ++i;
@@ -110,34 +133,22 @@ class Reader {
       const std::string tok(body.substr(i, j - i));
       i = j;
       const auto eq = tok.find('=');
-      if (eq == std::string::npos || eq == 0)
-        return error("bad token '" + tok + "' (expected key=value)");
+      if (eq == std::string::npos || eq == 0) return error("bad token '" + tok + "' (expected key=value)");
       std::string key = tok.substr(0, eq);
-      if (kv.count(key)) return error("duplicate key '" + key + "'");
-      kv.emplace(key, tok.substr(eq + 1));
-      order.push_back(std::move(key));
+      if (f.kv.count(key)) return error("duplicate key '" + key + "'");
+      f.kv.emplace(key, tok.substr(eq + 1));
+      f.order.push_back(std::move(key));
     }
+    return f;
+  }
 
-    auto take = [&](const std::string& key) -> std::optional<std::string> {
-      auto it = kv.find(key);
-      if (it == kv.end()) return std::nullopt;
-      std::string v = it->second;
-      kv.erase(it);
-      return v;
-    };
-
-    SpecialPoint p;
-    p.line = line_;
-    p.note = std::string(note);
-
-    const auto op_tok = take("op");
+  Result<void> parse_op_dtype_same(Fields& f, SpecialPoint& p) const {
+    const auto op_tok = f.take("op");
     if (!op_tok) return error("missing key 'op'");
     const auto op = op_from_name(*op_tok);
     if (!op) return error("unknown op '" + *op_tok + "'");
     p.op = *op;
-    const OpInfo& info = op_info(p.op);
-
-    const auto dt_tok = take("dtype");
+    const auto dt_tok = f.take("dtype");
     if (!dt_tok) return error("missing key 'dtype'");
     if (*dt_tok == "f32") {
       p.dtype = DType::float32;
@@ -146,89 +157,80 @@ class Reader {
     } else {
       return error("unknown dtype '" + *dt_tok + "' (expected f32 or f64)");
     }
-
-    if (auto s = take("same")) {
-      if (*s == "1") {
-        p.same = true;
-      } else if (*s != "0") {
-        return error("same must be 0 or 1, got '" + *s + "'");
-      }
-      if (p.same && info.arity != 2)
-        return error(std::string("same=1 needs a binary op; ") + info.name + " is unary");
+    if (auto s = f.take("same")) {
+      if (*s != "0" && *s != "1") return error("same must be 0 or 1, got '" + *s + "'");
+      p.same = *s == "1";
+      if (p.same && op_info(p.op).arity != 2)
+        return error(std::string("same=1 needs a binary op; ") + op_name(p.op) + " is unary");
     }
+    return {};
+  }
 
-    // Scalars: exactly the op's scalar names, each required.
-    double* scalar_slots[2] = {&p.scalars.s0, &p.scalars.s1};
+  // Exactly the op's scalar names, each required.
+  Result<void> parse_scalars(Fields& f, SpecialPoint& p) const {
+    const OpInfo& info = op_info(p.op);
+    double* slots[2] = {&p.scalars.s0, &p.scalars.s1};
     for (int k = 0; k < 2; ++k) {
       const std::string name = info.scalar_names[k];
       if (name.empty()) continue;
-      const auto tok = take(name);
+      const auto tok = f.take(name);
       if (!tok) return error("missing key '" + name + "' (" + info.name + " takes it)");
       std::string why;
       const auto v = parse_scalar(*tok, why);
       if (!v) return error("key '" + name + "': '" + *tok + "' is " + why);
-      *scalar_slots[k] = *v;
+      *slots[k] = *v;
     }
+    return {};
+  }
 
+  // Inputs, g, y and the gradients: each exactly representable in the case's dtype.
+  Result<void> parse_values(Fields& f, SpecialPoint& p) const {
+    const OpInfo& info = op_info(p.op);
     auto value = [&](const std::string& key) -> Result<double> {
-      const auto tok = take(key);
+      const auto tok = f.take(key);
       if (!tok) return error("missing key '" + key + "' (" + info.name + " needs it)");
       std::string why;
       const auto v = parse_exact(*tok, p.dtype, why);
       if (!v) return error("key '" + key + "': '" + *tok + "' is " + why);
       return *v;
     };
-
-    std::vector<std::string> in_keys, grad_keys;
-    if (info.arity == 1) {
-      in_keys = {"x"};
-      grad_keys = {"dx"};
-    } else if (p.same) {
-      in_keys = {"a"};
-      grad_keys = {"da"};
-    } else {
-      in_keys = {"a", "b"};
-      grad_keys = {"da", "db"};
-    }
+    const bool two_inputs = info.arity == 2 && !p.same;
+    const std::vector<std::string> in_keys = info.arity == 1 ? std::vector<std::string>{"x"}
+                                             : two_inputs    ? std::vector<std::string>{"a", "b"}
+                                                             : std::vector<std::string>{"a"};
+    const std::vector<std::string> grad_keys = info.arity == 1 ? std::vector<std::string>{"dx"}
+                                               : two_inputs    ? std::vector<std::string>{"da", "db"}
+                                                               : std::vector<std::string>{"da"};
     for (const auto& k : in_keys) {
-      auto v = value(k);
-      TAPEWISE_CHECK(v);
-      p.inputs.push_back(*v);
+      TAPEWISE_TRY(v, value(k));
+      p.inputs.push_back(v);
     }
-    {
-      auto v = value("g");
-      TAPEWISE_CHECK(v);
-      p.g = *v;
-    }
-    {
-      auto v = value("y");
-      TAPEWISE_CHECK(v);
-      p.y = *v;
-    }
+    TAPEWISE_TRY(g, value("g"));
+    p.g = g;
+    TAPEWISE_TRY(y, value("y"));
+    p.y = y;
     for (const auto& k : grad_keys) {
-      auto v = value(k);
-      TAPEWISE_CHECK(v);
-      p.grads.push_back(*v);
+      TAPEWISE_TRY(v, value(k));
+      p.grads.push_back(v);
     }
-
-    if (!kv.empty()) {
-      // Report the first leftover key in the order written.
-      for (const auto& k : order) {
-        if (!kv.count(k)) continue;
-        static const std::set<std::string> known = {"op", "dtype", "same", "c",  "lo", "hi", "eps",
-                                                    "x",  "a",     "b",    "g",  "y",  "dx", "da",
-                                                    "db"};
-        if (!known.count(k)) return error("unknown key '" + k + "'");
-        if (p.same && (k == "b" || k == "db"))
-          return error("key '" + k + "' with same=1 (a and b are one node; give a= and da= only)");
-        return error("key '" + k + "' does not apply to " + info.name + " (arity " +
-                     std::to_string(info.arity) + ")");
-      }
-    }
-    return p;
+    return {};
   }
 
- private:
+  // Names the first leftover key, in the order written.
+  Result<void> reject_leftovers(const Fields& f, const SpecialPoint& p) const {
+    static const std::set<std::string> known = {"op", "dtype", "same", "c", "lo", "hi", "eps", "x",
+                                                "a",  "b",     "g",    "y", "dx", "da", "db"};
+    for (const auto& k : f.order) {
+      if (!f.kv.count(k)) continue;
+      if (!known.count(k)) return error("unknown key '" + k + "'");
+      if (p.same && (k == "b" || k == "db"))
+        return error("key '" + k + "' with same=1 (a and b are one node; give a= and da= only)");
+      return error("key '" + k + "' does not apply to " + op_name(p.op) + " (arity " +
+                   std::to_string(op_info(p.op).arity) + ")");
+    }
+    return {};
+  }
+
   const std::string& origin_;
   int line_;
 };
@@ -299,12 +301,11 @@ std::string format_value(double v, DType dtype) {
   if (dtype == DType::float32) {
     const float f = static_cast<float>(v);
     const auto bits = std::bit_cast<std::uint32_t>(f);
-    std::snprintf(buf, sizeof buf, "%a (%.9g, bits 0x%08x)", static_cast<double>(f),
-                  static_cast<double>(f), static_cast<unsigned>(bits));
+    std::snprintf(buf, sizeof buf, "%a (%.9g, bits 0x%08x)", static_cast<double>(f), static_cast<double>(f),
+                  static_cast<unsigned>(bits));
   } else {
     const auto bits = std::bit_cast<std::uint64_t>(v);
-    std::snprintf(buf, sizeof buf, "%a (%.17g, bits 0x%016llx)", v, v,
-                  static_cast<unsigned long long>(bits));
+    std::snprintf(buf, sizeof buf, "%a (%.17g, bits 0x%016llx)", v, v, static_cast<unsigned long long>(bits));
   }
   return buf;
 }

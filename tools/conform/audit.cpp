@@ -2,10 +2,14 @@
 // person to read: every row of spec/special_points grouped by node, with the spec's rationale, what
 // the spec says, what this backend gives on both VJP paths, and the verdict. --markdown writes the
 // same as a document.
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
+
+#include <tapewise/version.hpp>
 
 #include "commands.hpp"
 #include "grade.hpp"
@@ -131,8 +135,10 @@ void print_text_table(std::ostream& out, const Cells& header, const std::vector<
 std::string markdown_escape(const std::string& s) {
   std::string out;
   for (char c : s) {
-    if (c == '|') out += "\\|";
-    else out += c;
+    if (c == '|')
+      out += "\\|";
+    else
+      out += c;
   }
   return out;
 }
@@ -165,6 +171,54 @@ std::string wrap(const std::string& text, std::size_t width, const std::string& 
   return out;
 }
 
+// One node's special points, audited and printed as a text table and a Markdown section.
+struct NodeAudit {
+  int points = 0, holding = 0;
+};
+
+NodeAudit audit_node(const ChosenBackend& be, const SpecialPoints& spec, const Selection& selection, Op op,
+                     std::ostream& text, std::ostream& markdown) {
+  const Cells header{"line",       "dtype",        "inputs",           "g",       "spec y",
+                     "spec grads", be.name + " y", be.name + " grads", "verdict", "note"};
+  NodeAudit result;
+  std::vector<Cells> rows;
+  for (const SpecialPoint& p : spec.points) {
+    if (p.op != op) continue;
+    if (std::find(selection.dtypes.begin(), selection.dtypes.end(), p.dtype) == selection.dtypes.end()) continue;
+    const AuditedPoint a = audit_point(be.backend, p);
+    result.holding += a.passes ? 1 : 0;
+    rows.push_back(point_cells(a));
+  }
+  result.points = static_cast<int>(rows.size());
+  if (rows.empty()) return result;
+  const auto why = spec.why.find(op_name(op));
+  const std::string rationale = why != spec.why.end() ? why->second : "(spec/special_points gives no rationale)";
+  const std::string count = std::to_string(result.holding) + "/" + std::to_string(rows.size()) + " points hold";
+
+  text << "\n"
+       << op_name(op) << " — " << op_info(op).staged << " — " << count << "\n"
+       << wrap("why: " + rationale, 100, "  ") << "\n";
+  print_text_table(text, header, rows);
+  markdown << "\n## " << op_name(op) << "\n\n"
+           << "Staged form: `" << op_info(op).staged << "`. " << count << ".\n\n"
+           << "> " << rationale << "\n\n";
+  print_markdown_table(markdown, header, rows);
+  return result;
+}
+
+// The Markdown document names the special points file by its name and the spec's hash, never by
+// the folder it was read from, so a committed audit does not carry a machine's paths.
+std::string markdown_intro(const std::string& source, const ChosenBackend& be) {
+  return "# tapewise derivative conventions: audit\n\nEvery row of `" +
+         std::filesystem::path(source).filename().string() + "` (tapewise " + kVersion + ", spec sha256 " +
+         std::string(kSpecSha256).substr(0, 16) + "…) run on **" + be.backend->describe() + "** (" + be.why +
+         "), through `Tape::backward` on both VJP paths (fused and staged). A row holds when the forward "
+         "value and every gradient match the spec bit for bit (any NaN matches any NaN; +0 and -0 differ). "
+         "Values are exact: the shortest decimal that identifies the value in the row's dtype, or a C hex "
+         "float where that decimal is long. Gradients with "
+         "`same=1` are the total gradient of the one leaf of `op(a, a)`.\n";
+}
+
 }  // namespace
 
 int audit_command(const AuditOptions& o) {
@@ -179,74 +233,32 @@ int audit_command(const AuditOptions& o) {
   auto spec = load_spec_points(*source);
   if (!spec) return usage(spec.error().message);
   auto be = choose_backend(o.backend);
-  if (!be) {
-    std::cerr << "tapewise-conform audit: --backend cuda: " << be.error().str() << "\n";
-    return kUsageError;
-  }
-  const Cells header{"line", "dtype", "inputs", "g", "spec y", "spec grads", be->name + " y", be->name + " grads",
-                     "verdict", "note"};
+  if (!be) return usage("--backend cuda: " + be.error().str());
 
   std::ostringstream markdown;
-  markdown << "# tapewise derivative conventions: audit\n\n"
-           << "Every row of `" << *source << "` run on **" << be->backend->describe() << "** (" << be->why
-           << "), through `Tape::backward` on both VJP paths (fused and staged). A row holds when the forward "
-              "value and every gradient match the spec bit for bit (any NaN matches any NaN; +0 and -0 differ). "
-              "Values are exact: the shortest decimal that identifies the value in the row's dtype, or a C hex "
-              "float where that decimal is long. Gradients with "
-              "`same=1` are the total gradient of the one leaf of `op(a, a)`.\n";
-
+  markdown << markdown_intro(*source, *be);
   std::cout << "audit of spec/special_points (" << *source << ") on " << be->backend->describe() << " — " << be->why
             << "\nverdict: every value bit for bit on both VJP paths (fused, staged); any NaN matches any NaN\n";
   int points = 0, holding = 0;
-  std::vector<std::string> failing_nodes;
+  std::string failing;
   for (Op op : o.selection.ops) {
-    std::vector<Cells> rows;
-    int node_holding = 0;
-    for (const SpecialPoint& p : spec->points) {
-      if (p.op != op) continue;
-      if (std::find(o.selection.dtypes.begin(), o.selection.dtypes.end(), p.dtype) == o.selection.dtypes.end()) continue;
-      const AuditedPoint a = audit_point(be->backend, p);
-      node_holding += a.passes ? 1 : 0;
-      rows.push_back(point_cells(a));
-    }
-    if (rows.empty()) continue;
-    points += static_cast<int>(rows.size());
-    holding += node_holding;
-    if (node_holding != static_cast<int>(rows.size())) failing_nodes.push_back(op_name(op));
-    const auto why = spec->why.find(op_name(op));
-    const std::string rationale = why != spec->why.end() ? why->second : "(spec/special_points gives no rationale)";
-    const std::string count = std::to_string(node_holding) + "/" + std::to_string(rows.size()) + " points hold";
-
-    std::cout << "\n" << op_name(op) << " — " << op_info(op).staged << " — " << count << "\n"
-              << wrap("why: " + rationale, 100, "  ") << "\n";
-    print_text_table(std::cout, header, rows);
-
-    markdown << "\n## " << op_name(op) << "\n\n"
-             << "Staged form: `" << op_info(op).staged << "`. " << count << ".\n\n"
-             << "> " << rationale << "\n\n";
-    print_markdown_table(markdown, header, rows);
+    const NodeAudit node = audit_node(*be, *spec, o.selection, op, std::cout, markdown);
+    points += node.points;
+    holding += node.holding;
+    if (node.holding != node.points) failing += std::string(" ") + op_name(op);
   }
-
   const std::string summary = std::to_string(holding) + "/" + std::to_string(points) +
                               " special points hold on both VJP paths" +
-                              (failing_nodes.empty() ? "" : " (failing:");
-  std::string failing;
-  for (const std::string& n : failing_nodes) failing += " " + n;
-  std::cout << "\n" << summary << failing << (failing_nodes.empty() ? "" : ")") << "\n";
-  markdown << "\n**" << summary << failing << (failing_nodes.empty() ? "" : ")") << ".**\n";
+                              (failing.empty() ? "" : " (failing:" + failing + ")");
+  std::cout << "\n" << summary << "\n";
+  markdown << "\n**" << summary << ".**\n";
 
   if (!o.markdown_path.empty()) {
     std::ofstream out(o.markdown_path, std::ios::trunc);
-    if (!out || !(out << markdown.str())) {
-      std::cerr << "tapewise-conform audit: " << o.markdown_path << ": cannot write\n";
-      return kUsageError;
-    }
+    if (!out || !(out << markdown.str())) return usage(o.markdown_path + ": cannot write");
     std::cout << "wrote " << o.markdown_path << "\n";
   }
-  if (points == 0) {
-    std::cerr << "tapewise-conform audit: no special point matches --ops/--dtype\n";
-    return kUsageError;
-  }
+  if (points == 0) return usage("no special point matches --ops/--dtype");
   return holding == points ? kConforms : kViolation;
 }
 

@@ -19,8 +19,6 @@
 #include "measure.hpp"
 #include "reference.hpp"
 
-// Declares `var` from a Result, or returns its error.
-
 namespace tapewise::conform {
 
 // A value exactly, as C's %a ("0x1.8p+1", "-0x0p+0"), or "inf", "-inf", "nan".

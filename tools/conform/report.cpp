@@ -223,12 +223,6 @@ Json number_json(double v) {
   return v;
 }
 
-std::string hex_value(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  return fixed("%a", v);
-}
-
 std::string short_value(double v, DType dtype) {
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";

@@ -35,9 +35,9 @@ struct Suite {
   DType dtype = DType::float32;
   Scalars scalars;
   bool same = false;
-  bool special = false;  // graded bit for bit against `expected`; else against the reference
-  Batch batch;           // inputs and g
-  NodeOutputs expected;  // y and the gradients
+  bool special = false;                           // graded bit for bit against `expected`; else against the reference
+  Batch batch;                                    // inputs and g
+  NodeOutputs expected;                           // y and the gradients
   std::vector<std::pair<int, std::string>> rows;  // special: (line, note) per element
 };
 
@@ -63,10 +63,12 @@ NodeOutputs reference_outputs(const Batch& batch) {
     Real in[2];
     for (int k = 0; k < arity; ++k) in[k] = reference::real(batch.inputs[static_cast<std::size_t>(k)].as_double(i));
     const std::span<const Real> in_span(in, static_cast<std::size_t>(arity));
-    y.push_back(reference::round_to_dtype(reference::forward(batch.op, batch.dtype, batch.scalars, in_span), batch.dtype));
+    y.push_back(
+        reference::round_to_dtype(reference::forward(batch.op, batch.dtype, batch.scalars, in_span), batch.dtype));
     const auto d = reference::vjp(batch.op, batch.dtype, batch.scalars, in_span, reference::real(batch.g.as_double(i)));
     for (int k = 0; k < arity; ++k)
-      grads[static_cast<std::size_t>(k)].push_back(reference::round_to_dtype(d[static_cast<std::size_t>(k)], batch.dtype));
+      grads[static_cast<std::size_t>(k)].push_back(
+          reference::round_to_dtype(d[static_cast<std::size_t>(k)], batch.dtype));
   }
   NodeOutputs out;
   out.y = host_array(batch.dtype, y);
@@ -208,14 +210,16 @@ Result<HostArray> read_suite_file(const fs::path& folder, const std::string& fil
   if (fs::is_symlink(path, ec)) {
     const fs::path target = fs::canonical(path, ec);
     if (ec || !lies_within(folder, target))
-      return fail(ErrorCode::InvalidArgument, path.string() + ": is a symbolic link that leads outside the suite folder");
+      return fail(ErrorCode::InvalidArgument,
+                  path.string() + ": is a symbolic link that leads outside the suite folder");
   }
   return read_npy(path.string());
 }
 
 std::string check_shape(const HostArray& a, const Suite& s, const std::string& name) {
   if (a.dtype != s.dtype) return name + " is " + dtype_name(a.dtype) + ", the suite is " + dtype_name(s.dtype);
-  if (!(a.shape == s.batch.g.shape)) return name + " has shape " + a.shape.str() + ", the suite's inputs " + s.batch.g.shape.str();
+  if (!(a.shape == s.batch.g.shape))
+    return name + " has shape " + a.shape.str() + ", the suite's inputs " + s.batch.g.shape.str();
   return "";
 }
 
@@ -241,11 +245,12 @@ int vectors_command(const VectorsOptions& o) {
              {"spec_sha256", kSpecSha256},
              {"seed", o.seed},
              {"cases", o.cases},
-             {"note", "Each suite is a folder named by its id. Read the files under 'inputs', compute the node "
-                      "(op(a, a) when 'same'), and write every file under 'outputs' as a .npy of the suite's "
-                      "dtype and shape. 'random' suites are graded against the MPFR reference within "
-                      "spec/bounds.def; 'special' suites bit for bit against 'expected' (any NaN matches any NaN). "
-                      "Then run: tapewise-conform check <this folder>."},
+             {"note",
+              "Each suite is a folder named by its id. Read the files under 'inputs', compute the node "
+              "(op(a, a) when 'same'), and write every file under 'outputs' as a .npy of the suite's "
+              "dtype and shape. 'random' suites are graded against the MPFR reference within "
+              "spec/bounds.def; 'special' suites bit for bit against 'expected' (any NaN matches any NaN). "
+              "Then run: tapewise-conform check <this folder>."},
              {"suites", Json::array()}};
   std::int64_t files = 0;
   for (Op op : o.selection.ops) {
@@ -282,7 +287,6 @@ int vectors_command(const VectorsOptions& o) {
             << " random cases per node and dtype\n";
   return kConforms;
 }
-
 
 namespace {
 
@@ -343,7 +347,7 @@ void grade_special_suite(const Suite& s, const NodeOutputs& expected, const Node
     p.y = expected.y.as_double(i);
     for (const HostArray& e : expected.grads) p.grads.push_back(e.as_double(i));
     const auto [line, note] = i < static_cast<std::int64_t>(s.rows.size()) ? s.rows[static_cast<std::size_t>(i)]
-                                                                            : std::pair<int, std::string>{0, ""};
+                                                                           : std::pair<int, std::string>{0, ""};
     ++row.special.total;
     const PointVerdict v = grade_special_point(p, produced, i);
     if (v.passes()) {
@@ -358,7 +362,8 @@ void grade_special_suite(const Suite& s, const NodeOutputs& expected, const Node
 Result<VectorsIndex> read_index(const fs::path& dir) {
   const std::string path = (dir / kIndexFile).string();
   auto text = read_small_file(path, kMaxIndexBytes);
-  if (!text) return fail(ErrorCode::InvalidArgument, text.error().message + " (is this a folder written by `vectors`?)");
+  if (!text)
+    return fail(ErrorCode::InvalidArgument, text.error().message + " (is this a folder written by `vectors`?)");
   return parse_vectors_index(*text, path);
 }
 
@@ -374,6 +379,47 @@ void warn_if_other_spec(const VectorsIndex& index, const std::string& where) {
               << escaped(index.tapewise_version.empty() ? "?" : index.tapewise_version) << ")";
   }
   std::cerr << "; this build's spec is sha256 " << kSpecSha256 << "\n";
+}
+
+// Every suite of the index graded against the outputs beside it: one row per (op, dtype), in
+// op-table order. A suite whose outputs are missing or malformed counts as errors of its row; an
+// index or folder that cannot be read is an error of the whole check.
+Result<std::vector<Row>> grade_suites(const VectorsIndex& index, const fs::path& root, const std::string& index_path) {
+  std::vector<Row> rows;  // one per (op, dtype), in op-table order
+  auto row_for = [&](Op op, DType dtype) -> Row& {
+    for (Row& r : rows)
+      if (r.op == op && r.dtype == dtype) return r;
+    rows.push_back(make_row(op, dtype));
+    return rows.back();
+  };
+
+  for (const IndexedSuite& entry : index.suites) {
+    Suite s = suite_from_index(entry);
+    const std::string where = index_path + ": suite " + s.id;
+    const auto folder = resolved_suite_folder(root, s.id);
+    TAPEWISE_CHECK(folder);
+    NodeOutputs expected;
+    TAPEWISE_CHECK(read_suite_inputs(*folder, where, s, expected));
+
+    Row& row = row_for(s.op, s.dtype);
+    NodeOutputs produced;
+    if (const std::string problem = read_outputs(*folder, where, s, produced); !problem.empty()) {
+      row.errors.push_back(problem);
+      if (s.special) row.special.total += static_cast<int>(s.batch.size());
+      continue;
+    }
+    if (s.special) {
+      grade_special_suite(s, expected, produced, row);
+    } else {
+      grade_against_reference(s.batch, produced, row);  // a random suite is graded as `run` grades
+    }
+  }
+  std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
+    return std::pair(static_cast<int>(a.op), static_cast<int>(a.dtype)) <
+           std::pair(static_cast<int>(b.op), static_cast<int>(b.dtype));
+  });
+
+  return rows;
 }
 
 }  // namespace
@@ -396,38 +442,9 @@ int check_command(const CheckOptions& o) {
   const fs::path root = fs::canonical(dir, ec);
   if (ec) return usage(dir.string() + ": " + ec.message());
 
-  std::vector<Row> rows;  // one per (op, dtype), in op-table order
-  auto row_for = [&](Op op, DType dtype) -> Row& {
-    for (Row& r : rows)
-      if (r.op == op && r.dtype == dtype) return r;
-    rows.push_back(make_row(op, dtype));
-    return rows.back();
-  };
-
-  for (const IndexedSuite& entry : index->suites) {
-    Suite s = suite_from_index(entry);
-    const std::string where = index_path + ": suite " + s.id;
-    const auto folder = resolved_suite_folder(root, s.id);
-    if (!folder) return usage(folder.error().message);
-    NodeOutputs expected;
-    if (auto ok = read_suite_inputs(*folder, where, s, expected); !ok) return usage(ok.error().message);
-
-    Row& row = row_for(s.op, s.dtype);
-    NodeOutputs produced;
-    if (const std::string problem = read_outputs(*folder, where, s, produced); !problem.empty()) {
-      row.errors.push_back(problem);
-      if (s.special) row.special.total += static_cast<int>(s.batch.size());
-      continue;
-    }
-    if (s.special) {
-      grade_special_suite(s, expected, produced, row);
-    } else {
-      grade_against_reference(s.batch, produced, row);  // a random suite is graded as `run` grades
-    }
-  }
-  std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
-    return std::pair(static_cast<int>(a.op), static_cast<int>(a.dtype)) < std::pair(static_cast<int>(b.op), static_cast<int>(b.dtype));
-  });
+  auto graded = grade_suites(*index, root, index_path);
+  if (!graded) return usage(graded.error().message);
+  const std::vector<Row>& rows = *graded;
 
   std::cout << "implementation under test: the outputs in " << dir.string() << " (suite seed " << index->seed << ", "
             << index->cases << " random cases per node and dtype)\n\n";
