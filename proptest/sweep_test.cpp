@@ -1,8 +1,10 @@
 // proptest/sweep_test.cpp — the sweep's own reference (tools/conform/sweep_reference.hpp, the host
-// copy of what the GPU grades with) against the MPFR reference within the reference's stated bound,
-// and a `tapewise-conform sweep --range` slice on the CPU backend: report structure and worst cases
-// re-derived with MPFR. Bounds come from spec/bounds.def (via reference/) and the reference's own
-// stated error (sweep_reference.hpp); no tolerance is written here.
+// copy of what the GPU grades with) against the MPFR reference within the reference's stated bound;
+// the causes it gives values above their bound, with a witness input for every cause spec/bounds.def
+// accepts; the maxima spec/bounds.def records against the committed sweep JSON; and
+// `tapewise-conform sweep --range` slices on the CPU backend: report structure, causes, and worst
+// cases re-derived with MPFR. Bounds come from spec/bounds.def (via reference/) and the reference's
+// own stated error (sweep_reference.hpp); no tolerance is written here.
 #include <sys/wait.h>
 
 #include <atomic>
@@ -10,7 +12,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -270,6 +274,192 @@ TEST(SweepReference, GradingMatchesTheReferenceCheck) {
   }
 }
 
+// --- causes of values above their bound (sweep_reference.hpp, cause_of; spec/bounds.def's `outside`) ---
+
+// One input outside a node's domain where TorchLean's staging leaves the dtype's range (the float32
+// ones and the float64 div, inv and gelu ones are the H200 sweep's own examples; the other float64
+// ones follow the same staging at float64's thresholds): on the CPU backend the output is above its
+// bound, by MPFR and by the sweep, and the sweep names `cause`.
+struct Witness {
+  Op op;
+  DType dtype;
+  int output;  // sw::kY, kGradA or kGradB
+  double g;    // 1 or R(0.7) in the dtype
+  double a, b;
+  int cause;
+};
+
+double f32_bits(std::uint32_t bits) { return sw::float_from_bits(bits); }
+double f64_bits(std::uint64_t bits) { return sw::double_from_bits(bits); }
+double r07(DType d) { return round_to(d, 0.7); }
+
+std::vector<Witness> witnesses() {
+  const DType f = DType::float32, d = DType::float64;
+  return {
+      {Op::exp, f, sw::kGradA, r07(f), f32_bits(0x42b1caa0), 0, sw::kCauseOverflow},     // x = 88.9
+      {Op::log, f, sw::kGradA, r07(f), f32_bits(0x001915a0), 0, sw::kCauseOverflow},     // x = 2.3e-39
+      {Op::inv, f, sw::kGradA, r07(f), f32_bits(0x1f570080), 0, sw::kCauseOverflow},     // x = 4.6e-20
+      {Op::sigmoid, f, sw::kY, 1, f32_bits(0xc2b54da0), 0, sw::kCauseOverflow},          // x = -90.7
+      {Op::softplus, f, sw::kGradA, 1, f32_bits(0xc2b53160), 0, sw::kCauseOverflow},     // x = -90.6
+      {Op::silu, f, sw::kY, 1, f32_bits(0xc2b52480), 0, sw::kCauseUnderflow},            // x = -90.6
+      {Op::gelu, f, sw::kY, 1, f32_bits(0x7f007580), 0, sw::kCauseOverflow},             // x = 1.7e38
+      {Op::gelu, f, sw::kGradA, 1, f32_bits(0x6031fc80), 0, sw::kCauseOverflow},         // x = 5.1e19
+      {Op::div, f, sw::kGradB, 1, f32_bits(0x0000006f), f32_bits(0x3b4c1c9a), sw::kCauseUnderflow},
+      {Op::div, f, sw::kGradB, r07(f), f32_bits(0x002372b1), f32_bits(0x001fc020), sw::kCauseOverflow},
+      {Op::exp, d, sw::kGradA, r07(d), 710.0, 0, sw::kCauseOverflow},
+      {Op::log, d, sw::kGradA, r07(d), 4.5e-309, 0, sw::kCauseOverflow},
+      {Op::inv, d, sw::kGradA, r07(d), f64_bits(0x1fecea310a134bceull), 0, sw::kCauseOverflow},
+      {Op::sigmoid, d, sw::kY, 1, -720.0, 0, sw::kCauseOverflow},
+      {Op::softplus, d, sw::kGradA, 1, -720.0, 0, sw::kCauseOverflow},
+      {Op::silu, d, sw::kY, 1, -720.0, 0, sw::kCauseUnderflow},
+      {Op::gelu, d, sw::kY, 1, f64_bits(0x7fed4290a40aa626ull), 0, sw::kCauseOverflow},
+      {Op::gelu, d, sw::kGradA, 1, f64_bits(0x78a848145918d4c3ull), 0, sw::kCauseOverflow},
+      {Op::div, d, sw::kGradB, 1, f64_bits(0x0000002924dee1e3ull), f64_bits(0xbf7ae073b47675f8ull), sw::kCauseUnderflow},
+      {Op::div, d, sw::kGradB, r07(d), f64_bits(0xbfcdf545c14595fcull), f64_bits(0x1fdab5c921c4f1edull),
+       sw::kCauseOverflow},
+  };
+}
+
+// The CPU backend's value of one output at one input (forward, or the fused VJP seeded with g).
+double produced_on_cpu(const Witness& w, const Scalars& s) {
+  Tape t(make_cpu_backend());
+  const auto array = [&](double v) {
+    return w.dtype == DType::float32 ? HostArray::of<float>(Shape{1}, std::vector<float>{static_cast<float>(v)})
+                                     : HostArray::of<double>(Shape{1}, std::vector<double>{v});
+  };
+  const NodeId ids[2] = {*t.leaf(array(w.a)), *t.leaf(array(w.b))};
+  const auto y = t.apply(w.op, std::span<const NodeId>(ids, static_cast<std::size_t>(op_info(w.op).arity)), s);
+  EXPECT_TRUE(y.has_value()) << op_name(w.op);
+  if (w.output == sw::kY) return t.value(*y)->as_double(0);
+  const auto grads = t.backward(*y, array(w.g));
+  EXPECT_TRUE(grads.has_value()) << op_name(w.op);
+  return grads->host(ids[w.output - 1])->as_double(0);
+}
+
+TEST(SweepCauses, EveryAcceptedCauseHasAWitnessAboveItsBoundWithThatCause) {
+  ref::ensure_precision();
+  std::set<std::tuple<Op, DType, int>> witnessed;
+  for (const Witness& w : witnesses()) {
+    const Scalars s = scalars_for(w.op);
+    const sw::Job j = job_for(w.op, w.dtype, s.s0, s.s1);
+    const sw::Inputs in{w.a, w.b};
+    const char* where = op_name(w.op);
+    const ref::Bound bound = w.output == sw::kY ? ref::forward_bound(w.op, w.dtype) : ref::vjp_bound(w.op, w.dtype);
+    const double produced = produced_on_cpu(w, s);
+    EXPECT_FALSE(sw::in_domain(j, in)) << where;
+    EXPECT_EQ(sw::cause_of(j, w.output, in, w.g), w.cause) << where << " " << dtype_name(w.dtype) << " output " << w.output;
+    if (!j.is_f64 || sw::device_graded_float64(w.op)) {  // else the sweep grades with MPFR, as below
+      const sw::ElementVerdict v = sw::grade_element(j, w.output, w.g, sw::Bound{bound.ulp, bound.abs}, in, produced);
+      EXPECT_FALSE(v.graded.within) << where << " " << dtype_name(w.dtype) << ": the sweep finds the witness within";
+      EXPECT_EQ(v.cause, w.cause) << where << " " << dtype_name(w.dtype) << " output " << w.output;
+    }
+    std::vector<ref::Real> x{ref::real(w.a)};
+    if (op_info(w.op).arity == 2) x.push_back(ref::real(w.b));
+    const ref::Real exact = exact_of(w.op, w.dtype, s, w.output, in, w.g);
+    const double weight = ref::abs_weight(w.op, w.dtype, s, x, ref::real(w.g), w.output != sw::kY);
+    EXPECT_FALSE(ref::check(exact, produced, w.dtype, bound, weight).within) << where << ": MPFR finds it within";
+    EXPECT_TRUE(std::isfinite(ref::round_to_dtype(exact, w.dtype))) << where << ": the exact result is not finite";
+    witnessed.insert({w.op, w.dtype, w.cause});
+  }
+  // Every cause a TAPEWISE_SWEPT row accepts is witnessed, and no witness is of an unaccepted cause.
+  for (const OpInfo& info : kOps)
+    for (DType d : {DType::float32, DType::float64}) {
+      const ref::OutsideDomain outside = ref::swept(info.op, d).outside;
+      EXPECT_EQ(ref::accepts_overflow(outside), witnessed.contains({info.op, d, sw::kCauseOverflow}))
+          << info.name << " " << dtype_name(d) << ": overflow accepted vs witnessed";
+      EXPECT_EQ(ref::accepts_underflow(outside), witnessed.contains({info.op, d, sw::kCauseUnderflow}))
+          << info.name << " " << dtype_name(d) << ": underflow accepted vs witnessed";
+    }
+}
+
+// A value above its bound inside the domain is a violation whatever its stages do; outside it, one
+// whose stages all stay in range, or whose input is not finite, is unexplained (not accepted).
+TEST(SweepCauses, InsideTheDomainOrWithoutAnOutOfRangeStageThereIsNoExcuse) {
+  const sw::Job exp32 = job_for(Op::exp, DType::float32, 0, 0);
+  const double g = r07(DType::float32);
+  EXPECT_EQ(sw::cause_of(exp32, sw::kGradA, sw::Inputs{2.5, 0}, g), sw::kCauseInDomain);
+  EXPECT_EQ(sw::cause_of(exp32, sw::kGradA, sw::Inputs{0x1p-10, 0}, g), sw::kCauseUnexplained);  // below 2^-8
+  EXPECT_EQ(sw::cause_of(exp32, sw::kGradA, sw::Inputs{88.9, 0}, g), sw::kCauseOverflow);
+  EXPECT_EQ(sw::cause_of(exp32, sw::kGradA, sw::Inputs{sw::quiet_nan(), 0}, g), sw::kCauseUnexplained);
+  EXPECT_EQ(sw::cause_of(exp32, sw::kGradA, sw::Inputs{sw::infinity(), 0}, g), sw::kCauseUnexplained);
+  // 88.5 is outside exp's domain ([2^-8, 2^6)) but e = exp(88.5) is finite in float32.
+  EXPECT_EQ(sw::cause_of(exp32, sw::kGradA, sw::Inputs{88.5, 0}, g), sw::kCauseUnexplained);
+  const sw::Job silu32 = job_for(Op::silu, DType::float32, 0, 0);
+  EXPECT_EQ(sw::cause_of(silu32, sw::kY, sw::Inputs{-90.0, 0}, 1), sw::kCauseUnderflow);
+  EXPECT_EQ(sw::cause_of(silu32, sw::kY, sw::Inputs{-80.0, 0}, 1), sw::kCauseUnexplained);
+  const sw::Job gelu64 = job_for(Op::gelu, DType::float64, 0, 0);
+  EXPECT_EQ(sw::cause_of(gelu64, sw::kGradA, sw::Inputs{1e155, 0}, 1), sw::kCauseOverflow);   // q = c3 x^2
+  EXPECT_EQ(sw::cause_of(gelu64, sw::kGradA, sw::Inputs{1e150, 0}, 1), sw::kCauseUnexplained);
+}
+
+// --- the maxima spec/bounds.def records (TAPEWISE_SWEPT) against the committed sweep JSON ----------
+
+std::filesystem::path repository_root() {
+  return std::filesystem::path(TAPEWISE_SPECIAL_POINTS).parent_path().parent_path();
+}
+
+// What a full sweep of a node was, in TAPEWISE_SWEPT's words.
+std::string evidence_of(const nlohmann::json& node) {
+  const std::string method = node.at("method");
+  const auto cases = node.at("cases").get<std::uint64_t>();
+  const bool full = cases == (std::uint64_t{1} << 32);
+  if (method == "every bit pattern" && full) return "exhaustive 2^32";
+  if (method.starts_with("every exponent pair") && full) return "2^32 exponent pairs";
+  if (method.starts_with("random bit patterns") && full) return "2^32 random";
+  if (method.starts_with("random subset")) return std::to_string(cases) + " random";
+  return "not a full sweep: " + method + ", " + std::to_string(cases) + " cases";
+}
+
+// A recorded number is the measured one as written with 3 significant digits.
+bool recorded_as(double recorded, double measured) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3g", measured);
+  return recorded == std::strtod(text, nullptr);
+}
+
+TEST(SweepEvidence, BoundsDefRecordsTheCommittedSweepMaxima) {
+  const std::filesystem::path folder = repository_root() / ref::swept_source();
+  ASSERT_TRUE(std::filesystem::is_directory(folder)) << folder << " (TAPEWISE_SWEPT_SOURCE) is not a folder";
+  std::set<std::pair<Op, DType>> seen;
+  for (const auto& file : std::filesystem::directory_iterator(folder)) {
+    if (file.path().extension() != ".json") continue;
+    std::ifstream in(file.path());
+    const nlohmann::json j = nlohmann::json::parse(in);
+    for (const auto& node : j.at("nodes")) {
+      const Op op = *op_from_name(node.at("op").get<std::string>());
+      const DType d = node.at("dtype") == "float64" ? DType::float64 : DType::float32;
+      const std::string where = std::string(op_name(op)) + " " + dtype_name(d) + " (" + file.path().filename().string() + ")";
+      EXPECT_TRUE(seen.insert({op, d}).second) << where << ": swept twice in " << folder;
+      const ref::Swept row = ref::swept(op, d);
+      EXPECT_EQ(std::string(row.evidence), evidence_of(node)) << where;
+      double y = 0, g1 = 0, g07 = 0;
+      for (const auto& o : node.at("outputs")) {
+        ASSERT_FALSE(o.at("max_ulp_domain").is_null()) << where << ": no case inside the domain";
+        const double m = o.at("max_ulp_domain");
+        if (o.at("output") == "y") y = m;
+        else if (o.at("g").get<double>() == 1.0) g1 = std::max(g1, m);
+        else g07 = std::max(g07, m);
+        // Values above the bound: none inside the domain, and outside it only accepted causes.
+        if (o.contains("above_bound_by_cause")) {
+          const auto& c = o.at("above_bound_by_cause");
+          EXPECT_EQ(c.at("in_domain"), 0) << where;
+          EXPECT_EQ(c.at("unexplained"), 0) << where;
+          EXPECT_TRUE(c.at("overflow") == 0 || ref::accepts_overflow(row.outside)) << where << ": overflow";
+          EXPECT_TRUE(c.at("underflow") == 0 || ref::accepts_underflow(row.outside)) << where << ": underflow";
+        } else {  // schema 1: no causes recorded; the row must accept some
+          EXPECT_EQ(o.at("above_bound_domain"), 0) << where;
+          EXPECT_TRUE(o.at("above_bound") == 0 || row.outside != ref::OutsideDomain::none) << where;
+        }
+      }
+      EXPECT_TRUE(recorded_as(row.y_ulps, y)) << where << ": y recorded " << row.y_ulps << ", measured " << y;
+      EXPECT_TRUE(recorded_as(row.vjp_g1_ulps, g1)) << where << ": vjp(g=1) recorded " << row.vjp_g1_ulps << ", measured " << g1;
+      EXPECT_TRUE(recorded_as(row.vjp_g07_ulps, g07))
+          << where << ": vjp(g=0.7) recorded " << row.vjp_g07_ulps << ", measured " << g07;
+    }
+  }
+  EXPECT_EQ(seen.size(), 2u * static_cast<std::size_t>(kOpCount)) << "every node, both dtypes, in " << folder;
+}
+
 #ifdef TAPEWISE_CONFORM_BIN
 namespace fs = std::filesystem;
 
@@ -298,7 +488,7 @@ TEST(SweepTool, CpuSliceReportsEveryOutputAndItsWorstCasesAgreeWithMpfr) {
   ASSERT_TRUE(in) << out;
   const nlohmann::json j = nlohmann::json::parse(in);
   fs::remove(json);
-  EXPECT_EQ(j.at("schema"), "tapewise-conform.sweep/1");
+  EXPECT_EQ(j.at("schema"), "tapewise-conform.sweep/2");
   EXPECT_EQ(j.at("backend"), "cpu");
   EXPECT_EQ(j.at("validation").at("failures"), 0) << j.at("validation").dump();
   EXPECT_GT(j.at("validation").at("values").get<std::int64_t>(), 0);
@@ -312,19 +502,24 @@ TEST(SweepTool, CpuSliceReportsEveryOutputAndItsWorstCasesAgreeWithMpfr) {
     ASSERT_FALSE(node.contains("error")) << node.dump();
     ASSERT_EQ(node.at("outputs").size(), static_cast<std::size_t>(1 + 2 * arity));
     for (const auto& o : node.at("outputs")) {
-      for (const char* key : {"output", "g", "bound", "max_ulp_domain", "max_ulp_finite", "above_bound",
-                              "above_bound_domain", "nonfinite_expected", "nonfinite_unexpected", "histogram", "worst"})
+      for (const char* key : {"output", "g", "bound", "max_ulp_domain", "max_ulp_finite", "max_ratio_domain",
+                              "above_bound", "above_bound_domain", "above_bound_by_cause", "causes_conform",
+                              "nonfinite_expected", "nonfinite_unexpected", "histogram", "worst"})
         EXPECT_TRUE(o.contains(key)) << key;
+      std::uint64_t by_cause = 0;
+      for (const auto& [name, count] : o.at("above_bound_by_cause").items()) by_cause += count.get<std::uint64_t>();
+      EXPECT_EQ(by_cause, o.at("above_bound").get<std::uint64_t>()) << node.at("op") << " " << o.at("output");
       std::uint64_t histogram_total = 0;
       for (const auto& [name, count] : o.at("histogram").items()) histogram_total += count.get<std::uint64_t>();
       EXPECT_EQ(histogram_total, node.at("cases").get<std::uint64_t>()) << node.at("op") << " " << o.at("output");
-      any_violation = any_violation || o.at("above_bound").get<std::uint64_t>() > 0;
+      any_violation = any_violation || !o.at("causes_conform").get<bool>();
       const int output = o.at("output") == "y" ? 0 : o.at("output") == "db" ? 2 : 1;
       const double g = o.at("g").is_null() ? 1.0 : o.at("g").get<double>();
       const ref::Bound bound = output == 0 ? ref::forward_bound(op, d) : ref::vjp_bound(op, d);
       EXPECT_EQ(o.at("bound").at("ulp").get<double>(), bound.ulp);
       for (const auto& w : o.at("worst")) {
         EXPECT_TRUE(w.at("reference_agrees").get<bool>()) << w.dump();
+        EXPECT_EQ(w.contains("cause"), !w.at("within_mpfr").get<bool>()) << w.dump();
         // Re-derive the verdict from the reported bits with MPFR.
         std::vector<ref::Real> x;
         for (const auto& v : w.at("inputs")) x.push_back(ref::real(from_hex(v.get<std::string>())));
@@ -343,6 +538,45 @@ TEST(SweepTool, CpuSliceReportsEveryOutputAndItsWorstCasesAgreeWithMpfr) {
   EXPECT_EQ(status, any_violation ? 1 : 0) << out;
   EXPECT_EQ(j.at("conforms").get<bool>(), !any_violation);
 }
+// A CPU slice over float32's negative tail x in [-104, -88) (with --stride): sigmoid's y and
+// softplus' dx lose their subnormal results to exp(-x) overflowing, silu's y its bits to a subnormal
+// s. Every value above its bound is outside the domain with a cause spec/bounds.def accepts, so the
+// run conforms; the counts by cause add up, and the cause examples are re-checked with MPFR.
+TEST(SweepTool, CpuSliceOfTheNegativeTailNamesEveryCause) {
+  const fs::path json = fs::temp_directory_path() / ("tapewise_sweep_tail_" + std::to_string(::getpid()) + ".json");
+  std::string out;
+  const int status = run_command(::tapewise::testing::conform_binary() +
+                                     " sweep --backend cpu --ops sigmoid,silu,softplus --range 0xc2b00000:0xc2d00000"
+                                     " --stride 3 --validate 300 --json " + json.string(),
+                                 &out);
+  std::ifstream in(json);
+  ASSERT_TRUE(in) << out;
+  const nlohmann::json j = nlohmann::json::parse(in);
+  fs::remove(json);
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_TRUE(j.at("conforms").get<bool>());
+  std::map<std::string, std::uint64_t> seen;  // "op output cause" -> count
+  for (const auto& node : j.at("nodes")) {
+    EXPECT_EQ(node.at("stride"), 3);
+    EXPECT_EQ(node.at("cases"), (0x200000u + 2) / 3);
+    for (const auto& o : node.at("outputs")) {
+      for (const auto& [cause, count] : o.at("above_bound_by_cause").items())
+        if (count.get<std::uint64_t>() > 0)
+          seen[node.at("op").get<std::string>() + " " + o.at("output").get<std::string>() + " " + cause] += count.get<std::uint64_t>();
+      for (const auto& w : o.at("worst"))
+        if (w.at("why").get<std::string>().ends_with(" example")) {
+          EXPECT_FALSE(w.at("within_mpfr").get<bool>()) << w.dump();
+          EXPECT_EQ(w.at("why").get<std::string>(), w.at("cause").get<std::string>() + " example") << w.dump();
+        }
+    }
+  }
+  EXPECT_GT(seen["sigmoid y overflow"], 0u) << out;
+  EXPECT_GT(seen["softplus dx overflow"], 0u) << out;
+  EXPECT_GT(seen["silu y underflow"], 0u) << out;
+  for (const auto& [key, count] : seen)
+    EXPECT_TRUE(key.ends_with("overflow") || key.ends_with("underflow")) << key << ": " << count;
+}
+
 // Bad options are usage errors (exit 2) that name the option, before any backend work.
 TEST(SweepTool, BadOptionsExitWithUsageErrors) {
   const std::string bin = ::tapewise::testing::conform_binary();
@@ -353,6 +587,7 @@ TEST(SweepTool, BadOptionsExitWithUsageErrors) {
       {" sweep --backend cpu --ops sin,nosuchop", "nosuchop"},
       {" sweep --backend cpu --devices 0", "--devices"},
       {" sweep --backend cpu --pair-log2 40", "--pair-log2"},
+      {" sweep --backend cpu --stride 0", "--stride"},
   };
   for (const auto& [args, mention] : cases) {
     std::string out;
@@ -361,7 +596,7 @@ TEST(SweepTool, BadOptionsExitWithUsageErrors) {
   }
   std::string help;
   EXPECT_EQ(run_command(bin + " sweep --help", &help), 0);
-  for (const char* key : {"--range", "--pair-log2", "--host-cases", "--devices", "Exit status"})
+  for (const char* key : {"--range", "--stride", "--pair-log2", "--host-cases", "--devices", "Exit status", "unexplained"})
     EXPECT_NE(help.find(key), std::string::npos) << key;
 }
 #endif

@@ -1,5 +1,6 @@
 // reference/bounds.hpp — each op's allowed error against the reference, read from spec/bounds.def
-// (the only place a tolerance is written down). Not the check itself: that is measure.hpp.
+// (the only place a tolerance is written down), and what the exhaustive sweep recorded beside it.
+// Not the check itself: that is measure.hpp.
 #pragma once
 
 #include "tapewise/core.hpp"
@@ -15,5 +16,27 @@ struct Bound {
 
 Bound forward_bound(Op op, DType dtype);
 Bound vjp_bound(Op op, DType dtype);
+
+// Which causes of a value above its bound spec/bounds.def accepts outside the node's domain: an
+// intermediate of the staging that overflows, one that underflows, both, or none
+// (spec/conventions.md §4.1; the sweep classifies, tools/conform/sweep_reference.hpp).
+enum class OutsideDomain { none, overflow, underflow, overflow_underflow };
+bool accepts_overflow(OutsideDomain outside);
+bool accepts_underflow(OutsideDomain outside);
+const char* outside_domain_name(OutsideDomain outside);  // "none", "overflow", ...
+
+// What `tapewise-conform sweep` measured, recorded beside each bound (spec/bounds.def,
+// TAPEWISE_SWEPT): the largest error in ULPs inside the domain of y and of the VJP (the larger of
+// da and db for a binary node) at g = 1 and g = R(0.7), on the evidence named.
+struct Swept {
+  const char* evidence;  // "exhaustive 2^32", "2^32 exponent pairs", "2^32 random", "<N> random"
+  double y_ulps;
+  double vjp_g1_ulps;
+  double vjp_g07_ulps;
+  OutsideDomain outside;
+};
+Swept swept(Op op, DType dtype);
+// The folder of the sweep JSON files those numbers were read from, relative to the repository.
+const char* swept_source();
 
 }  // namespace tapewise::reference

@@ -32,6 +32,7 @@ struct SweepOptions {
   std::vector<DType> dtypes;  // float32 first
   bool range_given = false;
   std::uint64_t range_lo = 0, range_hi = 0;  // case indices [lo, hi), clamped to each node's count
+  std::uint32_t stride = 1;                  // every stride-th case of the range (device sweeps)
   BackendChoice backend = BackendChoice::automatic;
   int devices = 1;
   std::string json_path;
@@ -74,7 +75,7 @@ class HostEngine final : public ChunkEngine {
 
   Result<void> generate(const Job& job, std::uint64_t base, Buffer& a, Buffer* b) override {
     for (std::int64_t i = 0; i < a.numel(); ++i) {
-      const auto index = static_cast<std::uint32_t>(base + static_cast<std::uint64_t>(i));
+      const std::uint32_t index = case_at(job, base + static_cast<std::uint64_t>(i));
       if (job.is_f64) {
         double va, vb;
         case_doubles(job, index, &va, &vb);
@@ -106,7 +107,7 @@ class HostEngine final : public ChunkEngine {
       in.a = element(a, i);
       in.b = b ? element(*b, i) : 0.0;
       const ElementVerdict v = grade_element(job, request.output, request.g, request.bound, in, element(produced, i));
-      add(t, v, static_cast<std::uint32_t>(base + static_cast<std::uint64_t>(i)));
+      add_to_tally(t, v, case_at(job, base + static_cast<std::uint64_t>(i)));
     }
     return {};
   }
@@ -121,22 +122,6 @@ class HostEngine final : public ChunkEngine {
   static double element(const Buffer& buffer, std::int64_t i) {
     if (buffer.dtype() == DType::float64) return static_cast<const double*>(buffer.data())[i];
     return static_cast<const float*>(buffer.data())[i];
-  }
-  static void add(OutputTally& t, const ElementVerdict& v, std::uint32_t index) {
-    const Graded& r = v.graded;
-    ++t.histogram[r.bucket];
-    if (!r.within) {
-      ++t.above_bound;
-      if (v.domain) ++t.above_bound_domain;
-      if (t.violations_recorded < kViolationSlots) t.violation_cases[t.violations_recorded] = index;
-      ++t.violations_recorded;
-    }
-    if (r.bucket < kNonfiniteExpected) {
-      const unsigned long long key = worst_key(r.error_ulps, index);
-      if (v.finite_inputs) t.worst_finite_key = std::max(t.worst_finite_key, key);
-      if (v.domain) t.worst_domain_key = std::max(t.worst_domain_key, key);
-    }
-    t.worst_ratio_key = std::max(t.worst_ratio_key, worst_key(r.ratio, index));
   }
   void clear() {
     for (OutputTally& t : tallies_) std::memset(&t, 0, sizeof t);
@@ -164,8 +149,9 @@ struct Plan {
   Scalars scalars;  // as given to the backend
   Method method = Method::device_exhaustive;
   Job job;
-  std::uint64_t lo = 0, hi = 0;  // case indices
+  std::uint64_t lo = 0, hi = 0;  // case indices [lo, hi), every stride-th (job.case_stride)
   std::vector<OutputRequest> outputs;
+  std::uint64_t cases() const { return (hi - lo + job.case_stride - 1) / job.case_stride; }
 };
 
 double second_g(DType dtype) { return round_to(dtype, kSecondG); }
@@ -215,10 +201,13 @@ Plan make_plan(Op op, DType dtype, const SweepOptions& o) {
     count = p.method == Method::host_mpfr ? static_cast<std::uint64_t>(o.host_cases)
                                           : std::uint64_t{1} << o.float64_log2;
   }
-  // --range picks case indices of the device sweeps; the MPFR subset is always its first cases.
-  const bool ranged = o.range_given && p.method != Method::host_mpfr;
-  p.lo = ranged ? std::min(o.range_lo, count) : 0;
-  p.hi = ranged ? std::min(o.range_hi, count) : count;
+  // --range and --stride pick case indices of the device sweeps; the MPFR subset is always its first
+  // cases.
+  const bool device = p.method != Method::host_mpfr;
+  p.lo = device && o.range_given ? std::min(o.range_lo, count) : 0;
+  p.hi = device && o.range_given ? std::min(o.range_hi, count) : count;
+  j.case_lo = static_cast<std::uint32_t>(p.lo);
+  j.case_stride = device ? o.stride : 1;
   p.outputs = output_requests(op, dtype);
   return p;
 }
@@ -274,6 +263,7 @@ Result<void> sweep_chunk(Backend& backend, ChunkEngine& engine, const Plan& p, C
   return {};
 }
 
+// Positions [lo, hi) of the plan's sweep (case_at maps them to case indices), chunk by chunk.
 Result<std::vector<OutputTally>> sweep_range(Backend& backend, ChunkEngine& engine, const Plan& p, std::uint64_t lo,
                                              std::uint64_t hi, std::int64_t chunk, std::atomic<std::int64_t>& done) {
   std::optional<ChunkBuffers> buffers;
@@ -296,14 +286,19 @@ Result<std::vector<OutputTally>> sweep_range(Backend& backend, ChunkEngine& engi
 void merge(OutputTally& into, const OutputTally& t) {
   for (int b = 0; b < kBucketCount; ++b) into.histogram[b] += t.histogram[b];
   into.above_bound += t.above_bound;
-  into.above_bound_domain += t.above_bound_domain;
+  for (int c = 0; c < kCauseCount; ++c) {
+    into.above_by_cause[c] += t.above_by_cause[c];
+    into.cause_example_key[c] = std::max(into.cause_example_key[c], t.cause_example_key[c]);
+  }
   into.worst_domain_key = std::max(into.worst_domain_key, t.worst_domain_key);
   into.worst_finite_key = std::max(into.worst_finite_key, t.worst_finite_key);
   into.worst_ratio_key = std::max(into.worst_ratio_key, t.worst_ratio_key);
-  for (unsigned long long k = 0; k < std::min<unsigned long long>(t.violations_recorded, kViolationSlots); ++k)
-    if (into.violations_recorded + k < kViolationSlots)
-      into.violation_cases[into.violations_recorded + k] = t.violation_cases[k];
-  into.violations_recorded += t.violations_recorded;
+  into.worst_ratio_domain_key = std::max(into.worst_ratio_domain_key, t.worst_ratio_domain_key);
+  const auto recorded = [](const OutputTally& x) { return std::min<unsigned long long>(x.violations_recorded, kViolationSlots); };
+  const unsigned long long have = recorded(into);
+  for (unsigned long long k = 0; k < recorded(t) && have + k < kViolationSlots; ++k)
+    into.violation_cases[have + k] = t.violation_cases[k];
+  into.violations_recorded = std::min<unsigned long long>(have + recorded(t), kViolationSlots);
 }
 
 // --- backends: one per device -----------------------------------------------------------------------
@@ -350,13 +345,13 @@ struct Progress2 {
 // Splits [lo, hi) over the backends, one thread each; merges the tallies.
 Result<std::vector<OutputTally>> sweep_on_devices(Workers& w, const Plan& p, std::int64_t chunk, Progress2& progress) {
   const std::size_t devices = w.backends.size();
-  const std::uint64_t total = p.hi - p.lo, share = (total + devices - 1) / devices;
+  const std::uint64_t total = p.cases(), share = (total + devices - 1) / devices;
   std::vector<Result<std::vector<OutputTally>>> results(devices, fail(ErrorCode::InvalidArgument, "not run"));
   std::vector<std::thread> threads;
   std::atomic<int> running{static_cast<int>(devices)};
   for (std::size_t d = 0; d < devices; ++d) {
     threads.emplace_back([&, d] {
-      const std::uint64_t lo = std::min(p.hi, p.lo + share * d), hi = std::min(p.hi, lo + share);
+      const std::uint64_t lo = std::min(total, share * d), hi = std::min(total, lo + share);  // positions
       auto engine = make_engine(*w.backends[d], static_cast<int>(p.outputs.size()));
       if (!engine) results[d] = tl::unexpected(engine.error());
       else results[d] = sweep_range(*w.backends[d], **engine, p, lo, hi, chunk, progress.done);
@@ -437,7 +432,7 @@ Result<std::vector<std::vector<double>>> production_at(Backend& backend, const P
 
 // A rechecked worst case: the sweep's reading beside MPFR's.
 struct Recheck {
-  std::string why;  // "worst in domain", "worst finite", "worst ratio", "above bound"
+  std::string why;  // "worst in domain", "worst finite", "worst ratio", "above bound", "<cause> example"
   std::uint32_t index = 0;
   Inputs in;
   double produced = 0, expected = 0;  // expected: R(exact) by MPFR
@@ -446,7 +441,21 @@ struct Recheck {
   double sweep_ulps = 0;
   bool sweep_within = true;
   bool agrees = true;  // the sweep's verdict equals MPFR's
+  int cause = kCauseInDomain;  // of a value above its bound (sweep_reference.hpp, cause_of)
 };
+
+const char* cause_name(int cause) {
+  static const char* names[kCauseCount] = {"in_domain", "overflow", "underflow", "unexplained"};
+  return names[cause];
+}
+
+// Whether spec/bounds.def accepts values above the bound for this cause (only outside the domain).
+bool cause_accepted(Op op, DType dtype, int cause) {
+  const reference::OutsideDomain outside = reference::swept(op, dtype).outside;
+  if (cause == kCauseOverflow) return reference::accepts_overflow(outside);
+  if (cause == kCauseUnderflow) return reference::accepts_underflow(outside);
+  return false;
+}
 
 struct OutputResult {
   OutputRequest request;
@@ -469,6 +478,10 @@ std::vector<std::pair<std::string, std::uint32_t>> recheck_cases(const OutputTal
   add("worst in domain", t.worst_domain_key);
   add("worst finite", t.worst_finite_key);
   add("worst ratio", t.worst_ratio_key);
+  add("worst ratio in domain", t.worst_ratio_domain_key);
+  for (int c = 0; c < kCauseCount; ++c)
+    if (t.cause_example_key[c] > 0)
+      cases.emplace_back(std::string(cause_name(c)) + " example", static_cast<std::uint32_t>(t.cause_example_key[c] - 1));
   for (unsigned long long k = 0; k < std::min<unsigned long long>(t.violations_recorded, kViolationSlots); ++k)
     cases.emplace_back("above bound", t.violation_cases[k]);
   return cases;
@@ -501,6 +514,7 @@ Result<void> recheck_with_mpfr(Backend& backend, NodeResult& node) {
       const ElementVerdict v = grade_element(p.job, request.output, request.g, request.bound, r.in, r.produced);
       r.sweep_ulps = v.graded.error_ulps;
       r.sweep_within = v.graded.within;
+      r.cause = cause_of(p.job, request.output, r.in, request.g);
       if (p.method == Method::host_mpfr) {  // MPFR graded these: its verdict is the sweep's
         r.sweep_ulps = r.mpfr_ulps;
         r.sweep_within = r.mpfr_within;
@@ -529,26 +543,10 @@ Result<std::vector<OutputTally>> grade_on_host_with_mpfr(Backend& backend, const
     g.within = c.within;
     g.bucket = std::isfinite(rounded) ? (std::isfinite(c.error_ulps) ? bucket_of(c.error_ulps) : kNonfiniteUnexpected)
                                       : (c.within ? kNonfiniteExpected : kNonfiniteUnexpected);
-    ElementVerdict v{g, in_domain(p.job, cases[i]), inputs_finite(p.job, cases[i])};
-    const auto index = static_cast<std::uint32_t>(p.lo + i);
-    OutputTally single;  // this one value as a tally, merged under the slot's lock
-    std::memset(&single, 0, sizeof single);
-    ++single.histogram[g.bucket];
-    if (!g.within) {
-      single.above_bound = 1;
-      single.above_bound_domain = v.domain ? 1 : 0;
-      single.violations_recorded = 1;
-      single.violation_cases[0] = index;
-    }
-    if (g.bucket < kNonfiniteExpected) {
-      const unsigned long long key = worst_key(g.error_ulps, index);
-      if (v.finite_inputs) single.worst_finite_key = key;
-      if (v.domain) single.worst_domain_key = key;
-    }
-    single.worst_ratio_key = worst_key(g.ratio, index);
+    ElementVerdict v{g, in_domain(p.job, cases[i]), inputs_finite(p.job, cases[i]), kCauseInDomain};
+    if (!g.within) v.cause = cause_of(p.job, request.output, cases[i], request.g);
     std::lock_guard<std::mutex> lock(locks[slot]);
-    OutputTally& t = tallies[slot];
-    merge(t, single);
+    add_to_tally(tallies[slot], v, static_cast<std::uint32_t>(p.lo + i));
   });
   return tallies;
 }
@@ -665,9 +663,21 @@ std::string bound_text(const Bound& b) {
   return t;
 }
 
+// The values above the bound by cause, e.g. "overflow 46751", "in_domain 3!": a '!' marks a cause the
+// node's row in spec/bounds.def does not accept (a failure).
+std::string causes_text(const Plan& p, const OutputTally& t) {
+  std::string out;
+  for (int c = 0; c < kCauseCount; ++c) {
+    if (t.above_by_cause[c] == 0) continue;
+    if (!out.empty()) out += ", ";
+    out += text("%s %llu", cause_name(c), t.above_by_cause[c]) + (cause_accepted(p.op, p.dtype, c) ? "" : "!");
+  }
+  return out.empty() ? "-" : out;
+}
+
 void print_table(std::ostream& out, const std::vector<NodeResult>& nodes) {
-  out << text("%-9s %-8s %-3s %-9s %12s %10s %10s %-16s %10s %10s  %s\n", "node", "dtype", "out", "g", "cases",
-               "ulp(dom)", "ulp(fin)", "bound", "above", "nonfin!", "worst input (ulp, MPFR)");
+  out << text("%-9s %-8s %-3s %-9s %12s %10s %10s %10s %-16s %10s %10s  %s\n", "node", "dtype", "out", "g", "cases",
+               "ulp(dom)", "ulp(fin)", "used(dom)", "bound", "above", "nonfin!", "worst input (ulp, MPFR)");
   for (const NodeResult& n : nodes) {
     const Plan& p = n.plan;
     if (!n.error.empty()) {
@@ -682,14 +692,37 @@ void print_table(std::ostream& out, const std::vector<NodeResult>& nodes) {
         if ((r.why == "worst ratio" && r.mpfr_ratio > 0) || (r.why == "worst in domain" && worst == "-") ||
             (r.why == "worst finite" && worst == "-"))
           worst = input_text(p, r.in, r.index) + text(" (%.3g)", r.mpfr_ulps);
-      out << text("%-9s %-8s %-3s %-9s %12llu %10s %10s %-16s %10llu %10llu  ", op_name(p.op), dtype_name(p.dtype),
+      out << text("%-9s %-8s %-3s %-9s %12llu %10s %10s %10s %-16s %10llu %10llu  ", op_name(p.op), dtype_name(p.dtype),
                    output_name(p.op, o.request.output), o.request.output == kY ? "-" : text("%.3g", o.request.g).c_str(),
-                   static_cast<unsigned long long>(p.hi - p.lo), format_ulps(t.worst_domain_key).c_str(),
-                   format_ulps(t.worst_finite_key).c_str(), bound_text(o.request.bound).c_str(), t.above_bound,
-                   t.histogram[kNonfiniteUnexpected])
+                   static_cast<unsigned long long>(p.cases()), format_ulps(t.worst_domain_key).c_str(),
+                   format_ulps(t.worst_finite_key).c_str(), format_ulps(t.worst_ratio_domain_key).c_str(),
+                   bound_text(o.request.bound).c_str(), t.above_bound, t.histogram[kNonfiniteUnexpected])
           << worst << "\n";
     }
   }
+}
+
+// Every output with values above its bound: how many of each cause, whether spec/bounds.def accepts
+// the cause (outside the domain only), and one example of each, re-checked with MPFR.
+void print_causes(std::ostream& out, const std::vector<NodeResult>& nodes) {
+  out << "\nvalues above their bound, by cause (in_domain and unexplained always fail; overflow and underflow\n"
+         "outside the domain pass where spec/bounds.def's TAPEWISE_SWEPT row accepts them):\n";
+  bool any = false;
+  for (const NodeResult& n : nodes)
+    for (const OutputResult& o : n.outputs) {
+      if (o.tally.above_bound == 0) continue;
+      any = true;
+      out << text("  %-9s %-8s %-3s g=%-6s ", op_name(n.plan.op), dtype_name(n.plan.dtype),
+                   output_name(n.plan.op, o.request.output), short_value(o.request.g, n.plan.dtype).c_str())
+          << causes_text(n.plan, o.tally) << " (accepted outside: "
+          << reference::outside_domain_name(reference::swept(n.plan.op, n.plan.dtype).outside) << ")\n";
+      for (const Recheck& r : o.rechecks)
+        if (r.why.ends_with(" example"))
+          out << "      " << r.why << ": " << input_text(n.plan, r.in, r.index) << "  "
+              << short_value(r.produced, n.plan.dtype) << " vs " << short_value(r.expected, n.plan.dtype)
+              << text("  %.4g ulp (MPFR)", r.mpfr_ulps) << "\n";
+    }
+  if (!any) out << "  none\n";
 }
 
 void print_rechecks(std::ostream& out, const std::vector<NodeResult>& nodes) {
@@ -698,7 +731,9 @@ void print_rechecks(std::ostream& out, const std::vector<NodeResult>& nodes) {
     for (const OutputResult& o : n.outputs)
       for (const Recheck& r : o.rechecks) {
         // Violations and disagreements always; else the worst in domain, and the worst ratio when it
-        // is not a correctly rounded value (ratio 0 picks an arbitrary case).
+        // is not a correctly rounded value (ratio 0 picks an arbitrary case). The cause examples are
+        // print_causes' (unless they disagree).
+        if (r.why.ends_with(" example") && r.agrees) continue;
         const bool notable = r.why == "above bound" || !r.mpfr_within || !r.agrees;
         const bool same_as_domain = std::any_of(o.rechecks.begin(), o.rechecks.end(), [&](const Recheck& q) {
           return q.why == "worst in domain" && q.index == r.index;
@@ -709,7 +744,8 @@ void print_rechecks(std::ostream& out, const std::vector<NodeResult>& nodes) {
                      output_name(n.plan.op, o.request.output), r.why.c_str())
             << input_text(n.plan, r.in, r.index) << " g=" << short_value(o.request.g, n.plan.dtype) << "  "
             << short_value(r.produced, n.plan.dtype) << " vs " << short_value(r.expected, n.plan.dtype)
-            << text("  %.4g | %.4g ulp  ", r.mpfr_ulps, r.sweep_ulps) << (r.mpfr_within ? "within" : "ABOVE BOUND")
+            << text("  %.4g | %.4g ulp  ", r.mpfr_ulps, r.sweep_ulps)
+            << (r.mpfr_within ? "within" : std::string("ABOVE BOUND (") + cause_name(r.cause) + ")")
             << (r.agrees ? "" : "  REFERENCE DISAGREES WITH MPFR") << "\n";
       }
 }
@@ -718,6 +754,23 @@ const char* bucket_name(int b) {
   static const char* names[kBucketCount] = {"le_0.5", "le_1",      "le_2", "le_4", "le_8", "gt_8", "nonfinite_expected",
                                             "nonfinite_unexpected"};
   return names[b];
+}
+
+// An output conforms when every value above its bound has a cause its row accepts outside the domain
+// (none inside it, none unexplained) and every re-checked case agrees with MPFR.
+bool output_conforms(const Plan& p, const OutputResult& o) {
+  for (int c = 0; c < kCauseCount; ++c)
+    if (o.tally.above_by_cause[c] > 0 && !cause_accepted(p.op, p.dtype, c)) return false;
+  for (const Recheck& r : o.rechecks)
+    if (!r.agrees) return false;
+  return true;
+}
+
+bool node_conforms(const NodeResult& n) {
+  if (!n.error.empty()) return false;
+  for (const OutputResult& o : n.outputs)
+    if (!output_conforms(n.plan, o)) return false;
+  return true;
 }
 
 Json recheck_json(const Plan& p, const Recheck& r) {
@@ -734,6 +787,7 @@ Json recheck_json(const Plan& p, const Recheck& r) {
   j["error_ulps_sweep"] = number_json(r.sweep_ulps);
   j["within_sweep"] = r.sweep_within;
   j["reference_agrees"] = r.agrees;
+  if (!r.mpfr_within) j["cause"] = cause_name(r.cause);
   return j;
 }
 
@@ -745,8 +799,11 @@ Json node_json(const NodeResult& n) {
   j["scalars"] = scalars_text(p.op, p.scalars);
   j["method"] = method_name(p.method);
   j["range"] = Json::array({p.lo, p.hi});
-  j["cases"] = p.hi - p.lo;
+  j["stride"] = p.job.case_stride;
+  j["cases"] = p.cases();
   j["seconds"] = n.seconds;
+  j["outside_domain_accepted"] = reference::outside_domain_name(reference::swept(p.op, p.dtype).outside);
+  j["conforms"] = node_conforms(n);
   if (!n.error.empty()) j["error"] = n.error;
   j["outputs"] = Json::array();
   for (const OutputResult& o : n.outputs) {
@@ -758,8 +815,14 @@ Json node_json(const NodeResult& n) {
     oj["max_ulp_domain"] = key_present(t.worst_domain_key) ? number_json(key_metric(t.worst_domain_key)) : Json(nullptr);
     oj["max_ulp_finite"] = key_present(t.worst_finite_key) ? number_json(key_metric(t.worst_finite_key)) : Json(nullptr);
     oj["max_ratio"] = key_present(t.worst_ratio_key) ? number_json(key_metric(t.worst_ratio_key)) : Json(nullptr);
+    oj["max_ratio_domain"] =
+        key_present(t.worst_ratio_domain_key) ? number_json(key_metric(t.worst_ratio_domain_key)) : Json(nullptr);
     oj["above_bound"] = t.above_bound;
-    oj["above_bound_domain"] = t.above_bound_domain;
+    oj["above_bound_domain"] = t.above_by_cause[kCauseInDomain];
+    Json causes;
+    for (int c = 0; c < kCauseCount; ++c) causes[cause_name(c)] = t.above_by_cause[c];
+    oj["above_bound_by_cause"] = causes;
+    oj["causes_conform"] = output_conforms(p, o);
     oj["nonfinite_expected"] = t.histogram[kNonfiniteExpected];
     oj["nonfinite_unexpected"] = t.histogram[kNonfiniteUnexpected];
     Json h;
@@ -781,15 +844,6 @@ Json validation_json(const Validation& v) {
           {"examples", v.examples}};
 }
 
-bool node_conforms(const NodeResult& n) {
-  if (!n.error.empty()) return false;
-  for (const OutputResult& o : n.outputs) {
-    if (o.tally.above_bound > 0) return false;
-    for (const Recheck& r : o.rechecks)
-      if (!r.agrees) return false;
-  }
-  return true;
-}
 
 std::int64_t default_chunk(const Workers& w) { return w.name == "cuda" ? std::int64_t{1} << 28 : std::int64_t{1} << 20; }
 
@@ -835,11 +889,15 @@ int sweep_command(const SweepOptions& o) {
     for (Op op : o.ops) plans.push_back(make_plan(op, d, o));
   std::int64_t total = 0;
   for (const Plan& p : plans)
-    if (p.method != Method::host_mpfr) total += static_cast<std::int64_t>(p.hi - p.lo);
+    if (p.method != Method::host_mpfr) total += static_cast<std::int64_t>(p.cases());
   for (const Plan& p : plans)
     std::cout << text("  %-9s %-8s %-40s ", op_name(p.op), dtype_name(p.dtype), scalars_text(p.op, p.scalars).c_str())
-              << method_name(p.method) << text(", cases [%llu, %llu)\n", static_cast<unsigned long long>(p.lo),
-                                                static_cast<unsigned long long>(p.hi));
+              << method_name(p.method)
+              << text(", cases [%llu, %llu)", static_cast<unsigned long long>(p.lo), static_cast<unsigned long long>(p.hi))
+              << (p.job.case_stride > 1 ? text(" every %u-th: %llu", p.job.case_stride,
+                                               static_cast<unsigned long long>(p.cases()))
+                                        : std::string())
+              << "\n";
 
   Progress2 progress{Progress(total, true)};
   std::vector<NodeResult> nodes;
@@ -868,6 +926,7 @@ int sweep_command(const SweepOptions& o) {
   }
   print_table(std::cout, nodes);
   print_rechecks(std::cout, nodes);
+  print_causes(std::cout, nodes);
   std::cout << text("\nreference vs MPFR: %lld values, %lld outside the reference's stated bound, max %.3g ulp (host)",
                      static_cast<long long>(validation->values), static_cast<long long>(validation->failures),
                      validation->max_error_ulps);
@@ -880,12 +939,14 @@ int sweep_command(const SweepOptions& o) {
   int conforming = 0;
   for (const NodeResult& n : nodes) conforming += node_conforms(n) ? 1 : 0;
   const bool ok = conforming == static_cast<int>(nodes.size()) && validation->failures == 0;
-  std::cout << conforming << "/" << nodes.size() << " node sweeps within their bounds"
+  std::cout << conforming << "/" << nodes.size()
+            << " node sweeps conform (inside their domains within their bounds; outside them, every value above\n"
+               "its bound has a cause spec/bounds.def accepts)"
             << (validation->failures ? "; the reference failed its validation" : "") << "\n";
 
   if (!o.json_path.empty()) {
     Json j;
-    j["schema"] = "tapewise-conform.sweep/1";
+    j["schema"] = "tapewise-conform.sweep/2";
     j["backend"] = w.name;
     j["devices"] = w.backends.size();
     j["seed"] = o.seed;
@@ -908,7 +969,7 @@ namespace {
 struct SweepCli {
   std::string ops = "all", dtype = "float32", backend = "auto", range, json, seed = "20261130";
   int devices = 1, pair_log2 = 16, float64_log2 = 32;
-  std::int64_t host_cases = 20000, validate = 1000000, chunk = 0;
+  std::int64_t host_cases = 20000, validate = 1000000, chunk = 0, stride = 1;
 };
 
 int usage(const std::string& message) {
@@ -936,6 +997,7 @@ int run_sweep_cli(const SweepCli& cli) {
     o.range_hi = range->second;
   }
   if (cli.devices < 1 || cli.devices > 64) return usage("--devices: 1 to 64");
+  if (cli.stride < 1 || cli.stride > (std::int64_t{1} << 31)) return usage("--stride: 1 to 2^31");
   if (cli.pair_log2 < 0 || cli.pair_log2 > 16) return usage("--pair-log2: 0 to 16");
   if (cli.float64_log2 < 0 || cli.float64_log2 > 32) return usage("--float64-log2: 0 to 32");
   if (cli.host_cases < 0 || cli.host_cases > kMaxCases) return usage("--host-cases: 0 to 10^8");
@@ -948,6 +1010,7 @@ int run_sweep_cli(const SweepCli& cli) {
   o.host_cases = cli.host_cases;
   o.validate = cli.validate;
   o.chunk = cli.chunk;
+  o.stride = static_cast<std::uint32_t>(cli.stride);
   return sweep_command(o);
 }
 
@@ -966,12 +1029,20 @@ std::function<std::optional<int>()> add_sweep_subcommand(CLI::App& app) {
       "  float64 others    --host-cases random cases, graded with MPFR on the host\n"
       "The sweep's reference is validated against MPFR (--validate cases), and every worst and violating\n"
       "case is re-checked with MPFR. --range LO:HI restricts the device sweeps to case indices [LO, HI)\n"
-      "(a CPU slice, e.g. --backend cpu --range 0x3f000000:0x3f100000). Exit status: 0 every node within\n"
-      "its bound, 1 a violation or a failed validation, 2 a usage or backend error.");
+      "(a CPU slice, e.g. --backend cpu --range 0x3f000000:0x3f100000), --stride N to every N-th of them.\n"
+      "Every value above its bound gets a cause: in_domain (inside spec/ops.def's domain), overflow or\n"
+      "underflow (an exact intermediate of the staging leaves the dtype's range), or unexplained.\n"
+      "Exit status: 0 every node conforms (no value above its bound inside the domain, none unexplained,\n"
+      "outside it only causes spec/bounds.def accepts), 1 otherwise or a failed validation, 2 a usage or\n"
+      "backend error.");
   sweep->add_option("--ops", cli->ops, "comma-separated node names, or all")->capture_default_str();
   sweep->add_option("--dtype", cli->dtype, "float32, float64 or all")->capture_default_str();
   sweep->add_option("--backend", cli->backend, "auto, cpu or cuda")->capture_default_str();
   sweep->add_option("--range", cli->range, "case indices LO:HI (decimal or 0x hex; unary float32: the bit patterns)");
+  sweep->add_option("--stride", cli->stride,
+                    "every N-th case of the range (device sweeps): --stride 256 samples every exponent of a float32 "
+                    "node with 2^24 cases")
+      ->capture_default_str();
   sweep->add_option("--devices", cli->devices, "split the range over this many GPUs of this host")->capture_default_str();
   sweep->add_option("--json", cli->json, "write the report as JSON to this file");
   sweep->add_option("--pair-log2", cli->pair_log2, "binary float32: 2^N cases per exponent pair (0..16)")->capture_default_str();

@@ -19,11 +19,12 @@ Result<void> cuda_check(cudaError_t e, const char* what) {
   return fail(ErrorCode::CudaFailure, std::string("sweep: ") + what + ": " + cudaGetErrorString(e));
 }
 
+// `base` is the chunk's first position in the sweep; case_at maps positions to case indices.
 template <class T>
 __global__ void generate_kernel(Job job, std::uint64_t base, std::int64_t n, T* a, T* b) {
   const std::int64_t stride = std::int64_t{gridDim.x} * blockDim.x;
   for (std::int64_t i = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += stride) {
-    const auto index = static_cast<std::uint32_t>(base + static_cast<std::uint64_t>(i));
+    const std::uint32_t index = case_at(job, base + static_cast<std::uint64_t>(i));
     if constexpr (sizeof(T) == 4) {
       float fa, fb;
       case_floats(job, index, &fa, &fb);
@@ -47,18 +48,24 @@ __global__ void fill_kernel(T* out, std::int64_t n, T value) {
 // One thread's share of a tally, kept in registers while it grades its elements.
 struct LocalTally {
   unsigned int histogram[kBucketCount] = {};
-  unsigned int above = 0, above_domain = 0;
-  unsigned long long worst_domain = 0, worst_finite = 0, worst_ratio = 0;
+  unsigned int above_by_cause[kCauseCount] = {};
+  unsigned long long cause_example[kCauseCount] = {};
+  unsigned long long worst_domain = 0, worst_finite = 0, worst_ratio = 0, worst_ratio_domain = 0;
 };
 
 __device__ void tally_element(LocalTally& t, OutputTally* global, const ElementVerdict& v, std::uint32_t index) {
   const Graded& r = v.graded;
   ++t.histogram[r.bucket];
   if (!r.within) {
-    ++t.above;
-    if (v.domain) ++t.above_domain;
-    const unsigned long long slot = atomicAdd(&global->violations_recorded, 1ull);
-    if (slot < kViolationSlots) global->violation_cases[slot] = index;
+    ++t.above_by_cause[v.cause];
+    const unsigned long long example = static_cast<unsigned long long>(index) + 1;
+    if (example > t.cause_example[v.cause]) t.cause_example[v.cause] = example;
+    // The first few cases into the example slots; a plain read first keeps a node with 10^9 values
+    // above its bound (gelu's dx beyond 2^65) from serializing on one atomic.
+    if (*static_cast<volatile unsigned long long*>(&global->violations_recorded) < kViolationSlots) {
+      const unsigned long long slot = atomicAdd(&global->violations_recorded, 1ull);
+      if (slot < kViolationSlots) global->violation_cases[slot] = index;
+    }
   }
   if (r.bucket < kNonfiniteExpected) {
     const unsigned long long key = worst_key(r.error_ulps, index);
@@ -67,31 +74,42 @@ __device__ void tally_element(LocalTally& t, OutputTally* global, const ElementV
   }
   const unsigned long long ratio_key = worst_key(r.ratio, index);
   if (ratio_key > t.worst_ratio) t.worst_ratio = ratio_key;
+  if (v.domain && ratio_key > t.worst_ratio_domain) t.worst_ratio_domain = ratio_key;
 }
 
 // Block reduction in shared memory, then one atomic per field per block.
 __device__ void flush_tally(const LocalTally& t, OutputTally* global) {
   __shared__ unsigned long long histogram[kBucketCount];
-  __shared__ unsigned long long above, above_domain, worst_domain, worst_finite, worst_ratio;
+  __shared__ unsigned long long above_by_cause[kCauseCount], cause_example[kCauseCount];
+  __shared__ unsigned long long worst_domain, worst_finite, worst_ratio, worst_ratio_domain;
   if (threadIdx.x < kBucketCount) histogram[threadIdx.x] = 0;
-  if (threadIdx.x == 0) above = above_domain = worst_domain = worst_finite = worst_ratio = 0;
+  if (threadIdx.x < kCauseCount) above_by_cause[threadIdx.x] = cause_example[threadIdx.x] = 0;
+  if (threadIdx.x == 0) worst_domain = worst_finite = worst_ratio = worst_ratio_domain = 0;
   __syncthreads();
   for (int b = 0; b < kBucketCount; ++b)
     if (t.histogram[b]) atomicAdd(&histogram[b], static_cast<unsigned long long>(t.histogram[b]));
-  if (t.above) atomicAdd(&above, static_cast<unsigned long long>(t.above));
-  if (t.above_domain) atomicAdd(&above_domain, static_cast<unsigned long long>(t.above_domain));
+  for (int c = 0; c < kCauseCount; ++c)
+    if (t.above_by_cause[c]) {
+      atomicAdd(&above_by_cause[c], static_cast<unsigned long long>(t.above_by_cause[c]));
+      atomicMax(&cause_example[c], t.cause_example[c]);
+    }
   atomicMax(&worst_domain, t.worst_domain);
   atomicMax(&worst_finite, t.worst_finite);
   atomicMax(&worst_ratio, t.worst_ratio);
+  atomicMax(&worst_ratio_domain, t.worst_ratio_domain);
   __syncthreads();
   if (threadIdx.x < kBucketCount && histogram[threadIdx.x])
     atomicAdd(&global->histogram[threadIdx.x], histogram[threadIdx.x]);
+  if (threadIdx.x < kCauseCount && above_by_cause[threadIdx.x]) {
+    atomicAdd(&global->above_bound, above_by_cause[threadIdx.x]);
+    atomicAdd(&global->above_by_cause[threadIdx.x], above_by_cause[threadIdx.x]);
+    atomicMax(&global->cause_example_key[threadIdx.x], cause_example[threadIdx.x]);
+  }
   if (threadIdx.x == 0) {
-    if (above) atomicAdd(&global->above_bound, above);
-    if (above_domain) atomicAdd(&global->above_bound_domain, above_domain);
     atomicMax(&global->worst_domain_key, worst_domain);
     atomicMax(&global->worst_finite_key, worst_finite);
     atomicMax(&global->worst_ratio_key, worst_ratio);
+    atomicMax(&global->worst_ratio_domain_key, worst_ratio_domain);
   }
 }
 
@@ -105,7 +123,7 @@ __global__ void grade_kernel(Job job, OutputRequest request, std::uint64_t base,
     in.a = a[i];
     in.b = b ? static_cast<double>(b[i]) : 0.0;
     const ElementVerdict v = grade_element(job, request.output, request.g, request.bound, in, produced[i]);
-    tally_element(t, global, v, static_cast<std::uint32_t>(base + static_cast<std::uint64_t>(i)));
+    tally_element(t, global, v, case_at(job, base + static_cast<std::uint64_t>(i)));
   }
   flush_tally(t, global);
 }

@@ -113,7 +113,15 @@ struct Job {
   uint64_t seed = 0;
   int domain_lo = 0, domain_hi = 0;
   bool positive_only = false;
+  // Which cases a sweep visits: position p (0, 1, ...) is case case_lo + p * case_stride. Stride 1 is
+  // every case of the range; a larger stride samples it evenly (e.g. 256: every exponent, 2^24 cases).
+  uint32_t case_lo = 0, case_stride = 1;
 };
+
+// The case index at a position of the sweep (see Job::case_stride).
+SWEEP_HD uint32_t case_at(const Job& job, uint64_t position) {
+  return static_cast<uint32_t>(job.case_lo + position * job.case_stride);
+}
 
 struct Inputs {
   double a = 0, b = 0;  // x is a; values of the dtype widened exactly
@@ -570,16 +578,128 @@ SWEEP_HD Graded grade_value(bool is_f64, DD exact, double produced, Bound bound,
   return r;
 }
 
+// --- why a value is above its bound: the cause ----------------------------------------------------
+// spec/bounds.def promises its bounds inside each node's domain (spec/ops.def's magnitudes). Outside
+// it TorchLean's staging may leave the dtype's range where the exact result does not, and the bound
+// fails there by the staging's design (spec/conventions.md §4.1). Every value above its bound gets a
+// cause, so that none is silent:
+//   in domain    the input is inside the domain: a violation, whatever else holds;
+//   overflow     one of the node's range-limited stages (below) is, exactly, at or beyond the dtype's
+//                overflow threshold: it rounds to ±inf while the exact output is finite;
+//   underflow    else, one of them is exactly nonzero and below the smallest normal: it loses bits on
+//                the subnormal grid (or becomes 0) that later stages magnify;
+//   unexplained  anything else, non-finite inputs included: a failure like a violation in domain.
+// spec/bounds.def says which causes each node accepts outside its domain (TAPEWISE_SWEPT).
+enum Cause : int { kCauseInDomain, kCauseOverflow, kCauseUnderflow, kCauseUnexplained, kCauseCount };
+
+// The stages are tracked as log2 of their exact magnitudes, so that float64 stagings whose stages
+// leave double's range (1 / x^2 in inv, c3 x^2 in gelu) are classified as well.
+inline constexpr double kLog2E = 1.4426950408889634074;  // log2(e)
+// log2|v| of an exact zero (a product with a zero input): at or below it a stage is not counted.
+inline constexpr double kLog2OfZero = -0x1p+1020;
+
+struct StagingRange {
+  double max_log2 = kLog2OfZero, min_log2 = -kLog2OfZero;  // over the exactly nonzero stages
+  SWEEP_HD void add(double log2_magnitude) {
+    if (log2_magnitude <= kLog2OfZero) return;
+    if (log2_magnitude > max_log2) max_log2 = log2_magnitude;
+    if (log2_magnitude < min_log2) min_log2 = log2_magnitude;
+  }
+};
+
+SWEEP_HD double log2_abs(double v) { return v != 0 ? log2(fabs(v)) : kLog2OfZero; }
+// log2(1 + 2^l), without overflow for large |l|.
+SWEEP_HD double log2_one_plus(double l) { return l > 0 ? l + log1p(exp2(-l)) * kLog2E : log1p(exp2(l)) * kLog2E; }
+// log2 sigmoid(v) = -log2(1 + e^-v), v a value (not a log).
+SWEEP_HD double log2_sigmoid(double v) { return -log2_one_plus(-v * kLog2E); }
+
+// The range-limited stages of one output: those of its staging (spec/ops.def's `staged` column, the
+// forwards of spec/conventions.md §1) whose leaving the dtype's range can put the output above its
+// bound, as log2 of their exact magnitudes. A stage that leaves the range harmlessly is not listed
+// (gelu's cubic: tanh saturates to R(tanh(u)) = ±1 either way; 1 - t^2 = 0 at saturation, which the
+// abs term covers), and a node without such a stage lists none: there every value above its bound
+// outside the domain is unexplained.
+SWEEP_HD void range_limited_stages(const Job& job, int output, const Inputs& in, double g, StagingRange& r) {
+  const double x = in.a, lx = log2_abs(x), lgg = log2_abs(g);
+  const bool vjp = output != kY;
+  switch (job.op) {
+    case Op::exp:  // e = exp(x); dx = g * e
+      if (vjp) r.add(x * kLog2E);
+      return;
+    case Op::log:  // r = 1 / x; dx = g * r
+      if (vjp) r.add(-lx);
+      return;
+    case Op::inv:  // r = 1 / x; r2 = r * r; p = g * r2; dx = p * (-1)
+      if (!vjp) return;
+      r.add(-lx);
+      r.add(-2 * lx);
+      r.add(lgg - 2 * lx);
+      return;
+    case Op::div: {  // db: q1 = a / b; q2 = q1 / b; t = g * q2; db = (+0) - t
+      if (output != kGradB || in.a == 0 || in.b == 0) return;  // a zero makes them 0 or inf exactly
+      const double la = log2_abs(in.a), lb = log2_abs(in.b);
+      r.add(la - lb);
+      r.add(la - 2 * lb);
+      r.add(lgg + la - 2 * lb);
+      return;
+    }
+    case Op::sigmoid:  // ATen's sigmoid: e = exp(-x), 1 + e, y = 1 / (1 + e)
+    case Op::softplus:  // dx = g * sigmoid(x), the same stages (softplus' y has none)
+      if (job.op == Op::softplus && !vjp) return;
+      r.add(-x * kLog2E);
+      r.add(log2_one_plus(-x * kLog2E));
+      return;
+    case Op::silu:  // sigmoid_split, x <= 0: e = exp(x), s = e / (1 + e); y = x * s
+      if (x > 0) return;
+      r.add(x * kLog2E);
+      r.add(log2_sigmoid(x));
+      return;
+    case Op::gelu: {
+      if (x == 0) return;
+      const GeluConstants c = gelu_constants(job.is_f64);
+      if (!vjp) {  // y = (x * (t + 1)) * 0.5, t + 1 = 2 s(2u), u = (x + c x^3) k (u capped: tanh saturates)
+        const double lu = lx + log2_one_plus(2 * lx + log2(c.c)) + log2(c.k);
+        const double u = copysign(exp2(lu < 1000 ? lu : 1000), x);
+        r.add(lx + 1 + log2_sigmoid(2 * u));
+        return;
+      }
+      // dx: q = (x * c3) * x, q + 1, id = (q + 1) * k (then dt = (x * sech) * id)
+      r.add(lx + log2(c.c3));
+      r.add(2 * lx + log2(c.c3));
+      r.add(log2_one_plus(2 * lx + log2(c.c3)));
+      r.add(log2_one_plus(2 * lx + log2(c.c3)) + log2(c.k));
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+// The cause of one value above its bound (see Cause).
+SWEEP_HD int cause_of(const Job& job, int output, const Inputs& in, double g) {
+  if (in_domain(job, in)) return kCauseInDomain;
+  if (!inputs_finite(job, in) || !is_finite(g)) return kCauseUnexplained;
+  StagingRange r;
+  range_limited_stages(job, output, in, g, r);
+  const Format f = format_of(job.is_f64);
+  // Overflow threshold: 2^(emax+1) (1 - 2^-(p+1)), the midpoint above the largest finite value.
+  if (r.max_log2 >= f.max_exponent + 1 + log2(1 - ldexp(1.0, -(f.precision + 1)))) return kCauseOverflow;
+  if (r.min_log2 < f.min_exponent) return kCauseUnderflow;
+  return kCauseUnexplained;
+}
+
 // --- tallies: plain data, reduced with atomics on the device and added up on the host -------------
 inline constexpr int kViolationSlots = 8;
 
 struct OutputTally {
   unsigned long long histogram[kBucketCount];
-  unsigned long long above_bound;         // every case of the range
-  unsigned long long above_bound_domain;  // cases inside the node's domain
-  unsigned long long worst_domain_key;    // see worst_key; 0 = none
-  unsigned long long worst_finite_key;    // finite inputs with finite results
-  unsigned long long worst_ratio_key;     // largest error / allowed (violations first)
+  unsigned long long above_bound;                    // every case of the range
+  unsigned long long above_by_cause[kCauseCount];    // the same, by cause (kCauseInDomain: violations)
+  unsigned long long cause_example_key[kCauseCount];  // 1 + the largest case index of each cause; 0 = none
+  unsigned long long worst_domain_key;               // see worst_key; 0 = none
+  unsigned long long worst_finite_key;               // finite inputs with finite results
+  unsigned long long worst_ratio_key;                // largest error / allowed (violations first)
+  unsigned long long worst_ratio_domain_key;         // the same inside the domain
   unsigned long long violations_recorded;
   uint32_t violation_cases[kViolationSlots];
 };
@@ -600,6 +720,7 @@ SWEEP_HD double key_metric(unsigned long long key) {
 struct ElementVerdict {
   Graded graded;
   bool domain = false, finite_inputs = false;
+  int cause = kCauseInDomain;  // only for a value above its bound
 };
 
 SWEEP_HD ElementVerdict grade_element(const Job& job, int output, double g, Bound bound,
@@ -610,7 +731,30 @@ SWEEP_HD ElementVerdict grade_element(const Job& job, int output, double g, Boun
   v.graded = grade_value(job.is_f64, exact, produced, bound, w);
   v.domain = in_domain(job, in);
   v.finite_inputs = inputs_finite(job, in);
+  if (!v.graded.within) v.cause = cause_of(job, output, in, g);
   return v;
+}
+
+// One verdict into a tally (the host's loops; the device keeps per-thread shares, sweep_cuda.cu).
+inline void add_to_tally(OutputTally& t, const ElementVerdict& v, uint32_t index) {
+  const Graded& r = v.graded;
+  ++t.histogram[r.bucket];
+  if (!r.within) {
+    ++t.above_bound;
+    ++t.above_by_cause[v.cause];
+    const unsigned long long example = static_cast<unsigned long long>(index) + 1;
+    if (example > t.cause_example_key[v.cause]) t.cause_example_key[v.cause] = example;
+    if (t.violations_recorded < kViolationSlots) t.violation_cases[t.violations_recorded] = index;
+    ++t.violations_recorded;
+  }
+  if (r.bucket < kNonfiniteExpected) {
+    const unsigned long long key = worst_key(r.error_ulps, index);
+    if (v.finite_inputs && key > t.worst_finite_key) t.worst_finite_key = key;
+    if (v.domain && key > t.worst_domain_key) t.worst_domain_key = key;
+  }
+  const unsigned long long ratio_key = worst_key(r.ratio, index);
+  if (ratio_key > t.worst_ratio_key) t.worst_ratio_key = ratio_key;
+  if (v.domain && ratio_key > t.worst_ratio_domain_key) t.worst_ratio_domain_key = ratio_key;
 }
 
 }  // namespace tapewise::conform::sweep
