@@ -87,10 +87,11 @@ struct Case {
   }
 };
 
+// The node's first run set (spec/ops.def), as the C ABI takes it: one double per scalar.
 std::vector<double> scalars_for(const OpInfo& op) {
-  if (op.scalar_count() == 2) return {-0.5, 0.75};       // clamp
-  if (op.scalar_count() == 1) return {op.op == Op::safeLog ? 1e-3 : 1.5};
-  return {};
+  const Scalars s = default_scalars(op);
+  const double values[2] = {s.s0, s.s1};
+  return {values, values + op.scalar_count()};
 }
 
 // Inputs a, b, c (c does not require grad) and the seed, as bytes of the case's dtype.
@@ -117,20 +118,20 @@ Outcome run_cpp(const std::shared_ptr<Backend>& backend, const Case& k) {
   const Inputs in = inputs_for(k.dtype);
   const Shape shape{in.n};
   Tape tape(backend);
-  const NodeId a = *tape.leaf(HostArray{shape, k.dtype, in.a});
-  const NodeId b = *tape.leaf(HostArray{shape, k.dtype, in.b});
-  const NodeId c = *tape.leaf(HostArray{shape, k.dtype, in.c}, false);
+  const NodeId a = must(tape.leaf(HostArray{shape, k.dtype, in.a}));
+  const NodeId b = must(tape.leaf(HostArray{shape, k.dtype, in.b}));
+  const NodeId c = must(tape.leaf(HostArray{shape, k.dtype, in.c}, false));
   const std::vector<double> s = scalars_for(*k.op);
   const NodeId parents[2] = {a, k.same ? a : b};
-  const NodeId y = *tape.apply(k.op->op, {parents, static_cast<std::size_t>(k.op->arity)},
-                               Scalars{s.size() > 0 ? s[0] : 0.0, s.size() > 1 ? s[1] : 0.0});
-  const NodeId w = *tape.add(*tape.mul(y, a), c);
+  const NodeId y = must(tape.apply(k.op->op, {parents, static_cast<std::size_t>(k.op->arity)},
+                               Scalars{s.size() > 0 ? s[0] : 0.0, s.size() > 1 ? s[1] : 0.0}));
+  const NodeId w = must(tape.add(must(tape.mul(y, a)), c));
   const HostArray seed{shape, k.dtype, in.seed};
-  Gradients g = *(k.dense ? tape.backward_dense(w, seed, k.path) : tape.backward(w, seed, k.path));
+  Gradients g = must(k.dense ? tape.backward_dense(w, seed, k.path) : tape.backward(w, seed, k.path));
   Outcome out;
   for (NodeId id = 0; id < static_cast<NodeId>(tape.size()); ++id) {
-    out.values.push_back(tape.value(id)->bytes);
-    out.grads.push_back(g.has(id) ? std::optional<Bytes>(g.host(id)->bytes) : std::nullopt);
+    out.values.push_back(must(tape.value(id)).bytes);
+    out.grads.push_back(g.has(id) ? std::optional<Bytes>(must(g.host(id)).bytes) : std::nullopt);
   }
   return out;
 }

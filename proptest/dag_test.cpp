@@ -35,10 +35,7 @@ RandomDag random_dag(const std::vector<Op>& ops, std::size_t width, int lo, int 
     ref::DagNode n;
     n.op = *rc::gen::elementOf(ops);
     n.arity = op_info(*n.op).arity;
-    n.s = {0.75, 1.25};
-    if (*n.op == Op::scale) n.s = {*rc::gen::elementOf(std::vector<double>{0.37, -1.5, 3.0}), 0};
-    if (*n.op == Op::clamp) n.s = {-0.5, 0.5};
-    if (*n.op == Op::safeLog) n.s = {1e-3, 0};
+    n.s = pick_graded_scalars(*n.op);
     const auto last = static_cast<std::int64_t>(d.nodes.size() - 1);
     for (int k = 0; k < n.arity; ++k) n.parents[static_cast<std::size_t>(k)] = *rc::gen::inRange<std::int64_t>(0, last + 1);
     if (n.arity == 2 && *rc::gen::inRange(0, 5) == 0) n.parents[1] = n.parents[0];
@@ -82,7 +79,7 @@ void linear_dag_matches_bit_for_bit(std::shared_ptr<Backend> be, bool dense) {
   Tape t = record<T>(d, be);
   const auto expected_values = ref::dag_forward(d.nodes, d.leaf_values, dtype);
   for (std::size_t i = 0; i < d.nodes.size(); ++i)
-    RC_ASSERT(widen<T>(*t.value(static_cast<NodeId>(i))) == expected_values[i]);
+    RC_ASSERT(widen<T>(must(t.value(static_cast<NodeId>(i)))) == expected_values[i]);
   const auto out = static_cast<NodeId>(d.nodes.size() - 1);
   const auto seed_t = *rc::gen::container<std::vector<T>>(width, any_float<T>());
   const std::vector<double> seed(seed_t.begin(), seed_t.end());
@@ -93,7 +90,7 @@ void linear_dag_matches_bit_for_bit(std::shared_ptr<Backend> be, bool dense) {
     for (std::size_t i = 0; i < d.nodes.size(); ++i) {
       RC_ASSERT(grads->has(static_cast<NodeId>(i)) == expected[i].has_value());
       if (!expected[i]) continue;
-      const auto got = widen<T>(*grads->host(static_cast<NodeId>(i)));
+      const auto got = widen<T>(must(grads->host(static_cast<NodeId>(i))));
       for (std::size_t e = 0; e < width; ++e)
         if (!same_bits(static_cast<T>(got[e]), static_cast<T>((*expected[i])[e]))) {
           RC_LOG() << "node " << i << " element " << e << ": tape " << got[e] << ", reference " << (*expected[i])[e];
@@ -135,10 +132,10 @@ void all_node_dag_is_consistent_with_reference(std::shared_ptr<Backend> be) {
   RC_ASSERT(grads.has_value());
   std::vector<std::vector<double>> values, slots(d.nodes.size());
   for (std::size_t i = 0; i < d.nodes.size(); ++i) {
-    values.push_back(widen<T>(*t.value(static_cast<NodeId>(i))));
+    values.push_back(widen<T>(must(t.value(static_cast<NodeId>(i)))));
     RC_PRE(tame(values.back()));
     if (grads->has(static_cast<NodeId>(i))) {
-      slots[i] = widen<T>(*grads->host(static_cast<NodeId>(i)));
+      slots[i] = widen<T>(must(grads->host(static_cast<NodeId>(i))));
       RC_PRE(tame(slots[i]));
     }
   }

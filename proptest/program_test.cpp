@@ -73,16 +73,6 @@ HostArray moderate_values(const TensorType& type) {
   return values_of(type, []<class T>() { return in_domain<T>(-2, 2, false); });
 }
 
-Scalars random_scalars(Op op) {
-  switch (op) {
-    case Op::scale: return {*rc::gen::elementOf(std::vector<double>{0.37, -1.5, 1.0 + 0x1p-24, 0.0}), 0};
-    case Op::clamp: return {*rc::gen::elementOf(std::vector<double>{-0.5, 0.0, -1e-40}),
-                            *rc::gen::elementOf(std::vector<double>{0.5, 0.0, 3.0})};
-    case Op::safeLog: return {*rc::gen::elementOf(std::vector<double>{1e-6, 0.0, 1.0}), 0};
-    default: return {};
-  }
-}
-
 struct DagNode {
   std::optional<Op> op;
   std::array<NodeId, 2> parents{-1, -1};
@@ -116,7 +106,7 @@ std::vector<DagNode> random_dag() {
   for (int i = 0; i < inner; ++i) {
     DagNode n;
     n.op = *rc::gen::elementOf(ops);
-    n.scalars = random_scalars(*n.op);
+    n.scalars = pick_any_table_scalars(*n.op);
     n.parents[0] = *rc::gen::inRange<NodeId>(0, static_cast<NodeId>(dag.size()));
     n.type = dag[static_cast<std::size_t>(n.parents[0])].type;
     n.requires_grad = dag[static_cast<std::size_t>(n.parents[0])].requires_grad;
@@ -162,7 +152,7 @@ void record(Tape& t, const std::vector<DagNode>& dag) {
     auto id = n.op ? t.apply(*n.op, {n.parents.data(), static_cast<std::size_t>(op_info(*n.op).arity)}, n.scalars)
                    : t.leaf(n.leaf, n.requires_grad);
     RC_ASSERT(id == static_cast<NodeId>(i));
-    RC_ASSERT((*t.node(*id))->requires_grad == n.requires_grad);
+    RC_ASSERT(must(t.node(*id))->requires_grad == n.requires_grad);
   }
 }
 
@@ -215,10 +205,10 @@ Outcome record_and_differentiate(const std::shared_ptr<Backend>& be, std::int64_
     o.left_allocated[kind] = difference(be->stats(), before);
     RC_ASSERT(o.left_allocated[kind].count(AllocTag::workspace) == 0);
     for (std::size_t id = 0; id < dag.size(); ++id)
-      o.grads[kind].push_back(grads->has(static_cast<NodeId>(id)) ? std::optional<HostArray>(*grads->host(static_cast<NodeId>(id)))
+      o.grads[kind].push_back(grads->has(static_cast<NodeId>(id)) ? std::optional<HostArray>(must(grads->host(static_cast<NodeId>(id))))
                                                                   : std::nullopt);
   }
-  for (std::size_t id = 0; id < dag.size(); ++id) o.values.push_back(*t.value(static_cast<NodeId>(id)));
+  for (std::size_t id = 0; id < dag.size(); ++id) o.values.push_back(must(t.value(static_cast<NodeId>(id))));
   return o;
 }
 
@@ -339,7 +329,7 @@ TEST_P(Programs, ManyContributionsAccumulateInTheTapesOrder) {
         auto g = dense ? t.backward_dense(out, seed) : t.backward(out, seed);
         RC_ASSERT(g.has_value());
         for (NodeId leaf : {0, 1})
-          if (g->has(leaf)) grads[programs][dense][leaf] = *g->host(leaf);
+          if (g->has(leaf)) grads[programs][dense][leaf] = must(g->host(leaf));
       }
     }
     for (int dense : {0, 1}) {
@@ -363,11 +353,11 @@ TEST_P(Programs, PendingNodesAreFlushedBeforeAnyRead) {
   ThresholdScope scope(*backend, kSmall);
   const std::vector<float> xs{0.5f, -1.25f, 3.0f};
   Tape t(backend);
-  const NodeId x = *t.leaf(host(xs));
-  const NodeId s = *t.sin(x);
-  const NodeId e = *t.exp(s);
+  const NodeId x = must(t.leaf(host(xs)));
+  const NodeId s = must(t.sin(x));
+  const NodeId e = must(t.exp(s));
   EXPECT_EQ(t.pending(), 2u);
-  const NodeId c = *t.leaf(host(std::vector<float>{1, 2, 3}));
+  const NodeId c = must(t.leaf(host(std::vector<float>{1, 2, 3})));
   EXPECT_EQ(t.pending(), 2u);  // a leaf reads nothing
   auto v = t.value(e);
   ASSERT_TRUE(v) << v.error().str();
@@ -377,19 +367,19 @@ TEST_P(Programs, PendingNodesAreFlushedBeforeAnyRead) {
   {
     ThresholdScope off(*backend, 0);
     Tape u(backend);
-    const NodeId ue = *u.exp(*u.sin(*u.leaf(host(xs))));
-    per_node = u.value(ue)->to_vector<float>();
+    const NodeId ue = must(u.exp(must(u.sin(must(u.leaf(host(xs)))))));
+    per_node = must(u.value(ue)).to_vector<float>();
   }
   for (std::size_t i = 0; i < xs.size(); ++i)
     EXPECT_EQ(bits_of(v->at<float>(static_cast<std::int64_t>(i))), bits_of(per_node[i])) << i;
 
-  const NodeId m = *t.mul(e, c);
+  const NodeId m = must(t.mul(e, c));
   EXPECT_EQ(t.pending(), 1u);
   ASSERT_TRUE(t.value_buffer(m));
   EXPECT_EQ(t.pending(), 0u);
-  EXPECT_EQ(t.value(m)->at<float>(1), v->at<float>(1) * 2.0f);
+  EXPECT_EQ(must(t.value(m)).at<float>(1), v->at<float>(1) * 2.0f);
 
-  const NodeId r = *t.relu(m);
+  const NodeId r = must(t.relu(m));
   EXPECT_EQ(t.pending(), 1u);
   ASSERT_TRUE(t.backward(r, host(std::vector<float>{1, 1, 1})));
   EXPECT_EQ(t.pending(), 0u);
@@ -399,20 +389,20 @@ TEST_P(Programs, PendingNodesAreFlushedBeforeAnyRead) {
   ASSERT_TRUE(t.flush());
   EXPECT_EQ(t.pending(), 0u);
 
-  const NodeId big = *t.leaf(host(std::vector<float>(kSmall + 1, 0.25f)));
+  const NodeId big = must(t.leaf(host(std::vector<float>(kSmall + 1, 0.25f))));
   ASSERT_TRUE(t.neg(r));
   EXPECT_EQ(t.pending(), 1u);
-  const NodeId big_neg = *t.neg(big);  // runs its own kernel, after the pending node
+  const NodeId big_neg = must(t.neg(big));  // runs its own kernel, after the pending node
   EXPECT_EQ(t.pending(), 0u);
-  EXPECT_EQ(t.value(big_neg)->at<float>(kSmall), -0.25f);
+  EXPECT_EQ(must(t.value(big_neg)).at<float>(kSmall), -0.25f);
 
   // A full list flushes as the next small node is recorded.
   NodeId h = x;
-  for (std::size_t i = 0; i < Tape::kMaxPendingNodes; ++i) h = *t.scale(h, 1.0);
+  for (std::size_t i = 0; i < Tape::kMaxPendingNodes; ++i) h = must(t.scale(h, 1.0));
   EXPECT_EQ(t.pending(), Tape::kMaxPendingNodes);
-  h = *t.scale(h, 2.0);
+  h = must(t.scale(h, 2.0));
   EXPECT_EQ(t.pending(), 1u);
-  EXPECT_EQ(t.value(h)->at<float>(2), 6.0f);
+  EXPECT_EQ(must(t.value(h)).at<float>(2), 6.0f);
 }
 
 // A node recorded small, then the threshold lowered: its child is no longer small, so recording the
@@ -422,14 +412,14 @@ TEST_P(Programs, LoweringTheThresholdMidTapeStillComputesPendingParentsFirst) {
   NodeId y;
   {
     ThresholdScope on(*backend, kSmall);
-    const NodeId x = *t.leaf(host(std::vector<double>{0.25, 2.0}));
-    y = *t.scale(x, 3.0);
+    const NodeId x = must(t.leaf(host(std::vector<double>{0.25, 2.0})));
+    y = must(t.scale(x, 3.0));
     EXPECT_EQ(t.pending(), 1u);
   }
   ThresholdScope off(*backend, 0);
-  const NodeId z = *t.sqrt(y);  // IEEE-exact ops only: the same bits on every backend
+  const NodeId z = must(t.sqrt(y));  // IEEE-exact ops only: the same bits on every backend
   EXPECT_EQ(t.pending(), 0u);
-  const HostArray v = *t.value(z);
+  const HostArray v = must(t.value(z));
   EXPECT_EQ(v.at<double>(0), std::sqrt(0.25 * 3.0));
   EXPECT_EQ(v.at<double>(1), std::sqrt(2.0 * 3.0));
 }
@@ -466,7 +456,8 @@ TEST_P(Programs, ErrorsWhileNodesArePendingChangeNothing) {
       const bool out_of_memory = *rc::gen::weightedElement<bool>({{6, false}, {1, true}});
       const Snapshot before = snapshot(t);
       if (out_of_memory) be.inject_allocation_failure(1);
-      auto r = t.apply(info.op, {ids.data(), static_cast<std::size_t>(info.arity)}, {0.5, 1.5});
+      const Scalars scalars = pick_any_table_scalars(info.op);
+      auto r = t.apply(info.op, {ids.data(), static_cast<std::size_t>(info.arity)}, scalars);
       be.inject_allocation_failure(0);
       if (r) {
         RC_ASSERT(*r == n);
@@ -475,7 +466,7 @@ TEST_P(Programs, ErrorsWhileNodesArePendingChangeNothing) {
         DagNode node;
         node.op = info.op;
         node.parents = ids;
-        node.scalars = {0.5, 1.5};
+        node.scalars = scalars;
         replay.push_back(std::move(node));
       } else {
         RC_ASSERT(snapshot(t) == before);
@@ -487,7 +478,7 @@ TEST_P(Programs, ErrorsWhileNodesArePendingChangeNothing) {
     ThresholdScope off(be, 0);
     Tape per_node(backend);
     record(per_node, replay);
-    for (NodeId id = 0; id < static_cast<NodeId>(t.size()); ++id) RC_ASSERT(agree(*t.value(id), *per_node.value(id)));
+    for (NodeId id = 0; id < static_cast<NodeId>(t.size()); ++id) RC_ASSERT(agree(must(t.value(id)), must(per_node.value(id))));
   }));
 }
 
@@ -497,13 +488,13 @@ TEST_P(Programs, InjectedAllocationFailuresInBackwardChangeNothing) {
   ThresholdScope scope(*backend, kSmall);
   for (bool dense : {false, true}) {
     Tape t(backend);
-    const NodeId a = *t.leaf(host<float>({0.5f, 2.0f, -3.0f}));
-    const NodeId b = *t.leaf(host<float>({1.5f, -2.0f, 4.0f}));
-    const NodeId unrelated = *t.leaf(host(std::vector<float>(kSmall + 4, 1.0f)));  // dense: a large +0 slot
+    const NodeId a = must(t.leaf(host<float>({0.5f, 2.0f, -3.0f})));
+    const NodeId b = must(t.leaf(host<float>({1.5f, -2.0f, 4.0f})));
+    const NodeId unrelated = must(t.leaf(host(std::vector<float>(kSmall + 4, 1.0f))));  // dense: a large +0 slot
     ASSERT_TRUE(t.sin(unrelated));
-    const NodeId q = *t.div(a, b);
-    const NodeId m = *t.max(q, q);
-    const NodeId z = *t.mul(*t.gelu(m), a);
+    const NodeId q = must(t.div(a, b));
+    const NodeId m = must(t.max(q, q));
+    const NodeId z = must(t.mul(must(t.gelu(m)), a));
     const Snapshot before = snapshot(t);
     EXPECT_EQ(before.pending, 4u);
     const HostArray seed = host<float>({1, -1, 2});
@@ -534,14 +525,14 @@ TEST_P(Programs, ChainOfAThousandNodes) {
     ThresholdScope scope(*backend, threshold);
     const std::size_t side = threshold == 0 ? 0 : 1;
     Tape t(backend);
-    NodeId h = *t.leaf(host(xs));
+    NodeId h = must(t.leaf(host(xs)));
     for (int i = 0; i < kNodes; ++i) {
       switch (i % 5) {
-        case 0: h = *t.sin(h); break;
-        case 1: h = *t.tanh(h); break;
-        case 2: h = *t.sigmoid(h); break;
-        case 3: h = *t.scale(h, 0.9); break;
-        default: h = *t.relu(h); break;
+        case 0: h = must(t.sin(h)); break;
+        case 1: h = must(t.tanh(h)); break;
+        case 2: h = must(t.sigmoid(h)); break;
+        case 3: h = must(t.scale(h, 0.9)); break;
+        default: h = must(t.relu(h)); break;
       }
       ASSERT_LE(t.pending(), Tape::kMaxPendingNodes);
     }
@@ -551,8 +542,8 @@ TEST_P(Programs, ChainOfAThousandNodes) {
     ASSERT_TRUE(g) << g.error().str();
     EXPECT_EQ(backend->stats().count(AllocTag::gradient) - before.count(AllocTag::gradient), kNodes + 1);
     for (NodeId id = 0; id <= kNodes; ++id) {
-      values[side].push_back(*t.value(id));
-      grads[side].push_back(*g->host(id));
+      values[side].push_back(must(t.value(id)));
+      grads[side].push_back(must(g->host(id)));
     }
   }
   for (std::size_t id = 0; id <= kNodes; ++id) {  // no NaN arises in this chain: the bytes themselves
@@ -594,7 +585,7 @@ TEST_P(Programs, AllocateManyCountsEachBufferAndFreesWithTheLast) {
   // Release all but the last, in a scrambled order: the last still holds its own values.
   for (std::size_t i : {2, 0, 3, 1}) (*parts)[i].reset();
   EXPECT_EQ(backend->stats().count(AllocTag::gradient), empty.count(AllocTag::gradient) + 1);
-  EXPECT_EQ(backend->download((*parts)[4])->to_vector<float>(), std::vector<float>(7, 5.0f));
+  EXPECT_EQ(must(backend->download((*parts)[4])).to_vector<float>(), std::vector<float>(7, 5.0f));
   parts->clear();
   EXPECT_EQ(backend->stats(), empty);
 }
@@ -608,18 +599,18 @@ TEST_P(Programs, ProgramGradientsOutliveTheTapeAndEachOther) {
   HostArray dy_expected;
   {
     Tape t(backend);
-    x = *t.leaf(host(std::vector<double>{0.5, 1.5}));
-    y = *t.exp(x);
-    const NodeId z = *t.mul(y, *t.sin(x));
-    kept.emplace(std::move(*t.backward(z, host(std::vector<double>{1.0, 1.0}))));
-    dy_expected = *kept->host(y);
+    x = must(t.leaf(host(std::vector<double>{0.5, 1.5})));
+    y = must(t.exp(x));
+    const NodeId z = must(t.mul(y, must(t.sin(x))));
+    kept.emplace(std::move(must(t.backward(z, host(std::vector<double>{1.0, 1.0})))));
+    dy_expected = must(kept->host(y));
   }
   EXPECT_EQ(backend->stats().count(AllocTag::value), empty.count(AllocTag::value));
   Buffer dy = kept->take(y);
-  EXPECT_GT(kept->host(x)->at<double>(1), 0.0);
+  EXPECT_GT(must(kept->host(x)).at<double>(1), 0.0);
   kept.reset();
   EXPECT_EQ(backend->stats().count(AllocTag::gradient), empty.count(AllocTag::gradient) + 1);
-  EXPECT_EQ(backend->download(dy)->bytes, dy_expected.bytes);
+  EXPECT_EQ(must(backend->download(dy)).bytes, dy_expected.bytes);
   dy.reset();
   EXPECT_EQ(backend->stats(), empty);
 }

@@ -17,7 +17,7 @@ class TapeErrors : public PerBackend {};
 
 TEST_P(TapeErrors, InvalidIdsAreRejectedAndTapeUnchanged) {
   Tape t(backend);
-  const NodeId x = *t.leaf(host<float>({1, 2, 3}));
+  const NodeId x = must(t.leaf(host<float>({1, 2, 3})));
   const Snapshot before = snapshot(t);
   for (NodeId bad : {NodeId(-1), NodeId(1), NodeId(99)}) {
     auto r = t.sin(bad);
@@ -39,14 +39,14 @@ TEST_P(TapeErrors, InvalidIdsAreRejectedAndTapeUnchanged) {
     EXPECT_EQ(n.error().code, ErrorCode::InvalidNodeId);
   }
   ASSERT_TRUE(t.node(x));
-  EXPECT_TRUE((*t.node(x))->requires_grad);
+  EXPECT_TRUE(must(t.node(x))->requires_grad);
 }
 
 TEST_P(TapeErrors, ShapeAndDTypeMismatchesAreRejected) {
   Tape t(backend);
-  const NodeId a = *t.leaf(host<float>({1, 2, 3}));
-  const NodeId b = *t.leaf(host<float>({1, 2}));
-  const NodeId c = *t.leaf(host<double>({1, 2, 3}));
+  const NodeId a = must(t.leaf(host<float>({1, 2, 3})));
+  const NodeId b = must(t.leaf(host<float>({1, 2})));
+  const NodeId c = must(t.leaf(host<double>({1, 2, 3})));
   const Snapshot before = snapshot(t);
   for (Op op : {Op::add, Op::sub, Op::mul, Op::div, Op::max, Op::min}) {
     const NodeId ab[2] = {a, b};
@@ -71,8 +71,8 @@ TEST_P(TapeErrors, ShapeAndDTypeMismatchesAreRejected) {
 
 TEST_P(TapeErrors, BadSeedsAndOutputIdsAreRejected) {
   Tape t(backend);
-  const NodeId x = *t.leaf(host<float>({1, 2, 3}));
-  const NodeId y = *t.exp(x);
+  const NodeId x = must(t.leaf(host<float>({1, 2, 3})));
+  const NodeId y = must(t.exp(x));
   const Snapshot before = snapshot(t);
   auto wrong_shape = t.backward(y, host<float>({1, 1}));
   ASSERT_FALSE(wrong_shape);
@@ -87,6 +87,7 @@ TEST_P(TapeErrors, BadSeedsAndOutputIdsAreRejected) {
   auto other = backend->kind() == BackendKind::cpu ? make_cpu_backend() : backend;
   if (other != backend) {
     auto foreign = other->upload(host<float>({1, 1, 1}));
+    ASSERT_TRUE(foreign) << foreign.error().str();
     auto r = t.leaf(std::move(*foreign));
     ASSERT_FALSE(r);
     EXPECT_EQ(r.error().code, ErrorCode::BackendMismatch);
@@ -120,18 +121,18 @@ TEST_P(TapeErrors, InjectedAllocationFailuresLeaveNothingBehind) {
   for (VjpPath path : {VjpPath::fused, VjpPath::staged}) {
     for (Op op : {Op::div, Op::safeLog, Op::gelu, Op::max, Op::add}) {
       Tape t(backend);
-      const NodeId a = *t.leaf(host<float>({0.5f, 2.0f, -3.0f}));
-      const NodeId b = *t.leaf(host<float>({1.5f, -2.0f, 4.0f}));
+      const NodeId a = must(t.leaf(host<float>({0.5f, 2.0f, -3.0f})));
+      const NodeId b = must(t.leaf(host<float>({1.5f, -2.0f, 4.0f})));
       const Snapshot before_record = snapshot(t);
       backend->inject_allocation_failure(1);
       const NodeId ab[2] = {a, b};
       const int arity = op_info(op).arity;
-      auto failed = t.apply(op, {ab, static_cast<std::size_t>(arity)}, {1e-6, 0});
+      auto failed = t.apply(op, {ab, static_cast<std::size_t>(arity)}, default_scalars(op_info(op)));
       ASSERT_FALSE(failed);
       EXPECT_EQ(failed.error().code, ErrorCode::OutOfMemory);
       EXPECT_EQ(snapshot(t), before_record);
-      const NodeId y = *t.apply(op, {ab, static_cast<std::size_t>(arity)}, {1e-6, 0});
-      const NodeId z = *t.mul(y, a);
+      const NodeId y = must(t.apply(op, {ab, static_cast<std::size_t>(arity)}, default_scalars(op_info(op))));
+      const NodeId z = must(t.mul(y, a));
       const Snapshot before = snapshot(t);
       int failures = 0;
       for (int nth = 1;; ++nth) {
@@ -154,7 +155,7 @@ TEST_P(TapeErrors, InjectedAllocationFailuresLeaveNothingBehind) {
 
 TEST_P(TapeErrors, AnOpOutsideTheTableIsRejected) {
   Tape t(backend);
-  const NodeId x = *t.leaf(host<float>({1, 2, 3}));
+  const NodeId x = must(t.leaf(host<float>({1, 2, 3})));
   const Snapshot before = snapshot(t);
   const NodeId ids[2] = {x, x};
   for (int bad : {-1, kOpCount, 200}) {
@@ -170,9 +171,9 @@ TEST_P(TapeErrors, AnOpOutsideTheTableIsRejected) {
 // backward flushed before failing have run. Values and statistics are untouched.
 TEST_P(TapeErrors, AFailedStagedBackwardOnlyFlushes) {
   Tape t(backend);
-  const NodeId x = *t.leaf(host<float>({0.5f, 2.0f, -3.0f}));
-  const NodeId y = *t.tanh(*t.sin(x));
-  const NodeId z = *t.safeLog(y, 1e-6);
+  const NodeId x = must(t.leaf(host<float>({0.5f, 2.0f, -3.0f})));
+  const NodeId y = must(t.tanh(must(t.sin(x))));
+  const NodeId z = must(t.safeLog(y, 1e-6));
   const bool deferred = backend->program_threshold() > 0;
   EXPECT_EQ(t.pending(), deferred ? 3u : 0u);
   const Snapshot before = snapshot(t);
@@ -184,9 +185,9 @@ TEST_P(TapeErrors, AFailedStagedBackwardOnlyFlushes) {
   EXPECT_EQ(snapshot(t), before);
   EXPECT_EQ(t.pending(), 0u);
   Tape fresh(backend);
-  const NodeId fx = *fresh.leaf(host<float>({0.5f, 2.0f, -3.0f}));
-  const NodeId fz = *fresh.safeLog(*fresh.tanh(*fresh.sin(fx)), 1e-6);
-  EXPECT_EQ(t.value(z)->bytes, fresh.value(fz)->bytes);
+  const NodeId fx = must(fresh.leaf(host<float>({0.5f, 2.0f, -3.0f})));
+  const NodeId fz = must(fresh.safeLog(must(fresh.tanh(must(fresh.sin(fx)))), 1e-6));
+  EXPECT_EQ(must(t.value(z)).bytes, must(fresh.value(fz)).bytes);
 }
 
 TEST_P(TapeErrors, HostArraysTooLargeToAddressAreRejectedWithTheirShape) {
@@ -205,8 +206,8 @@ TEST_P(TapeErrors, EverythingIsReleasedWithTheTapeAndGradients) {
   const MemoryStats empty = backend->stats();
   {
     Tape t(backend);
-    const NodeId x = *t.leaf(host<float>({1, 2, 3, 4, 5}));
-    const NodeId y = *t.tanh(*t.sin(x));
+    const NodeId x = must(t.leaf(host<float>({1, 2, 3, 4, 5})));
+    const NodeId y = must(t.tanh(must(t.sin(x))));
     auto grads = t.backward(y, host<float>({1, 1, 1, 1, 1}), VjpPath::staged);
     ASSERT_TRUE(grads) << grads.error().str();
     EXPECT_EQ(backend->stats().count(AllocTag::workspace), empty.count(AllocTag::workspace));
@@ -218,9 +219,9 @@ TEST_P(TapeErrors, EverythingIsReleasedWithTheTapeAndGradients) {
 
 TEST_P(TapeErrors, EmptyTensorsWork) {
   Tape t(backend);
-  const NodeId x = *t.leaf(host<float>({}));
-  const NodeId y = *t.gelu(x);
-  const NodeId z = *t.max(y, x);
+  const NodeId x = must(t.leaf(host<float>({})));
+  const NodeId y = must(t.gelu(x));
+  const NodeId z = must(t.max(y, x));
   auto v = t.value(z);
   ASSERT_TRUE(v);
   EXPECT_EQ(v->numel(), 0);

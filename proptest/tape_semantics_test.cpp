@@ -20,25 +20,25 @@ TEST_P(TapeSemantics, RepeatedParents) {
   const float odd_subnormal = 0x1p-149f * 3;  // g * 0.5 + g * 0.5 != g here: exposes the rule
   const std::vector<float> g{1.0f, -3.0f, odd_subnormal, -0.0f};
   Tape t(backend);
-  const NodeId x = *t.leaf(host(std::vector<float>{2.0f, -1.0f, 0.5f, 7.0f}));
-  const NodeId sum = *t.add(x, x);
-  const NodeId mx = *t.max(x, x);
-  const NodeId mn = *t.min(x, x);
+  const NodeId x = must(t.leaf(host(std::vector<float>{2.0f, -1.0f, 0.5f, 7.0f})));
+  const NodeId sum = must(t.add(x, x));
+  const NodeId mx = must(t.max(x, x));
+  const NodeId mn = must(t.min(x, x));
   for (VjpPath path : {VjpPath::fused, VjpPath::staged}) {
-    auto gs = t.backward(sum, host(g), path);
-    EXPECT_EQ(grad_of<float>(*gs, x), (std::vector<float>{2.0f, -6.0f, odd_subnormal * 2, -0.0f}));
+    const Gradients gs = must(t.backward(sum, host(g), path));
+    EXPECT_EQ(grad_of<float>(gs, x), (std::vector<float>{2.0f, -6.0f, odd_subnormal * 2, -0.0f}));
     for (NodeId node : {mx, mn}) {
-      auto gm = t.backward(node, host(g), path);
-      const auto dx = grad_of<float>(*gm, x);
+      const Gradients gm = must(t.backward(node, host(g), path));
+      const auto dx = grad_of<float>(gm, x);
       for (std::size_t i = 0; i < g.size(); ++i) EXPECT_EQ(bits_of(dx[i]), bits_of(g[i])) << i;
     }
   }
   // Distinct parents with equal values split the tie: each side gets g * 0.5.
-  const NodeId y = *t.leaf(host(std::vector<float>{2.0f, -1.0f, 0.5f, 7.0f}));
-  const NodeId tie = *t.max(x, y);
-  auto gt = t.backward(tie, host(g));
+  const NodeId y = must(t.leaf(host(std::vector<float>{2.0f, -1.0f, 0.5f, 7.0f})));
+  const NodeId tie = must(t.max(x, y));
+  const Gradients gt = must(t.backward(tie, host(g)));
   for (NodeId side : {x, y}) {
-    const auto d = grad_of<float>(*gt, side);
+    const auto d = grad_of<float>(gt, side);
     for (std::size_t i = 0; i < g.size(); ++i) EXPECT_EQ(bits_of(d[i]), bits_of(g[i] * 0.5f)) << i;
   }
 }
@@ -46,25 +46,25 @@ TEST_P(TapeSemantics, RepeatedParents) {
 // Contributions arrive in descending node id and fold left: slot = (g3 + g2) + g1.
 TEST_P(TapeSemantics, AccumulationOrderIsDescendingIdsLeftToRight) {
   Tape t(backend);
-  const NodeId x = *t.leaf(host(std::vector<float>{1.0f}));
-  const NodeId n1 = *t.scale(x, 1.0);
-  const NodeId n2 = *t.scale(x, 0x1p-24);
-  const NodeId n3 = *t.scale(x, 0x1p-24);
-  const NodeId s12 = *t.add(n1, n2);
-  const NodeId out = *t.add(s12, n3);
-  auto g = t.backward(out, host(std::vector<float>{1.0f}));
+  const NodeId x = must(t.leaf(host(std::vector<float>{1.0f})));
+  const NodeId n1 = must(t.scale(x, 1.0));
+  const NodeId n2 = must(t.scale(x, 0x1p-24));
+  const NodeId n3 = must(t.scale(x, 0x1p-24));
+  const NodeId s12 = must(t.add(n1, n2));
+  const NodeId out = must(t.add(s12, n3));
+  const Gradients g = must(t.backward(out, host(std::vector<float>{1.0f})));
   // (2^-24 + 2^-24) + 1 = 1 + 2^-23, whereas (1 + 2^-24) + 2^-24 would round to 1.
-  EXPECT_EQ(grad_of<float>(*g, x)[0], 1.0f + 0x1p-23f);
+  EXPECT_EQ(grad_of<float>(g, x)[0], 1.0f + 0x1p-23f);
 }
 
 TEST_P(TapeSemantics, SparseKeepsFirstContributionDenseStartsAtPositiveZero) {
   Tape t(backend);
-  const NodeId x = *t.leaf(host(std::vector<float>{3.0f, -2.0f}));
-  const NodeId y = *t.neg(x);
+  const NodeId x = must(t.leaf(host(std::vector<float>{3.0f, -2.0f})));
+  const NodeId y = must(t.neg(x));
   const HostArray seed = host(std::vector<float>{0.0f, -0.0f});
-  auto sparse = t.backward(y, seed);
-  auto dense = t.backward_dense(y, seed);
-  const auto s = grad_of<float>(*sparse, x), d = grad_of<float>(*dense, x);
+  const Gradients sparse = must(t.backward(y, seed));
+  const Gradients dense = must(t.backward_dense(y, seed));
+  const auto s = grad_of<float>(sparse, x), d = grad_of<float>(dense, x);
   EXPECT_TRUE(std::signbit(s[0]));   // -(+0) kept as is
   EXPECT_FALSE(std::signbit(s[1]));  // -(-0) = +0
   EXPECT_FALSE(std::signbit(d[0]));  // (+0) + (-0) = +0
@@ -73,23 +73,23 @@ TEST_P(TapeSemantics, SparseKeepsFirstContributionDenseStartsAtPositiveZero) {
 
 TEST_P(TapeSemantics, OnlyReachableNodesThatRequireGradRunTheirVjp) {
   Tape t(backend);
-  const NodeId x = *t.leaf(host(std::vector<float>{0.0f, 2.0f}));
-  const NodeId c = *t.leaf(host(std::vector<float>{0.0f, 4.0f}), /*requires_grad=*/false);
-  const NodeId disconnected = *t.inv(x);  // VJP at 0 would give -inf / NaN if it ran
-  const NodeId constant_branch = *t.log(c);
-  const NodeId out = *t.mul(x, constant_branch);
-  EXPECT_FALSE((*t.node(constant_branch))->requires_grad);
-  EXPECT_TRUE((*t.node(out))->requires_grad);
+  const NodeId x = must(t.leaf(host(std::vector<float>{0.0f, 2.0f})));
+  const NodeId c = must(t.leaf(host(std::vector<float>{0.0f, 4.0f}), /*requires_grad=*/false));
+  const NodeId disconnected = must(t.inv(x));  // VJP at 0 would give -inf / NaN if it ran
+  const NodeId constant_branch = must(t.log(c));
+  const NodeId out = must(t.mul(x, constant_branch));
+  EXPECT_FALSE(must(t.node(constant_branch))->requires_grad);
+  EXPECT_TRUE(must(t.node(out))->requires_grad);
   auto dense = t.backward_dense(out, host(std::vector<float>{1.0f, 1.0f}));
   ASSERT_TRUE(dense) << dense.error().str();
   EXPECT_EQ(grad_of<float>(*dense, disconnected), (std::vector<float>{0.0f, 0.0f}));
   EXPECT_EQ(dense->get(c), nullptr);
   EXPECT_EQ(dense->get(constant_branch), nullptr);
   const auto dx = grad_of<float>(*dense, x);
-  EXPECT_EQ(dx[1], t.value(constant_branch)->at<float>(1));  // d(x * log c)/dx = log c, as computed
-  auto sparse = t.backward(out, host(std::vector<float>{1.0f, 1.0f}));
-  EXPECT_FALSE(sparse->has(disconnected));
-  EXPECT_TRUE(sparse->has(x));
+  EXPECT_EQ(dx[1], must(t.value(constant_branch)).at<float>(1));  // d(x * log c)/dx = log c, as computed
+  const Gradients sparse = must(t.backward(out, host(std::vector<float>{1.0f, 1.0f})));
+  EXPECT_FALSE(sparse.has(disconnected));
+  EXPECT_TRUE(sparse.has(x));
 }
 
 TEST_P(TapeSemantics, ReturnedGradientsOutliveTheTape) {
@@ -97,9 +97,9 @@ TEST_P(TapeSemantics, ReturnedGradientsOutliveTheTape) {
   NodeId x;
   {
     Tape t(backend);
-    x = *t.leaf(host(std::vector<double>{0.5, 1.5}));
-    const NodeId y = *t.mul(x, *t.exp(x));
-    kept.emplace(std::move(*t.backward(y, host(std::vector<double>{1.0, 1.0}))));
+    x = must(t.leaf(host(std::vector<double>{0.5, 1.5})));
+    const NodeId y = must(t.mul(x, must(t.exp(x))));
+    kept.emplace(std::move(must(t.backward(y, host(std::vector<double>{1.0, 1.0})))));
   }
   const auto dx = grad_of<double>(*kept, x);
   EXPECT_EQ(dx.size(), 2u);
@@ -124,16 +124,16 @@ TEST_P(TapeSemantics, RandomCommandSequencesSucceedOrChangeNothing) {
       const auto n = static_cast<NodeId>(t.size());
       const NodeId ids[2] = {*rc::gen::inRange<NodeId>(-2, n + 2), *rc::gen::inRange<NodeId>(-2, n + 2)};
       std::vector<HostArray> values_before;
-      for (NodeId id = 0; id < n; ++id) values_before.push_back(*t.value(id));
+      for (NodeId id = 0; id < n; ++id) values_before.push_back(must(t.value(id)));
       const MemoryStats stats_before = be.stats();
-      auto r = t.apply(info.op, {ids, static_cast<std::size_t>(info.arity)}, {0.5, 1.5});
+      auto r = t.apply(info.op, {ids, static_cast<std::size_t>(info.arity)}, pick_any_table_scalars(info.op));
       if (r) {
         RC_ASSERT(*r == n);
         RC_ASSERT(t.size() == static_cast<std::size_t>(n + 1));
       } else {
         RC_ASSERT(t.size() == static_cast<std::size_t>(n));
         RC_ASSERT(be.stats() == stats_before);
-        for (NodeId id = 0; id < n; ++id) RC_ASSERT(t.value(id)->bytes == values_before[static_cast<std::size_t>(id)].bytes);
+        for (NodeId id = 0; id < n; ++id) RC_ASSERT(must(t.value(id)).bytes == values_before[static_cast<std::size_t>(id)].bytes);
         const ErrorCode c = r.error().code;
         RC_ASSERT(c == ErrorCode::InvalidNodeId || c == ErrorCode::ShapeMismatch || c == ErrorCode::DTypeMismatch);
       }
@@ -154,15 +154,16 @@ TEST(CrossBackend, ArithmeticNodesAreBitIdenticalOnCpuAndCuda) {
     const auto a = *rc::gen::container<std::vector<float>>(n, any_float<float>());
     const auto b = *rc::gen::container<std::vector<float>>(n, any_float<float>());
     const auto g = *rc::gen::container<std::vector<float>>(n, any_float<float>());
+    const Scalars s = pick_any_table_scalars(op);
     std::vector<HostArray> results[2];
     for (int side = 0; side < 2; ++side) {
       Tape t(side == 0 ? cpu : cuda);
-      const NodeId ids[2] = {*t.leaf(host(a)), *t.leaf(host(b))};
-      const NodeId y = *t.apply(op, {ids, static_cast<std::size_t>(op_info(op).arity)}, {0.37, 1.5});
+      const NodeId ids[2] = {must(t.leaf(host(a))), must(t.leaf(host(b)))};
+      const NodeId y = must(t.apply(op, {ids, static_cast<std::size_t>(op_info(op).arity)}, s));
       auto grads = t.backward(y, host(g));
       RC_ASSERT(grads.has_value());
-      results[side].push_back(*t.value(y));
-      for (int k = 0; k < op_info(op).arity; ++k) results[side].push_back(*grads->host(ids[k]));
+      results[side].push_back(must(t.value(y)));
+      for (int k = 0; k < op_info(op).arity; ++k) results[side].push_back(must(grads->host(ids[k])));
     }
     for (std::size_t k = 0; k < results[0].size(); ++k)
       for (std::size_t i = 0; i < n; ++i)

@@ -1,6 +1,7 @@
 // proptest/test_support.hpp — what the tests share: the backends to run on (CPU always, CUDA
 // where a device exists), RapidCheck generators for floats that matter (bit patterns, ±0,
-// subnormals, ±inf, NaN, ties), and small host-array helpers. No tolerances live here.
+// subnormals, ±inf, NaN, ties, the op table's domains and scalar sets), `must` for Results, and
+// small host-array helpers. No tolerances and no per-node values live here.
 #pragma once
 
 #include <cmath>
@@ -9,6 +10,7 @@
 #include <filesystem>
 #include <limits>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -121,16 +123,49 @@ rc::Gen<T> any_float() {
   });
 }
 
-// A finite value with magnitude in [2^lo, 2^hi], sign random unless positive_only.
+// A finite value with magnitude in [2^lo, 2^hi) (spec/ops.def's domains are half-open): an exponent
+// from lo .. hi-1 and a significand of exactly the dtype's mantissa bits (no rounding up to 2^hi);
+// sign random unless positive_only.
 template <class T>
 rc::Gen<T> in_domain(int lo, int hi, bool positive_only) {
+  constexpr int kMantissaBits = std::numeric_limits<T>::digits - 1;
   return rc::gen::map(
-      rc::gen::tuple(rc::gen::inRange(lo, hi), rc::gen::resize(100, rc::gen::arbitrary<std::uint32_t>()), rc::gen::arbitrary<bool>()),
-      [=](const std::tuple<int, std::uint32_t, bool>& t) {
-        const T mantissa = T(1) + static_cast<T>(std::get<1>(t)) / T(4294967296.0);
-        const T v = std::ldexp(mantissa, std::get<0>(t));
+      rc::gen::tuple(rc::gen::inRange(lo, hi), rc::gen::resize(100, rc::gen::arbitrary<std::uint64_t>()), rc::gen::arbitrary<bool>()),
+      [=](const std::tuple<int, std::uint64_t, bool>& t) {
+        const T fraction = std::ldexp(static_cast<T>(std::get<1>(t) >> (64 - kMantissaBits)), -kMantissaBits);
+        const T v = std::ldexp(T(1) + fraction, std::get<0>(t));
         return (positive_only || std::get<2>(t)) ? v : -v;
       });
+}
+
+// A scalar set of the node's run and graded sets (spec/ops.def): inside its contract, for tests
+// graded against the reference. {} for a node without scalars. Call inside a property.
+inline Scalars pick_graded_scalars(Op op) {
+  const ScalarSetList sets = graded_scalar_sets(op_info(op));
+  return sets.sets[*rc::gen::inRange(0, sets.count)];
+}
+
+// Scalars for tests that compare bits only: each scalar picked independently from all the node's
+// sets (run, graded and edge), so 0, huge values, lo > hi and R(eps) = 0 come up. Call inside a property.
+inline Scalars pick_any_table_scalars(Op op) {
+  std::vector<double> first, second;
+  const OpInfo& info = op_info(op);
+  for (const ScalarSets* column : {&info.run_scalars, &info.graded_scalars, &info.edge_scalars})
+    for (const Scalars& s : *column) {
+      first.push_back(s.s0);
+      second.push_back(s.s1);
+    }
+  if (first.empty()) return {};
+  return {*rc::gen::elementOf(first), *rc::gen::elementOf(second)};
+}
+
+// The value of a Result the test needs in order to go on. An error throws, which fails this test
+// alone (GoogleTest and RapidCheck report the exception with the error's text), where reading the
+// value of an error would be undefined behaviour that can take the whole binary down.
+template <class T>
+T must(Result<T> r) {
+  if (!r) throw std::runtime_error("unexpected error from tapewise: " + r.error().str());
+  return std::move(*r);
 }
 
 template <class T>

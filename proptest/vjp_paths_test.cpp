@@ -49,17 +49,6 @@ Result<VjpRun> run_both(Backend& be, Op op, const Scalars& s, const std::vector<
 }
 
 template <class T>
-Scalars random_scalars(Op op) {
-  switch (op) {
-    case Op::scale: return {*rc::gen::elementOf(std::vector<double>{0.37, -2.5, 1.0 + 0x1p-24, 0.0, 1e300}), 0};
-    case Op::clamp: return {*rc::gen::elementOf(std::vector<double>{-0.5, 0.0, -1e-40, 1.0}),
-                            *rc::gen::elementOf(std::vector<double>{0.5, 0.0, -1.0, 3.0})};
-    case Op::safeLog: return {*rc::gen::elementOf(std::vector<double>{1e-6, 1e-50, 0.0, 1.0}), 0};
-    default: return {};
-  }
-}
-
-template <class T>
 void check_paths_agree(Backend& be, Op op) {
   const int arity = op_info(op).arity;
   const auto n = *rc::gen::inRange<std::size_t>(1, 70);
@@ -67,7 +56,7 @@ void check_paths_agree(Backend& be, Op op) {
   std::vector<T> b = *rc::gen::container<std::vector<T>>(n, any_float<T>());
   const std::vector<T> g = *rc::gen::container<std::vector<T>>(n, any_float<T>());
   if (arity == 2 && *rc::gen::arbitrary<bool>()) b = a;  // exact ties everywhere
-  const Scalars s = random_scalars<T>(op);
+  const Scalars s = pick_any_table_scalars(op);
   std::vector<HostArray> inputs{host(a)};
   if (arity == 2) inputs.push_back(host(b));
   auto run = run_both(be, op, s, inputs, host(g));
@@ -108,23 +97,23 @@ TEST(VjpPaths, TapeBackwardFusedEqualsStagedOnEveryNode) {
   for (auto& be : all_backends()) {
     Tape t(be);
     const std::vector<float> xs{-2.5f, -1.0f, -0.0f, 0.0f, 0.25f, 1.5f, 3.0f, 40.0f};
-    const NodeId x = *t.leaf(host(xs));
-    const NodeId y = *t.leaf(host(std::vector<float>{1.5f, -1.0f, 0.5f, 0.0f, 0.25f, 2.0f, -3.0f, 0.5f}));
+    const NodeId x = must(t.leaf(host(xs)));
+    const NodeId y = must(t.leaf(host(std::vector<float>{1.5f, -1.0f, 0.5f, 0.0f, 0.25f, 2.0f, -3.0f, 0.5f})));
     std::vector<NodeId> outs;
     for (const OpInfo& info : kOps) {
       const NodeId ids[2] = {x, y};
-      auto r = t.apply(info.op, {ids, static_cast<std::size_t>(info.arity)}, {0.5, 2.0});
+      auto r = t.apply(info.op, {ids, static_cast<std::size_t>(info.arity)}, default_scalars(info));
       ASSERT_TRUE(r) << r.error().str();
       outs.push_back(*r);
     }
     NodeId total = outs[0];
-    for (std::size_t i = 1; i < outs.size(); ++i) total = *t.add(total, outs[i]);
+    for (std::size_t i = 1; i < outs.size(); ++i) total = must(t.add(total, outs[i]));
     const HostArray seed = host(std::vector<float>(xs.size(), 1.0f));
     auto fused = t.backward(total, seed, VjpPath::fused);
     auto staged = t.backward(total, seed, VjpPath::staged);
     ASSERT_TRUE(fused && staged);
     for (NodeId id : {x, y}) {
-      const HostArray f = *fused->host(id), s = *staged->host(id);
+      const HostArray f = must(fused->host(id)), s = must(staged->host(id));
       EXPECT_EQ(f.bytes, s.bytes) << backend_name(*be) << " node " << id;
     }
   }

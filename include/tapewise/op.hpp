@@ -1,11 +1,13 @@
 // tapewise/op.hpp — the node vocabulary, generated from the op table (spec/ops.def, installed as
-// <tapewise/ops.def>).
-// Only names, arities and scalar names live here; the formulas live in cuda/ and reference/.
+// <tapewise/ops.def>; every column is explained there). Only names, numbers and the staged form as
+// text live here; the formulas live in cuda/ and reference/.
 #pragma once
 
+#include <cstddef>
+#include <initializer_list>
 #include <optional>
-#include <span>
 #include <string_view>
+#include <utility>
 
 namespace tapewise {
 
@@ -15,29 +17,78 @@ enum class Op {
 #undef TAPEWISE_OP
 };
 
+// Scalars arrive as host doubles; the backend rounds each once to the buffer dtype.
+struct Scalars {
+  double s0 = 0.0;
+  double s1 = 0.0;
+};
+
+// A short list of scalar sets, as a column of the table writes it: ({0.37}, {0x1.000001p+0}).
+class ScalarSets {
+ public:
+  static constexpr int kCapacity = 6;
+  constexpr ScalarSets() = default;
+  constexpr ScalarSets(std::initializer_list<Scalars> sets) {
+    for (const Scalars& s : sets) sets_[count_++] = s;  // more than kCapacity: not a constant expression
+  }
+  constexpr int size() const { return count_; }
+  constexpr bool empty() const { return count_ == 0; }
+  constexpr const Scalars& operator[](int i) const { return sets_[i]; }
+  constexpr const Scalars* begin() const { return sets_; }
+  constexpr const Scalars* end() const { return sets_ + count_; }
+
+ private:
+  Scalars sets_[kCapacity]{};
+  int count_ = 0;
+};
+
+// Where the spec decides a derivative by a convention (spec/ops.def, `kink`).
+enum class Kink { none, zero, bounds, tie };
+// What the benchmarks feed a node: N(0, 1), or |N(0, 1)| + 0.5.
+enum class BenchInputs { normal, positive };
+// Whether tools/aten_parity.py grades its ATen transcription of the node's staging.
+enum class AtenParity { graded, ungraded };
+
+// The words of spec/ops.def for these columns (also the JSON's and Python's).
+constexpr const char* kink_name(Kink k) {
+  constexpr const char* names[] = {"none", "zero", "bounds", "tie"};
+  return names[static_cast<int>(k)];
+}
+constexpr const char* bench_inputs_name(BenchInputs b) { return b == BenchInputs::normal ? "normal" : "positive"; }
+constexpr const char* aten_parity_name(AtenParity a) { return a == AtenParity::graded ? "graded" : "ungraded"; }
+
 struct OpInfo {
   Op op;
   const char* name;
   int arity;
   const char* scalar_names[2];  // "" when unused
-  int domain_log2_lo;
+  int domain_log2_lo;           // random magnitudes in [2^lo, 2^hi)
   int domain_log2_hi;
   bool positive_only;
+  Kink kink;
+  BenchInputs bench_inputs;
+  AtenParity aten_parity;
+  ScalarSets run_scalars;     // the runner's sets; the first is the benchmarks'
+  ScalarSets graded_scalars;  // more sets inside the contract (tests graded against the reference)
+  ScalarSets edge_scalars;    // sets outside it (tests comparing bits only)
   const char* staged;
-  int scalar_count() const { return (scalar_names[0][0] ? 1 : 0) + (scalar_names[1][0] ? 1 : 0); }
+  constexpr int scalar_count() const { return (scalar_names[0][0] ? 1 : 0) + (scalar_names[1][0] ? 1 : 0); }
 };
 
+#define TAPEWISE_SCALAR_SETS_(...) ScalarSets{__VA_ARGS__}
 inline constexpr OpInfo kOps[] = {
-#define TAPEWISE_OP(name, arity, s0, s1, lo, hi, pos, staged) \
-  OpInfo{Op::name, #name, arity, {s0, s1}, lo, hi, pos != 0, staged},
+#define TAPEWISE_OP(name, arity, s0, s1, lo, hi, pos, kink, bench, aten, run, graded, edge, staged) \
+  OpInfo{Op::name, #name, arity, {s0, s1}, lo, hi, pos != 0, Kink::kink, BenchInputs::bench, AtenParity::aten, \
+         TAPEWISE_SCALAR_SETS_ run, TAPEWISE_SCALAR_SETS_ graded, TAPEWISE_SCALAR_SETS_ edge, staged},
 #include <tapewise/ops.def>
 #undef TAPEWISE_OP
 };
+#undef TAPEWISE_SCALAR_SETS_
 
 inline constexpr int kOpCount = static_cast<int>(sizeof(kOps) / sizeof(kOps[0]));
 
-inline const OpInfo& op_info(Op op) { return kOps[static_cast<int>(op)]; }
-inline const char* op_name(Op op) { return op_info(op).name; }
+constexpr const OpInfo& op_info(Op op) { return kOps[static_cast<int>(op)]; }
+constexpr const char* op_name(Op op) { return op_info(op).name; }
 
 inline std::optional<Op> op_from_name(std::string_view name) {
   for (const OpInfo& info : kOps)
@@ -45,10 +96,78 @@ inline std::optional<Op> op_from_name(std::string_view name) {
   return std::nullopt;
 }
 
-// Scalars arrive as host doubles; the backend rounds each once to the buffer dtype.
-struct Scalars {
-  double s0 = 0.0;
-  double s1 = 0.0;
+// The node's first run set ({} without scalars): what a single sample call (the benchmarks, an
+// example) passes.
+constexpr Scalars default_scalars(const OpInfo& info) {
+  return info.run_scalars.empty() ? Scalars{} : info.run_scalars[0];
+}
+
+// The scalar sets the tests graded against the reference use: run_scalars, then graded_scalars;
+// one empty set for a node without scalars. (At most 2 * ScalarSets::kCapacity.)
+struct ScalarSetList {
+  Scalars sets[2 * ScalarSets::kCapacity]{};
+  int count = 0;
+  const Scalars* begin() const { return sets; }
+  const Scalars* end() const { return sets + count; }
 };
+constexpr ScalarSetList graded_scalar_sets(const OpInfo& info) {
+  ScalarSetList out;
+  for (const ScalarSets* column : {&info.run_scalars, &info.graded_scalars})
+    for (const Scalars& s : *column) out.sets[out.count++] = s;
+  if (out.count == 0) out.count = 1;  // the one empty set
+  return out;
+}
+
+// --- compile-time rules of the table -----------------------------------------------------------
+// A row that breaks one fails the build naming the rule and the node, e.g. "call to non-constexpr
+// function 'void tapewise::op_table_rule::kink_tie_needs_two_inputs() [with Op op = Op::relu]'".
+namespace op_table_rule {
+template <Op op> void rows_in_enum_order();
+template <Op op> void arity_is_1_or_2();
+template <Op op> void domain_lo_below_hi();
+template <Op op> void scalar1_only_after_scalar0();
+template <Op op> void run_scalars_given_for_a_node_with_scalars();
+template <Op op> void no_scalar_sets_for_a_node_without_scalars();
+template <Op op> void unused_scalars_are_0_in_every_set();
+template <Op op> void kink_zero_needs_one_input();
+template <Op op> void kink_bounds_needs_two_scalars();
+template <Op op> void kink_tie_needs_two_inputs();
+template <Op op> void positive_only_nodes_benchmark_positive_inputs();
+
+constexpr bool unused_scalars_zero(const OpInfo& r) {
+  for (const ScalarSets* column : {&r.run_scalars, &r.graded_scalars, &r.edge_scalars})
+    for (const Scalars& s : *column)
+      if ((r.scalar_count() < 1 && s.s0 != 0.0) || (r.scalar_count() < 2 && s.s1 != 0.0)) return false;
+  return true;
+}
+
+template <std::size_t i>
+constexpr bool row_follows_rules() {
+  constexpr const OpInfo& r = kOps[i];
+  constexpr bool has_scalars = r.scalar_count() > 0;
+  constexpr bool any_sets = !r.run_scalars.empty() || !r.graded_scalars.empty() || !r.edge_scalars.empty();
+  if constexpr (static_cast<std::size_t>(r.op) != i) rows_in_enum_order<r.op>();
+  if constexpr (r.arity != 1 && r.arity != 2) arity_is_1_or_2<r.op>();
+  if constexpr (r.domain_log2_lo >= r.domain_log2_hi) domain_lo_below_hi<r.op>();
+  if constexpr (!r.scalar_names[0][0] && r.scalar_names[1][0]) scalar1_only_after_scalar0<r.op>();
+  if constexpr (has_scalars && r.run_scalars.empty()) run_scalars_given_for_a_node_with_scalars<r.op>();
+  if constexpr (!has_scalars && any_sets) no_scalar_sets_for_a_node_without_scalars<r.op>();
+  if constexpr (!unused_scalars_zero(r)) unused_scalars_are_0_in_every_set<r.op>();
+  if constexpr (r.kink == Kink::zero && r.arity != 1) kink_zero_needs_one_input<r.op>();
+  if constexpr (r.kink == Kink::bounds && (r.arity != 1 || r.scalar_count() != 2)) kink_bounds_needs_two_scalars<r.op>();
+  if constexpr (r.kink == Kink::tie && r.arity != 2) kink_tie_needs_two_inputs<r.op>();
+  if constexpr (r.positive_only && r.bench_inputs != BenchInputs::positive)
+    positive_only_nodes_benchmark_positive_inputs<r.op>();
+  return true;
+}
+
+template <std::size_t... I>
+constexpr bool all_rows_follow_rules(std::index_sequence<I...>) {
+  return (row_follows_rules<I>() && ...);
+}
+}  // namespace op_table_rule
+
+static_assert(op_table_rule::all_rows_follow_rules(std::make_index_sequence<kOpCount>{}),
+              "spec/ops.def: a row breaks a rule of the table");
 
 }  // namespace tapewise

@@ -1,12 +1,11 @@
 // reference/tools/measure_bounds.cpp — measures each op's error on a production backend against the
-// reference, to set spec/bounds.def: random inputs in each op's domain (spec/ops.def) plus kinks and
-// ties; prints the max ULP error, the max absolute error / (eps w), and what the current bounds
-// leave over. A one-off tool, not a test (no pass/fail logic beyond the exit code).
+// reference, to set spec/bounds.def: random inputs in each op's domain with its run and graded
+// scalar sets, plus its kink (all from spec/ops.def); prints the max ULP error, the max absolute
+// error / (eps w), and what the current bounds leave over. A one-off tool, not a test (no pass/fail
+// logic beyond the exit code). Built by CMake as tapewise-measure-bounds (tools/CMakeLists.txt).
 //
-// Build (not in the CMake glob; after `ninja -C build-ref tapewise tapewise_reference`):
-//   reference/tools/build.sh build-ref
-// Run:  build-ref/bin/measure_bounds [--backend cpu|cuda] [--samples N] [--threads T] [--seed S]
-//                                    [--op NAME] [--dtype float32|float64]
+// Run:  build/bin/tapewise-measure-bounds [--backend cpu|cuda] [--samples N] [--threads T] [--seed S]
+//                                         [--op NAME] [--dtype float32|float64]
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -87,38 +86,31 @@ class Sampler {
  public:
   Sampler(const OpInfo& info, DType d, std::uint64_t seed) : info_(info), d_(d), rng_(seed) {}
 
-  // A dtype value with magnitude in [2^lo, 2^hi] (log-uniform), both signs unless positive_only.
-  double in_domain() { return signed_value(info_.domain_log2_lo, info_.domain_log2_hi, info_.positive_only); }
-  double signed_value(double lo, double hi, bool positive_only) {
-    const double v = std::exp2(std::uniform_real_distribution<double>(lo, hi)(rng_));
-    return round_to(d_, positive_only || coin(0.5) ? v : -v);
+  // A dtype value with magnitude in the op's domain [2^lo, 2^hi): an exponent from lo .. hi-1, then
+  // a significand of the dtype's mantissa bits; both signs unless positive_only.
+  double in_domain() {
+    const int bits = d_ == DType::float32 ? 23 : 52;
+    const int e = std::uniform_int_distribution<int>(info_.domain_log2_lo, info_.domain_log2_hi - 1)(rng_);
+    const double significand = 1.0 + std::ldexp(static_cast<double>(rng_() >> (64 - bits)), -bits);
+    const double v = std::ldexp(significand, e);
+    return info_.positive_only || coin(0.5) ? v : -v;
   }
   bool coin(double p) { return std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
 
+  // One of the op's run and graded scalar sets (spec/ops.def): the sets its bounds are stated for.
   Scalars scalars() {
-    switch (info_.op) {
-      case Op::scale: return {signed_value(-8, 8, false), 0};
-      case Op::clamp: {
-        double lo = in_domain(), hi = in_domain();
-        if (lo > hi && !coin(0.1)) std::swap(lo, hi);  // lo > hi now and then: output hi, grad 0
-        return {lo, hi};
-      }
-      case Op::safeLog: {
-        static const double fixed[] = {1e-12, 1e-6, 1e-3, 0.5};
-        return {coin(0.5) ? fixed[std::uniform_int_distribution<int>(0, 3)(rng_)] : signed_value(-40, 0, true), 0};
-      }
-      default: return {};
-    }
+    const ScalarSetList sets = graded_scalar_sets(info_);
+    return sets.sets[std::uniform_int_distribution<int>(0, sets.count - 1)(rng_)];
   }
 
   Batch batch(std::int64_t n) {
     Batch bt{scalars(), {}, {}, {}};
     for (std::int64_t i = 0; i < n; ++i) {
       double a = in_domain(), b = in_domain();
-      if ((info_.op == Op::max || info_.op == Op::min) && coin(0.1)) b = a;  // ties
-      if (info_.op == Op::clamp && coin(0.05)) a = round_to(d_, coin(0.5) ? bt.s.s0 : bt.s.s1);
-      if ((info_.op == Op::relu || info_.op == Op::abs || info_.op == Op::sqrt) && coin(0.02))
-        a = coin(0.5) ? 0.0 : -0.0;  // the kink
+      // The op's kink (spec/ops.def), now and then.
+      if (info_.kink == Kink::tie && coin(0.1)) b = a;
+      if (info_.kink == Kink::bounds && coin(0.05)) a = round_to(d_, coin(0.5) ? bt.s.s0 : bt.s.s1);
+      if (info_.kink == Kink::zero && coin(0.02)) a = coin(0.5) ? 0.0 : -0.0;
       bt.a.push_back(a), bt.b.push_back(b), bt.g.push_back(in_domain());
     }
     return bt;
@@ -214,21 +206,33 @@ void report(const char* op, DType d, const char* dir, const Stats& s, Bound b) {
               at(s.at_need_abs).c_str());
 }
 
+[[noreturn]] void usage(const std::string& problem) {
+  if (!problem.empty()) std::fprintf(stderr, "tapewise-measure-bounds: %s\n", problem.c_str());
+  std::fprintf(stderr, "usage: tapewise-measure-bounds [--backend cpu|cuda] [--samples N] [--threads T] [--seed S]\n"
+                       "                               [--op NAME] [--dtype float32|float64]\n");
+  std::exit(2);
+}
+
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string k = argv[i], v = argv[i + 1];
-    if (k == "--backend") o.backend = v;
-    else if (k == "--samples") o.samples = std::stoll(v);
-    else if (k == "--threads") o.threads = std::stoi(v);
-    else if (k == "--seed") o.seed = std::stoull(v);
-    else if (k == "--op") o.op = v;
-    else if (k == "--dtype") o.dtype = v;
-    else {
-      std::fprintf(stderr, "unknown option %s\n", k.c_str());
-      std::exit(2);
+  for (int i = 1; i < argc; i += 2) {
+    const std::string k = argv[i];
+    if (k == "-h" || k == "--help") usage("");
+    if (i + 1 == argc) usage(k + " needs a value");
+    const std::string v = argv[i + 1];
+    try {
+      if (k == "--backend" && (v == "cpu" || v == "cuda")) o.backend = v;
+      else if (k == "--samples") o.samples = std::stoll(v);
+      else if (k == "--threads") o.threads = std::stoi(v);
+      else if (k == "--seed") o.seed = std::stoull(v);
+      else if (k == "--op" && op_from_name(v)) o.op = v;
+      else if (k == "--dtype" && (v == "float32" || v == "float64")) o.dtype = v;
+      else usage("bad option or value: " + k + " " + v);
+    } catch (const std::exception&) {  // std::stoll and friends on text that is not a number
+      usage(k + ": '" + v + "' is not a number");
     }
   }
+  if (o.samples < 1 || o.threads < 1) usage("--samples and --threads must be at least 1");
   return o;
 }
 

@@ -60,15 +60,37 @@ Batch make_batch(Op op, DType dtype, const Scalars& s, const std::vector<std::ve
   return b;
 }
 
+// Replaces the last case with the op's kink (spec/ops.def), chosen by the bits of `pick`.
+void put_kink(Kink kink, DType dtype, double lo, double hi, std::uint64_t pick, std::vector<std::vector<double>>& in) {
+  switch (kink) {
+    case Kink::none: break;
+    case Kink::zero: in[0].back() = (pick & 1) ? -0.0 : 0.0; break;
+    case Kink::tie:
+      if (pick % 4 == 0) {
+        in[0].back() = (pick & 4) ? -0.0 : 0.0;
+        in[1].back() = -in[0].back();
+      } else {
+        in[1].back() = in[0].back();
+      }
+      break;
+    case Kink::bounds: {
+      const double bound = (pick & 1) ? hi : lo;
+      const double toward = (pick & 2) ? HUGE_VAL : -HUGE_VAL;
+      const double neighbour = dtype == DType::float32
+                                   ? static_cast<double>(std::nextafter(static_cast<float>(bound), static_cast<float>(toward)))
+                                   : std::nextafter(bound, toward);
+      in[0].back() = (pick & 4) ? neighbour : bound;
+      break;
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<Scalars> default_scalar_sets(Op op) {
-  switch (op) {
-    case Op::scale: return {{0.37, 0.0}, {1.0 + std::ldexp(1.0, -24), 0.0}};
-    case Op::clamp: return {{-0.5, 0.5}};
-    case Op::safeLog: return {{1e-6, 0.0}};
-    default: return {{}};
-  }
+  const ScalarSets& sets = op_info(op).run_scalars;
+  if (sets.empty()) return {Scalars{}};  // a node without scalars: one batch
+  return {sets.begin(), sets.end()};
 }
 
 std::string scalars_text(Op op, const Scalars& s) {
@@ -101,32 +123,7 @@ Batch domain_batch(Op op, DType dtype, const Scalars& s, std::int64_t n, std::mt
       v.push_back(domain_value(dtype, info.domain_log2_lo, info.domain_log2_hi, info.positive_only, rng));
     g.push_back(domain_value(dtype, info.domain_log2_lo, info.domain_log2_hi, false, rng));
     if (rng() % 8 != 0) continue;
-    // The op's kink or tie, where the spec states a convention.
-    const std::uint64_t pick = rng();
-    switch (op) {
-      case Op::relu:
-      case Op::abs:
-      case Op::sqrt: in[0].back() = (pick & 1) ? -0.0 : 0.0; break;
-      case Op::max:
-      case Op::min:
-        if (pick % 4 == 0) {
-          in[0].back() = (pick & 4) ? -0.0 : 0.0;
-          in[1].back() = -in[0].back();
-        } else {
-          in[1].back() = in[0].back();
-        }
-        break;
-      case Op::clamp: {
-        const double bound = (pick & 1) ? hi : lo;
-        const double toward = (pick & 2) ? HUGE_VAL : -HUGE_VAL;
-        const double neighbour = dtype == DType::float32
-                                     ? static_cast<double>(std::nextafter(static_cast<float>(bound), static_cast<float>(toward)))
-                                     : std::nextafter(bound, toward);
-        in[0].back() = (pick & 4) ? neighbour : bound;
-        break;
-      }
-      default: break;
-    }
+    put_kink(info.kink, dtype, lo, hi, rng(), in);
   }
   return make_batch(op, dtype, s, in, g);
 }

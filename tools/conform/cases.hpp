@@ -24,9 +24,8 @@ struct Batch {
   std::int64_t size() const { return g.numel(); }
 };
 
-// The scalar sets random runs use, one batch each: scale c = 0.37 and c = 1 + 2^-24 (which rounds
-// to 1 in float32 but not in float64), clamp lo = -0.5, hi = 0.5, safeLog eps = 1e-6; one empty
-// set for ops without scalars.
+// The scalar sets random runs use, one batch each: the op's run_scalars (spec/ops.def), or one
+// empty set for an op without scalars.
 std::vector<Scalars> default_scalar_sets(Op op);
 // "c=0.37", "lo=-0.5 hi=0.5", "" — the op's scalars by name, shortest round-trip decimal.
 std::string scalars_text(Op op, const Scalars& s);
@@ -36,9 +35,8 @@ std::string scalars_text(Op op, const Scalars& s);
 std::mt19937_64 batch_rng(std::uint64_t seed, Op op, DType dtype, int scalar_set, int kind);
 
 // n cases with magnitudes in [2^domain_log2_lo, 2^domain_log2_hi), both signs unless positive_only
-// (g: the same magnitudes, both signs); about one case in eight is replaced by the op's kink or
-// tie: x = ±0 (relu, abs, sqrt), b = a or ±0 vs ∓0 (max, min), x at R(lo), R(hi) or a neighbour
-// (clamp).
+// (g: the same magnitudes, both signs); about one case in eight is replaced by the op's kink
+// (spec/ops.def): x = ±0 (zero), b = a or ±0 vs ∓0 (tie), x at R(lo), R(hi) or a neighbour (bounds).
 Batch domain_batch(Op op, DType dtype, const Scalars& s, std::int64_t n, std::mt19937_64& rng);
 // n cases whose inputs and g are uniformly random bit patterns (NaNs and subnormals included).
 Batch bit_pattern_batch(Op op, DType dtype, const Scalars& s, std::int64_t n, std::mt19937_64& rng);
