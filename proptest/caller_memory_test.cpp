@@ -18,7 +18,7 @@ class CallerMemory : public PerBackend {};
 // A small graph over a and b; its gradients by the tape, for any way the leaves and seed arrive.
 struct Graph {
   static Result<Gradients> run(Tape& t, NodeId a, NodeId b, const Buffer& seed) {
-    auto y = t.max(*t.mul(*t.sin(a), b), *t.div(a, b));
+    auto y = t.max(must(t.mul(must(t.sin(a)), b)), must(t.div(a, b)));
     if (!y) return tl::unexpected(y.error());
     return t.backward(*y, seed);
   }
@@ -60,8 +60,8 @@ Shape shape_of(const std::vector<float>& v) { return Shape{static_cast<std::int6
 
 TEST_P(CallerMemory, WrappedLeavesAndSeedsGiveTheSameBitsWithNoCopy) {
   Tape uploaded(backend);
-  const NodeId ua = *uploaded.leaf(host(kA));
-  const NodeId ub = *uploaded.leaf(host(kB));
+  const NodeId ua = must(uploaded.leaf(host(kA)));
+  const NodeId ub = must(uploaded.leaf(host(kB)));
   auto useed = backend->upload(host(kSeed), AllocTag::gradient);
   ASSERT_TRUE(useed) << useed.error().str();
   auto expected = Graph::run(uploaded, ua, ub, *useed);
@@ -76,12 +76,12 @@ TEST_P(CallerMemory, WrappedLeavesAndSeedsGiveTheSameBitsWithNoCopy) {
   ASSERT_TRUE(va && vb && vseed);
   EXPECT_TRUE(va->borrowed());
   EXPECT_EQ(backend->stats(), before) << "views are not allocations";
-  const NodeId la = *t.leaf(std::move(*va));
-  const NodeId lb = *t.leaf(std::move(*vb));
-  EXPECT_EQ((*t.value_buffer(la))->data(), a.data) << "the leaf is the caller's memory, not a copy";
+  const NodeId la = must(t.leaf(std::move(*va)));
+  const NodeId lb = must(t.leaf(std::move(*vb)));
+  EXPECT_EQ(must(t.value_buffer(la))->data(), a.data) << "the leaf is the caller's memory, not a copy";
   auto got = Graph::run(t, la, lb, *vseed);
   ASSERT_TRUE(got) << got.error().str();
-  for (NodeId id : {la, lb}) EXPECT_EQ(got->host(id)->bytes, expected->host(id == la ? ua : ub)->bytes);
+  for (NodeId id : {la, lb}) EXPECT_EQ(must(got->host(id)).bytes, must(expected->host(id == la ? ua : ub)).bytes);
 }
 
 TEST_P(CallerMemory, WrapRejectsNullAndMisalignedMemory) {
@@ -123,8 +123,8 @@ TEST_P(CallerMemory, DlpackImportIsZeroCopyAndCallsTheDeleterOnce) {
     auto buffer = backend->import_dlpack(&tensor.managed);
     ASSERT_TRUE(buffer) << buffer.error().str();
     EXPECT_EQ(buffer->shape(), (Shape{2, 3}));
-    const NodeId x = *t.leaf(std::move(*buffer));
-    EXPECT_EQ((*t.value_buffer(x))->data(), a.data);
+    const NodeId x = must(t.leaf(std::move(*buffer)));
+    EXPECT_EQ(must(t.value_buffer(x))->data(), a.data);
     EXPECT_EQ(tensor.deleted, 0);
   }
   EXPECT_EQ(tensor.deleted, 1) << "released with the tape that held it";
@@ -157,8 +157,8 @@ TEST_P(CallerMemory, RejectedDlpackTensorsStayWithTheirCaller) {
 
 TEST_P(CallerMemory, GradientsExportWithTheirMemoryAndValuesAsViews) {
   Tape t(backend);
-  const NodeId x = *t.leaf(host(kA));
-  const NodeId y = *t.sin(x);
+  const NodeId x = must(t.leaf(host(kA)));
+  const NodeId y = must(t.sin(x));
   auto grads = t.backward(y, host(kSeed));
   ASSERT_TRUE(grads) << grads.error().str();
   Buffer dx = grads->take(x);
@@ -176,9 +176,9 @@ TEST_P(CallerMemory, GradientsExportWithTheirMemoryAndValuesAsViews) {
   back->reset();
   EXPECT_EQ(backend->stats().count(AllocTag::gradient), with_gradient.count(AllocTag::gradient) - 1);
 
-  auto view = backend->export_dlpack_view(**t.value_buffer(y));
+  auto view = backend->export_dlpack_view(*must(t.value_buffer(y)));
   ASSERT_TRUE(view) << view.error().str();
-  EXPECT_EQ((*view)->dl_tensor.data, (*t.value_buffer(y))->data());
+  EXPECT_EQ((*view)->dl_tensor.data, must(t.value_buffer(y))->data());
   (*view)->deleter(*view);
   EXPECT_TRUE(t.value(y)) << "a view's deleter leaves the value to the tape";
 }
@@ -200,13 +200,14 @@ TEST(CudaCallerState, BackendOnACallersStreamLeavesTheCallersStateAlone) {
     ASSERT_TRUE(be) << be.error().str();
     EXPECT_EQ(cuda_stream(**be), static_cast<void*>(stream));
     Tape t(*be);
-    const NodeId x = *t.leaf(host(kA));
-    auto grads = t.backward(*t.tanh(x), host(kSeed));
+    const NodeId x = must(t.leaf(host(kA)));
+    auto grads = t.backward(must(t.tanh(x)), host(kSeed));
     ASSERT_TRUE(grads) << grads.error().str();
     Tape reference(shared);
-    const NodeId rx = *reference.leaf(host(kA));
-    auto expected = reference.backward(*reference.tanh(rx), host(kSeed));
-    EXPECT_EQ(grads->host(x)->bytes, expected->host(rx)->bytes);
+    const NodeId rx = must(reference.leaf(host(kA)));
+    auto expected = reference.backward(must(reference.tanh(rx)), host(kSeed));
+    ASSERT_TRUE(expected) << expected.error().str();
+    EXPECT_EQ(must(grads->host(x)).bytes, must(expected->host(rx)).bytes);
   }
   EXPECT_EQ(cudaStreamQuery(stream), cudaSuccess) << "the caller's stream outlives the backend";
   cudaStreamDestroy(stream);

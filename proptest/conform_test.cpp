@@ -369,13 +369,13 @@ TEST_F(ConformTool, EvalWritesWhatTheBackendComputes) {
     // The same node on the same backend, through the public API.
     auto be = make_cpu_backend();
     Tape tape(be);
-    const NodeId leaf = *tape.leaf(HostArray::of<double>(Shape{2, 3}, x));
-    const NodeId node = *tape.sigmoid(leaf);
+    const NodeId leaf = must(tape.leaf(HostArray::of<double>(Shape{2, 3}, x)));
+    const NodeId node = must(tape.sigmoid(leaf));
     auto grads = tape.backward(node, HostArray::of<double>(Shape{2, 3}, g),
                                std::string(path_flag) == "--fused" ? VjpPath::fused : VjpPath::staged);
     ASSERT_TRUE(grads);
-    EXPECT_EQ(y->bytes, tape.value(node)->bytes);
-    EXPECT_EQ(dx->bytes, grads->host(leaf)->bytes);
+    EXPECT_EQ(y->bytes, must(tape.value(node)).bytes);
+    EXPECT_EQ(dx->bytes, must(grads->host(leaf)).bytes);
   }
   // Binary node, scalars, the `same` form and a prefix.
   write("a.npy", HostArray::of<float>(Shape{3}, std::vector<float>{1, 2, 3}));
@@ -473,7 +473,7 @@ TEST_F(ConformTool, VectorsAndCheckGradeAnImplementation) {
 
   // A deliberately wrong implementation: sin's gradient off by 8 ulp, and relu'(0) = g.
   const std::string dx_path = suite + "/sin_float32_random0/out_dx.npy";
-  HostArray dx = *read_npy(dx_path);
+  HostArray dx = must(read_npy(dx_path));
   for (std::int64_t i = 0; i < dx.numel(); ++i) {
     float v = dx.at<float>(i);
     for (int k = 0; k < 8; ++k) v = std::nextafter(v, INFINITY);
@@ -484,8 +484,8 @@ TEST_F(ConformTool, VectorsAndCheckGradeAnImplementation) {
   for (const auto& s : reread["suites"]) {
     if (s["op"] != "relu" || s["kind"] != "special") continue;
     const fs::path folder = dir_ / "suite" / s["id"].get<std::string>();
-    HostArray xs = *read_npy((folder / "x.npy").string()), gs = *read_npy((folder / "g.npy").string());
-    HostArray out = *read_npy((folder / "out_dx.npy").string());
+    HostArray xs = must(read_npy((folder / "x.npy").string())), gs = must(read_npy((folder / "g.npy").string()));
+    HostArray out = must(read_npy((folder / "out_dx.npy").string()));
     for (std::int64_t i = 0; i < xs.numel(); ++i)
       if (xs.as_double(i) == 0.0) std::memcpy(out.bytes.data() + i * dtype_size(out.dtype), gs.bytes.data() + i * dtype_size(out.dtype), dtype_size(out.dtype));
     ASSERT_TRUE(write_npy((folder / "out_dx.npy").string(), out));

@@ -75,16 +75,16 @@ void check_huge(Backend& be, Op op) {
   ASSERT_TRUE(be.synchronize());
 
   std::vector<Buffer> small;
-  for (const Buffer& b : inputs) small.push_back(*be.upload(host(at_probes<T>(b))));
+  for (const Buffer& b : inputs) small.push_back(must(be.upload(host(at_probes<T>(b)))));
   std::vector<Buffer> small_out;
-  for (int k = 0; k <= arity; ++k) small_out.push_back(*be.allocate(small[0].shape(), small[0].dtype(), AllocTag::gradient));
+  for (int k = 0; k <= arity; ++k) small_out.push_back(must(be.allocate(small[0].shape(), small[0].dtype(), AllocTag::gradient)));
   const Buffer* sin_[2] = {&small[0], arity == 2 ? &small[1] : nullptr};
   Buffer* sgrads[2] = {&small_out[1], arity == 2 ? &small_out[2] : nullptr};
   ASSERT_TRUE(be.forward(op, {}, {sin_, static_cast<std::size_t>(arity)}, small_out[0]));
   ASSERT_TRUE(be.vjp_fused(op, {}, {sin_, static_cast<std::size_t>(arity)}, small[arity], {sgrads, static_cast<std::size_t>(arity)}));
   for (int k = 0; k <= arity; ++k) {
     const std::vector<T> huge_values = at_probes<T>(outputs[k]);
-    const std::vector<T> small_values = be.download(small_out[k])->template to_vector<T>();
+    const std::vector<T> small_values = must(be.download(small_out[k])).template to_vector<T>();
     for (std::size_t i = 0; i < huge_values.size(); ++i)
       EXPECT_TRUE(same_bits(huge_values[i], small_values[i]))
           << op_name(op) << " output " << k << " at element " << probe_positions(kHuge)[i] << ": " << huge_values[i]
@@ -113,13 +113,13 @@ TEST(CudaLimits, AnAllocationBeyondTheGpuIsOutOfMemoryAndTheTapeGoesOn) {
   std::size_t free_bytes = 0, total = 0;
   cudaMemGetInfo(&free_bytes, &total);
   Tape t(be);
-  const NodeId x = *t.leaf(host<float>({1, 2, 3}));
+  const NodeId x = must(t.leaf(host<float>({1, 2, 3})));
   const MemoryStats before = be->stats();
   auto too_big = be->allocate(Shape{static_cast<std::int64_t>(total / sizeof(float)) * 2}, DType::float32, AllocTag::value);
   ASSERT_FALSE(too_big);
   EXPECT_EQ(too_big.error().code, ErrorCode::OutOfMemory) << too_big.error().str();
   EXPECT_EQ(be->stats(), before);
-  const NodeId y = *t.sin(x);
+  const NodeId y = must(t.sin(x));
   auto grads = t.backward(y, host<float>({1, 1, 1}));
   ASSERT_TRUE(grads) << grads.error().str();
   EXPECT_TRUE(grads->has(x));

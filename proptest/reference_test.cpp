@@ -1,10 +1,12 @@
 // proptest/reference_test.cpp — tests of the reference itself: exact values at known points and
 // kinks, rounding to the dtype (subnormal midpoints, overflow), ulp_of, the bound check's rules,
 // and the DAG evaluator's tape rules. It checks the reference, not the production path.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <stdexcept>
 
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
@@ -35,9 +37,29 @@ std::array<double, 2> grad(Op op, DType d, double a, double b, double g, Scalars
 }
 double grad1(Op op, DType d, double x, double g, Scalars s = {}) { return grad(op, d, x, 0.0, g, s)[0]; }
 
-TEST(Reference, WorksAtAtLeast256Bits) {
-  EXPECT_GE(mpfr_get_prec(real(1.0).backend().data()), kPrecisionBits);
-  EXPECT_GE(kPrecisionBits, 200);
+// Real values carry at least kPrecisionBits (Boost sets the precision in decimal digits, so a few
+// bits more): with p the precision a value reports, 1 + 2^-(p-1) is representable and 1 + 2^-p (the
+// midpoint to the next value) rounds to even, 1 — the arithmetic really works at p bits.
+TEST(Reference, RealsCarryAtLeastThePrecisionStated) {
+  static_assert(kPrecisionBits >= 256, "the bounds' analysis assumes a reference of at least 256 bits");
+  const Real one = real(1.0);
+  const auto p = static_cast<int>(mpfr_get_prec(one.backend().data()));
+  EXPECT_GE(p, kPrecisionBits);
+  EXPECT_LT(p, kPrecisionBits + 16) << "the precision is set in decimal digits: a few bits above, not many";
+  EXPECT_NE(one + boost::multiprecision::ldexp(one, 1 - p), one);
+  EXPECT_EQ(one + boost::multiprecision::ldexp(one, -p), one);
+  EXPECT_EQ(mpfr_get_prec((one + boost::multiprecision::ldexp(one, 1 - p)).backend().data()), p);
+}
+
+// A hard case for correct rounding: 1 + 2^-53 + 2^-220 lies 2^-220 above the midpoint between two
+// doubles. The reference must round it up to 1 + 2^-52; one of fewer than 221 bits sees the midpoint
+// itself and rounds to even, 1.
+TEST(Reference, RoundsAHardCaseCorrectly) {
+  const Real just_above_midpoint = real(1.0) + real(std::ldexp(1.0, -53)) + real(std::ldexp(1.0, -220));
+  EXPECT_EQ(round_to_dtype(just_above_midpoint, f64), 1.0 + std::ldexp(1.0, -52));
+  EXPECT_EQ(round_to_dtype(real(1.0) + real(std::ldexp(1.0, -53)), f64), 1.0);  // the midpoint itself: to even
+  EXPECT_EQ(round_to_dtype(real(1.0) + real(std::ldexp(1.0, -24)) + real(std::ldexp(1.0, -220)), f32),
+            1.0 + std::ldexp(1.0, -23));
 }
 
 TEST(Reference, KnownExactValues) {
@@ -254,14 +276,36 @@ TEST(ReferenceAbsWeight, SafeLogScalesWithOneOverTheLogArgument) {
   EXPECT_EQ(abs_weight(Op::safeLog, f32, Scalars{1e-50}, far, real(1.0), false), kInf);
 }
 
-TEST(ReferenceBounds, EveryOpHasARowPerDtype) {
+// spec/bounds.def has exactly one row per node of the op table and dtype (a second row would be
+// shadowed by the first, silently), and every bound is one a produced value can meet: finite, an ulp
+// term of 0 (exact) or at least 1/2 (a rounded value is within half an ulp at best), abs >= 0.
+TEST(ReferenceBounds, ExactlyOneSensibleRowPerOpAndDtype) {
+  struct RowKey {
+    Op op;
+    DType dtype;
+  };
+  const RowKey rows[] = {  // the TAPEWISE_BOUND rows only (the file's other kinds of row are skipped)
+#define TAPEWISE_SWEPT_SOURCE(...)
+#define TAPEWISE_SWEPT(...)
+#define TAPEWISE_BOUND(op, dtype, ...) RowKey{Op::op, DType::dtype},
+#include "../spec/bounds.def"
+#undef TAPEWISE_BOUND
+#undef TAPEWISE_SWEPT
+#undef TAPEWISE_SWEPT_SOURCE
+  };
   for (const OpInfo& info : kOps)
     for (DType d : {f32, f64}) {
-      const Bound fb = forward_bound(info.op, d), vb = vjp_bound(info.op, d);
-      EXPECT_GE(fb.ulp, 0.0) << info.name;
-      EXPECT_GE(vb.abs, 0.0) << info.name;
+      const auto count = std::count_if(std::begin(rows), std::end(rows), [&](const RowKey& r) { return r.op == info.op && r.dtype == d; });
+      EXPECT_EQ(count, 1) << "spec/bounds.def rows for " << info.name << " " << dtype_name(d);
+      if (count == 0) continue;
+      for (const Bound& b : {forward_bound(info.op, d), vjp_bound(info.op, d)}) {
+        EXPECT_TRUE(std::isfinite(b.ulp) && std::isfinite(b.abs)) << info.name << " " << dtype_name(d);
+        EXPECT_TRUE(b.ulp == 0.0 || b.ulp >= 0.5) << info.name << " " << dtype_name(d) << ": ulp " << b.ulp;
+        EXPECT_GE(b.abs, 0.0) << info.name << " " << dtype_name(d);
+      }
     }
-  EXPECT_EQ(forward_bound(Op::add, f32).ulp, 0.5);  // one IEEE rounding
+  EXPECT_EQ(std::size(rows), 2u * kOpCount) << "rows for nodes the op table does not have";
+  EXPECT_EQ(forward_bound(Op::add, f32).ulp, 0.5);  // one IEEE rounding: the lookup returns the row's numbers
   EXPECT_EQ(vjp_bound(Op::relu, f64).ulp, 0.0);     // an exact select
 }
 
@@ -290,6 +334,12 @@ std::vector<std::optional<std::vector<double>>> backward(const std::vector<DagNo
   return dag_backward(nodes, values, static_cast<std::int64_t>(nodes.size()) - 1, s, d, dense);
 }
 
+// Element 0 of leaf 0's gradient; a leaf without a slot throws, which fails this test alone.
+double leaf0_gradient(const std::vector<std::optional<std::vector<double>>>& slots) {
+  if (slots.empty() || !slots[0] || slots[0]->empty()) throw std::runtime_error("leaf 0 got no gradient slot");
+  return (*slots[0])[0];
+}
+
 TEST(ReferenceDag, ForwardRoundsEachNode) {
   const std::vector<DagNode> nodes{leaf(), unary(Op::scale, 0, Scalars{3.0}), unary(Op::sqrt, 1)};
   const NodeValues v = dag_forward(nodes, std::vector<std::vector<double>>{{12.0}, {}, {}}, f32);
@@ -299,9 +349,9 @@ TEST(ReferenceDag, ForwardRoundsEachNode) {
 
 TEST(ReferenceDag, AddOfTheSameParentContributesTwice) {
   const std::vector<DagNode> nodes{leaf(), binary(Op::add, 0, 0)};
-  for (bool dense : {false, true}) EXPECT_EQ((*backward(nodes, {{1.0}, {}}, 3.0, f32, dense)[0])[0], 6.0);
+  for (bool dense : {false, true}) EXPECT_EQ(leaf0_gradient(backward(nodes, {{1.0}, {}}, 3.0, f32, dense)), 6.0);
   const std::vector<DagNode> squared{leaf(), binary(Op::mul, 0, 0)};
-  EXPECT_EQ((*backward(squared, {{3.0}, {}}, 1.0, f32, false)[0])[0], 6.0);
+  EXPECT_EQ(leaf0_gradient(backward(squared, {{3.0}, {}}, 1.0, f32, false)), 6.0);
 }
 
 // max(a, a) passes g once: with the smallest subnormal g, half + half would be 0 + 0.
@@ -309,14 +359,14 @@ TEST(ReferenceDag, MaxOfTheSameParentContributesTheUpstreamOnce) {
   const double tiny = std::ldexp(1.0, -149);
   for (Op op : {Op::max, Op::min}) {
     const std::vector<DagNode> nodes{leaf(), binary(op, 0, 0)};
-    for (bool dense : {false, true}) EXPECT_EQ((*backward(nodes, {{2.0}, {}}, tiny, f32, dense)[0])[0], tiny);
+    for (bool dense : {false, true}) EXPECT_EQ(leaf0_gradient(backward(nodes, {{2.0}, {}}, tiny, f32, dense)), tiny);
   }
 }
 
 TEST(ReferenceDag, DenseTurnsAMinusZeroFirstContributionIntoPlusZero) {
   const std::vector<DagNode> nodes{leaf(), unary(Op::neg, 0)};
-  EXPECT_TRUE(std::signbit((*backward(nodes, {{1.0}, {}}, 0.0, f32, false)[0])[0]));
-  EXPECT_FALSE(std::signbit((*backward(nodes, {{1.0}, {}}, 0.0, f32, true)[0])[0]));
+  EXPECT_TRUE(std::signbit(leaf0_gradient(backward(nodes, {{1.0}, {}}, 0.0, f32, false))));
+  EXPECT_FALSE(std::signbit(leaf0_gradient(backward(nodes, {{1.0}, {}}, 0.0, f32, true))));
 }
 
 // x feeds out directly (1) and through two scales (2^-24 each); visiting ids descending adds
@@ -327,8 +377,8 @@ TEST(ReferenceDag, ContributionsAccumulateLeftToRightInDescendingIdOrder) {
                                    unary(Op::scale, 0, Scalars{tiny}), binary(Op::add, 1, 2),
                                    binary(Op::add, 3, 0)};
   const std::vector<std::vector<double>> leaves{{1.0}, {}, {}, {}, {}};
-  EXPECT_EQ((*backward(nodes, leaves, 1.0, f32, false)[0])[0], 1.0);
-  EXPECT_EQ((*backward(nodes, leaves, 1.0, f64, false)[0])[0], 1.0 + 2 * tiny);
+  EXPECT_EQ(leaf0_gradient(backward(nodes, leaves, 1.0, f32, false)), 1.0);
+  EXPECT_EQ(leaf0_gradient(backward(nodes, leaves, 1.0, f64, false)), 1.0 + 2 * tiny);
 }
 
 // inv(0) is not reachable from out: it never runs (its VJP would be inf), its dense slot is +0,
@@ -338,11 +388,11 @@ TEST(ReferenceDag, UnreachableAndConstantNodesNeverRun) {
                                    unary(Op::scale, 3, Scalars{2.0})};
   const std::vector<std::vector<double>> leaves{{0.0}, {5.0}, {}, {}, {}};
   const auto sparse = backward(nodes, leaves, 1.0, f32, false);
-  EXPECT_EQ((*sparse[0])[0], 10.0);
+  EXPECT_EQ(leaf0_gradient(sparse), 10.0);
   EXPECT_FALSE(sparse[1].has_value());
   EXPECT_FALSE(sparse[2].has_value());
   const auto dense = backward(nodes, leaves, 1.0, f32, true);
-  EXPECT_EQ((*dense[0])[0], 10.0);
+  EXPECT_EQ(leaf0_gradient(dense), 10.0);
   EXPECT_FALSE(dense[1].has_value());
   ASSERT_TRUE(dense[2].has_value());
   EXPECT_EQ((*dense[2])[0], 0.0);
