@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
 """tools/aten_parity.py — bitwise parity of tapewise's nodes with PyTorch's ATen ops executing
-TorchLean's staging (shared/reference/torchlean-semantics.md §2, §3, §8), on the GPU.
+TorchLean's staging (the `staged` column of spec/ops.def, spelled out in spec/conventions.md), on
+the GPU.
 
 For every node and dtype it feeds the same inputs (random normal, wide log-uniform in the node's
-domain from spec/ops.def, random bit patterns, and every pair of special values) to tapewise through
+domain, its kink, random bit patterns, and every pair of special values) to tapewise through
 `tapewise-conform eval` (fused and staged VJP) and to ATen, one ATen op per stage, and counts the
-values whose bits differ (any NaN matches any NaN). The goal is zero for every node but silu, whose
-TorchLean staging is not public (its row compares against our own reading of it and is not graded).
+values whose bits differ (any NaN matches any NaN). The nodes, their domains, kinks, scalar sets and
+whether their row is graded come from the op table as the runner exports it (`tapewise-conform ops
+--json`); the stagings below are this script's own transcription, never the production code's. The
+goal is zero for every graded node; silu's TorchLean staging is not published (aten_parity ungraded
+in spec/ops.def): its row compares against our own reading of it and is reported, not graded.
 
     python3 tools/aten_parity.py --conform build/bin/tapewise-conform --out DIR
 
@@ -20,37 +24,57 @@ numpy's own transcendentals (only the exact nodes then match).
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import time
 
 import numpy as np
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-UNGRADED = {"silu": "TorchLean's silu staging is not public; compared with our reading (split sigmoid)"}
-
-# Scalars per node, as `tapewise-conform run` uses them; scale also at 1 + 2^-24 (1 in float32).
-SCALAR_SETS = {
-    "scale": [{"c": 0.37}, {"c": 1.0 + 2.0**-24}],
-    "clamp": [{"lo": -0.5, "hi": 0.5}],
-    "safeLog": [{"eps": 1e-6}],
-}
+UNGRADED_NOTE = "TorchLean's staging is not published; compared with our reading of it (not graded)"
+OPS_SCHEMA = "tapewise-conform.ops/1"
 
 
-# --- the op table --------------------------------------------------------------------------------
+# --- the op table (spec/ops.def, as the runner was built with it) ---------------------------------
 
-def read_ops(path):
-    """Rows of spec/ops.def: name, arity, scalar names, domain (log2 lo, hi), positive_only."""
-    row = re.compile(r'^TAPEWISE_OP\((\w+),\s*(\d),\s*"(\w*)",\s*"(\w*)",\s*(-?\d+),\s*(-?\d+),\s*(\d),')
-    ops = []
-    with open(path) as f:
-        for line in f:
-            m = row.match(line)
-            if m:
-                ops.append({"name": m[1], "arity": int(m[2]), "scalars": [s for s in (m[3], m[4]) if s],
-                            "lo": int(m[5]), "hi": int(m[6]), "positive_only": m[7] == "1"})
-    return ops
+def read_ops(conform, ops_json=None):
+    """The op table's rows (one dict per node: name, arity, scalars, domain_log2_lo/hi, positive_only,
+    kink, aten_parity, run_scalars, ...): from the JSON file `ops_json` if given, else from
+    `<conform> ops --json -`, so that the table is the one the tested binary was built from."""
+    if ops_json:
+        with open(ops_json) as f:
+            table = json.load(f)
+        where = ops_json
+    else:
+        done = subprocess.run([conform, "ops", "--json", "-"], capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"{conform} ops --json - failed ({done.returncode}): {done.stderr.strip()}")
+        table = json.loads(done.stdout)
+        where = f"{conform} ops --json"
+    if table.get("schema") != OPS_SCHEMA:
+        raise RuntimeError(f"{where}: schema is {table.get('schema')!r}, not {OPS_SCHEMA}")
+    return table["ops"]
+
+
+def missing_stagings(ops):
+    """Names of the nodes this script has no staging for (a dry run of each on one element)."""
+    missing = []
+    with np.errstate(all="ignore"):
+        for op in ops:
+            one = np.zeros(1, dtype=np.float64)
+            scalars = op["run_scalars"][0] if op["run_scalars"] else {}
+            try:
+                staged(NumpyLib(), op["name"], [one] * op["arity"], one, scalars)
+            except NoStaging:
+                missing.append(op["name"])
+    return missing
+
+
+def kink_points(op):
+    """The values spec/ops.def's `kink` names for a unary node: ±0 (zero, and by default), or the
+    run sets' bounds (bounds). Ties (binary nodes) are made in make_inputs."""
+    if op["kink"] == "bounds":
+        return [v for s in op["run_scalars"] for v in s.values()]
+    return [0.0, -0.0]
 
 
 # --- inputs ----------------------------------------------------------------------------------------
@@ -64,12 +88,12 @@ def special_values(dtype):
 
 
 def make_inputs(op, dtype, n, rng):
-    """Arrays [inputs..., g] of one dtype: normal, wide (log-uniform in the domain), bit patterns,
-    specials; binary nodes also get ties (b = a) and unary kinks (x = +-0)."""
+    """Arrays [inputs..., g] of one dtype: normal, wide (log-uniform in the domain [2^lo, 2^hi)), bit
+    patterns, specials; binary nodes also get ties (b = a), unary ones their kink (kink_points)."""
     cols = op["arity"] + 1
     k = n // 4
     normal = rng.standard_normal((cols, k)).astype(dtype)
-    exponents = rng.uniform(op["lo"], op["hi"], (cols, k))
+    exponents = rng.uniform(op["domain_log2_lo"], op["domain_log2_hi"], (cols, k))
     signs = np.where(rng.integers(0, 2, (cols, k)) == 1, -1.0, 1.0)
     wide = (signs * np.exp2(exponents)).astype(dtype)
     if op["positive_only"]:
@@ -84,12 +108,13 @@ def make_inputs(op, dtype, n, rng):
         a, b = np.meshgrid(sv, sv, indexing="ij")
         g = np.resize(sv[::-1], a.size)
         special = np.stack([a.ravel(), b.ravel(), g])
+    points = np.array(kink_points(op), dtype=dtype)
     for block in (normal, wide):
         m = k // 8
         if op["arity"] == 2:
             block[1, :m] = block[0, :m]                       # ties
         else:
-            block[0, :m] = np.where(rng.integers(0, 2, m) == 1, -0.0, 0.0)  # kinks
+            block[0, :m] = points[rng.integers(0, points.size, m)]  # kinks
     rest = max(0, n - 3 * k - special.shape[1])
     extra = rng.standard_normal((cols, rest)).astype(dtype)
     return [np.ascontiguousarray(c) for c in np.concatenate([normal, wide, bits, special.astype(dtype), extra], axis=1)]
@@ -209,10 +234,14 @@ def _order_zeros(r, a, b, take_max):
     return np.where((a == 0) & (b == 0), zero, r)
 
 
-# --- TorchLean's staging, one ATen op per stage (torchlean-semantics.md §2, §3, §8) ----------------
+# --- TorchLean's staging, one ATen op per stage (spec/ops.def `staged`, spec/conventions.md) ------
+
+class NoStaging(LookupError):
+    """This script has no staging for a node of the table."""
+
 
 def softplus_buf(L, x):
-    """§3.20: max(x, 0) + log(1 + exp(-|x|)), eight stages, log not log1p."""
+    """TorchLean's softplus: max(x, 0) + log(1 + exp(-|x|)), eight stages, log not log1p."""
     z, o = L.zeros_like(x), L.full_like(x, 1.0)
     m = L.fmax(x, z)
     ax = L.abs(x)
@@ -333,7 +362,7 @@ def staged(L, name, ins, g, s):
         return y, [L.mul(L.mul(num, half), g)]
     if name == "softplus":
         return softplus_buf(L, x), [L.mul(g, L.sigmoid(x))]
-    raise ValueError(f"no staging for {name}")
+    raise NoStaging(f"tools/aten_parity.py has no ATen staging for node {name} (spec/ops.def)")
 
 
 def x_dtype(L, x):
@@ -375,21 +404,26 @@ def main(argv=None):
                    help="torch: ATen on --device; numpy / libm: self-tests of this script on the CPU backend")
     p.add_argument("--device", default="cuda", help="torch device for ATen")
     p.add_argument("--backend", default="cuda", choices=["cuda", "cpu"], help="tapewise backend for eval")
+    p.add_argument("--ops-json", help="the op table as `tapewise-conform ops --json FILE` wrote it "
+                                      "(default: asked of --conform itself)")
     args = p.parse_args(argv)
     np.seterr(all="ignore")  # overflow, NaN and division by zero are among the inputs on purpose
 
-    ops = read_ops(os.path.join(REPO, "spec", "ops.def"))
+    ops = read_ops(args.conform, args.ops_json)
     if args.ops != "all":
         wanted = args.ops.split(",")
         unknown = set(wanted) - {o["name"] for o in ops}
         if unknown:
             p.error(f"unknown nodes: {', '.join(sorted(unknown))}")
         ops = [o for o in ops if o["name"] in wanted]
+    missing = missing_stagings(ops)
+    if missing:
+        p.error(f"no ATen staging in this script for node(s) of the op table: {', '.join(missing)}")
     dtypes = [np.float32, np.float64] if args.dtype == "all" else [np.dtype(args.dtype).type]
     lib = {"torch": lambda: TorchLib(args.device), "numpy": NumpyLib, "libm": LibmLib}[args.lib]()
     if args.lib == "torch":
         import torch
-        # TorchLean's settings (§7) that could touch elementwise work: none change these ops, but pin them.
+        # TorchLean's settings that could touch elementwise work: none change these ops, but pin them.
         torch.backends.cuda.matmul.allow_tf32 = False
         print(f"torch {torch.__version__} on {torch.cuda.get_device_name() if args.device.startswith('cuda') else args.device}")
     os.makedirs(args.out, exist_ok=True)
@@ -403,7 +437,7 @@ def main(argv=None):
             ins_all = make_inputs(op, dtype, args.elements, rng)
             in_names = ["x"] if op["arity"] == 1 else ["a", "b"]
             grad_names = ["dx"] if op["arity"] == 1 else ["da", "db"]
-            for k, scalars in enumerate(SCALAR_SETS.get(op["name"], [{}])):
+            for k, scalars in enumerate(op["run_scalars"] or [{}]):
                 folder = os.path.join(args.out, f"{op['name']}_{dname}_{k}")
                 os.makedirs(folder, exist_ok=True)
                 files = {}
@@ -427,8 +461,8 @@ def main(argv=None):
                                              "tapewise": hexs(got[i]), "aten": hexs(want[i])})
                     rows.append({"op": op["name"], "dtype": dname, "path": path, "scalars": scalars,
                                  "elements": int(ins_all[0].size), "mismatches": counts,
-                                 "total": sum(counts.values()), "graded": op["name"] not in UNGRADED,
-                                 "note": UNGRADED.get(op["name"], ""), "examples": examples})
+                                 "total": sum(counts.values()), "graded": op["aten_parity"] == "graded",
+                                 "note": UNGRADED_NOTE if op["aten_parity"] != "graded" else "", "examples": examples})
 
     # The table.
     print(f"{'node':9}{'dtype':9}{'path':8}{'scalars':16}{'elements':>9}  {'mismatches (y, grads)':30}{'total':>7}  note")

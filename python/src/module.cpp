@@ -25,15 +25,52 @@ void translate(const std::exception_ptr& p, void*) {
   }
 }
 
-nb::list op_table() {
+nb::list ops() {
   nb::list ops;
   for (const OpInfo& info : kOps) {
     std::vector<std::string> scalars;
-    for (const char* s : info.scalar_names)
-      if (s[0]) scalars.emplace_back(s);
+    for (int k = 0; k < info.scalar_count(); ++k) scalars.emplace_back(info.scalar_names[k]);
     ops.append(nb::make_tuple(std::string(info.name), info.arity, scalars));
   }
   return ops;
+}
+
+nb::list scalar_sets(const OpInfo& info, const ScalarSets& sets) {
+  nb::list list;
+  for (const Scalars& s : sets) {
+    nb::dict set;
+    const double values[2] = {s.s0, s.s1};
+    for (int k = 0; k < info.scalar_count(); ++k) set[info.scalar_names[k]] = values[k];
+    list.append(set);
+  }
+  return list;
+}
+
+// Every column of spec/ops.def, one dict per node: the same keys and values as the "ops" list of
+// `tapewise-conform ops --json` (tools/conform/ops_command.cpp).
+nb::list op_table() {
+  nb::list rows;
+  for (const OpInfo& info : kOps) {
+    nb::list names;
+    for (int k = 0; k < info.scalar_count(); ++k) names.append(info.scalar_names[k]);
+    nb::dict row;
+    row["name"] = info.name;
+    row["index"] = static_cast<int>(info.op);
+    row["arity"] = info.arity;
+    row["scalars"] = names;
+    row["domain_log2_lo"] = info.domain_log2_lo;
+    row["domain_log2_hi"] = info.domain_log2_hi;
+    row["positive_only"] = info.positive_only;
+    row["kink"] = kink_name(info.kink);
+    row["bench_inputs"] = bench_inputs_name(info.bench_inputs);
+    row["aten_parity"] = aten_parity_name(info.aten_parity);
+    row["run_scalars"] = scalar_sets(info, info.run_scalars);
+    row["graded_scalars"] = scalar_sets(info, info.graded_scalars);
+    row["edge_scalars"] = scalar_sets(info, info.edge_scalars);
+    row["staged"] = info.staged;
+    rows.append(row);
+  }
+  return rows;
 }
 
 }  // namespace
@@ -45,9 +82,14 @@ NB_MODULE(_tapewise, m) {
   nb::register_exception_translator(translate);
   bind_backend(m);
   bind_tape(m);
-  m.def("ops", &op_table,
-        "The 23 nodes in table order (spec/ops.def): a list of (name, arity, scalar names); the index of\n"
+  m.def("ops", &ops,
+        "The nodes in table order (spec/ops.def): a list of (name, arity, scalar names); the index of\n"
         "a node is its op_index for Backend.forward_ptrs.");
+  m.def("op_table", &op_table,
+        "Every column of the op table (spec/ops.def), one dict per node in table order: name, index,\n"
+        "arity, scalars, domain_log2_lo, domain_log2_hi (random magnitudes in [2^lo, 2^hi)),\n"
+        "positive_only, kink, bench_inputs, aten_parity, run_scalars, graded_scalars, edge_scalars\n"
+        "(lists of {scalar name: value}) and staged. The same rows as `tapewise-conform ops --json`.");
   m.attr("__version__") = TAPEWISE_VERSION_STRING;
   m.attr("spec_sha256") = TAPEWISE_SPEC_SHA256;
 }

@@ -26,7 +26,7 @@ from . import _tapewise
 from ._errors import (BackendMismatchError, CudaFailureError, DeviceUnavailableError, DTypeMismatchError,
                       InvalidArgumentError, InvalidNodeIdError, InvalidShapeError, OutOfMemoryError,
                       SeedDTypeMismatchError, SeedShapeMismatchError, ShapeMismatchError, TapewiseError)
-from ._tapewise import Backend, Buffer, Gradients, Tape, cpu, cuda_available, cuda_unavailable_reason, ops
+from ._tapewise import Backend, Buffer, Gradients, Tape, cpu, cuda_available, cuda_unavailable_reason, op_table, ops
 
 __version__: str = _tapewise.__version__
 spec_sha256: str = _tapewise.spec_sha256
@@ -58,6 +58,7 @@ def cuda(device: int = 0, stream: Union[int, Any, None] = None) -> Backend:
 
 __all__ = [
     "Backend", "Buffer", "Gradients", "Tape", "cpu", "cuda", "cuda_available", "cuda_unavailable_reason", "ops",
+    "op_table",
     "NODE_NAMES", "TapewiseError", "InvalidNodeIdError", "InvalidShapeError", "ShapeMismatchError",
     "DTypeMismatchError", "SeedShapeMismatchError", "SeedDTypeMismatchError", "BackendMismatchError",
     "InvalidArgumentError", "OutOfMemoryError", "DeviceUnavailableError", "CudaFailureError",

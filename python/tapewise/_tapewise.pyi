@@ -414,9 +414,17 @@ class Gradients:
     def slots(self) -> int:
         """The tape's node count at the backward pass (ids 0 .. slots-1)."""
 
+def op_table() -> list:
+    """
+    Every column of the op table (spec/ops.def), one dict per node in table order: name, index,
+    arity, scalars, domain_log2_lo, domain_log2_hi (random magnitudes in [2^lo, 2^hi)),
+    positive_only, kink, bench_inputs, aten_parity, run_scalars, graded_scalars, edge_scalars
+    (lists of {scalar name: value}) and staged. The same rows as `tapewise-conform ops --json`.
+    """
+
 def ops() -> list:
     """
-    The 23 nodes in table order (spec/ops.def): a list of (name, arity, scalar names); the index of
+    The nodes in table order (spec/ops.def): a list of (name, arity, scalar names); the index of
     a node is its op_index for Backend.forward_ptrs.
     """
 

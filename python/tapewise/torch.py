@@ -187,13 +187,37 @@ safe_log = safeLog
 max = maximum  # noqa: A001 (the spec's node names are aliases of the torch-style ones)
 min = minimum  # noqa: A001
 
-# Every node under its spec name (tapewise.NODE_NAMES): NODES["max"] is maximum.
-NODES = {
+_DEFINED = {
     "add": add, "sub": sub, "mul": mul, "neg": neg, "scale": scale, "abs": abs, "sqrt": sqrt, "clamp": clamp,
     "max": maximum, "min": minimum, "div": div, "relu": relu, "exp": exp, "sin": sin, "cos": cos, "log": log,
     "inv": inv, "safeLog": safeLog, "sigmoid": sigmoid, "tanh": tanh, "silu": silu, "gelu": gelu,
     "softplus": softplus,
 }
-assert set(NODES) == set(tapewise.NODE_NAMES)
 
-__all__ = ["backend_for", "NODES", "maximum", "minimum", "safe_log"] + list(tapewise.NODE_NAMES)
+
+def _from_table(row):
+    """A node of the op table without a function above: called as (x, *scalars) or (a, b)."""
+    name, op_index, scalar_names = row["name"], row["index"], row["scalars"]
+    if row["arity"] == 2:
+        return _binary(name, name)
+
+    def node(x: torch.Tensor, *scalars: float) -> torch.Tensor:
+        if len(scalars) != len(scalar_names):
+            raise TypeError(f"tapewise.torch.{name} takes x and {len(scalar_names)} scalar(s) "
+                            f"({', '.join(scalar_names) or 'none'}), got {len(scalars)}")
+        s = [float(v) for v in scalars] + [0.0, 0.0]
+        return _UnaryNode.apply(x, op_index, s[0], s[1])
+
+    node.__name__ = node.__qualname__ = name
+    node.__doc__ = f"tapewise's {name}(x{''.join(', ' + n for n in scalar_names)}) as a differentiable torch op."
+    return node
+
+
+# Every node of the op table under its spec name (tapewise.NODE_NAMES): NODES["max"] is maximum; a
+# node added to the table without a function above is still here.
+NODES = {row["name"]: _DEFINED.get(row["name"]) or _from_table(row) for row in tapewise.op_table()}
+_stale = set(_DEFINED) - set(NODES)
+if _stale:
+    raise ImportError(f"tapewise.torch defines nodes the op table does not have: {sorted(_stale)}")
+
+__all__ = ["backend_for", "NODES", "maximum", "minimum", "safe_log"] + [n for n in tapewise.NODE_NAMES if n in _DEFINED]

@@ -2,15 +2,13 @@
 driving the tapewise-conform CLI where it is found ($TAPEWISE_CONFORM or PATH)."""
 
 import json
-import os
-import shutil
 
 import numpy as np
 import pytest
 
 import tapewise
 import tapewise.conform as conform
-from conftest import assert_same_bits
+from conftest import assert_same_bits, conform_binary
 
 
 def write_suite(root, suite_id, op, dtype, inputs, g, scalars=None, same=False):
@@ -89,10 +87,7 @@ def test_missing_binary_is_a_clear_error(monkeypatch):
 
 
 def _binary():
-    found = os.environ.get("TAPEWISE_CONFORM") or shutil.which("tapewise-conform")
-    if not found:
-        pytest.skip("tapewise-conform not found (set TAPEWISE_CONFORM=build/bin/tapewise-conform)")
-    return found
+    return conform_binary()
 
 
 def test_run_returns_the_json_report():

@@ -1,12 +1,18 @@
-"""Every node, forward and backward: against an independent numpy oracle at easy points, and bit for bit
-between tapewise's own entry points (Tape.backward fused/staged/dense, Tape.apply, programs on and off,
-Backend.forward/vjp_fused on buffers, the pointer-level kernels)."""
+"""Every node, forward and backward: graded against the MPFR reference and the spec's bounds through
+the Python bindings (a `tapewise-conform vectors` suite answered by tapewise.Tape), and bit for bit
+between tapewise's own entry points (Tape.backward fused/staged/dense, Tape.apply, programs on and
+off, Backend.forward/vjp_fused on buffers, the pointer-level kernels). The nodes, their scalars and
+kinks come from the op table (tapewise.op_table())."""
+
+import json
+import subprocess
 
 import numpy as np
 import pytest
 
 import tapewise
-from conftest import ARITY, DTYPES, ORACLE, SCALARS, assert_same_bits, leaf, node_inputs
+import tapewise.conform as conform
+from conftest import ARITY, DTYPES, SCALARS, TABLE, assert_same_bits, conform_binary, leaf, node_inputs
 
 NODES = list(tapewise.NODE_NAMES)
 
@@ -15,33 +21,39 @@ def record(tape, name, ids):
     return getattr(tape, name)(*ids, *SCALARS.get(name, []))
 
 
-def test_node_table():
-    assert len(NODES) == 23 and set(NODES) == set(ORACLE)
-    assert {n for n, _, s in tapewise.ops() if s} == set(SCALARS)
+def test_op_table_is_the_runners():
+    """tapewise.op_table() and `tapewise-conform ops --json` are the same table (spec/ops.def)."""
+    assert list(TABLE) == NODES == [name for name, _, _ in tapewise.ops()]
+    assert [row["index"] for row in TABLE.values()] == list(range(len(NODES)))
+    done = subprocess.run([conform_binary(), "ops", "--json", "-"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    exported = json.loads(done.stdout)
+    assert exported["schema"] == "tapewise-conform.ops/1"
+    assert exported["spec_sha256"] == tapewise.spec_sha256
+    assert exported["ops"] == list(TABLE.values())
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "float64"])
-@pytest.mark.parametrize("name", NODES)
-def test_node_against_numpy_oracle(backend, name, dtype):
-    inputs, g = node_inputs(name, dtype)
-    tape = tapewise.Tape(backend)
-    ids = [leaf(tape, x) for x in inputs]
-    out = record(tape, name, ids)
-    grads = tape.backward(out, g)
+def test_every_node_has_the_scalars_its_table_row_names():
+    for name, row in TABLE.items():
+        for column in ("run_scalars", "graded_scalars", "edge_scalars"):
+            for scalar_set in row[column]:
+                assert list(scalar_set) == row["scalars"], f"{name} {column}"
+        assert bool(row["run_scalars"]) == bool(row["scalars"]), name
 
-    wide = [x.astype(np.float64) for x in inputs]
-    scalars = SCALARS.get(name, [])
-    forward, vjp = ORACLE[name]
-    expected_y = forward(*wide, *scalars)
-    expected_grads = vjp(*wide, g.astype(np.float64), *scalars)
-    if ARITY[name] == 1:
-        expected_grads = (expected_grads,)
-    rtol = 1e-5 if dtype == np.float32 else 1e-12
-    y = tape.host(out)
-    assert y.dtype == dtype and y.shape == inputs[0].shape
-    np.testing.assert_allclose(y, expected_y, rtol=rtol, atol=rtol * 1e-3, err_msg=f"{name} forward")
-    for i, expected in zip(ids, expected_grads):
-        np.testing.assert_allclose(grads.host(i), expected, rtol=rtol, atol=rtol * 1e-3, err_msg=f"{name} vjp")
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_every_node_conforms_through_the_bindings(backend, dtype, tmp_path):
+    """The runner's suite of every node (random cases in the domain, kinks, special values) answered
+    through Tape.apply and graded by the runner against the reference (spec/bounds.def) and the
+    special points: any binding that swapped inputs, scalars or gradients fails here."""
+    binary = conform_binary()
+    folder = str(tmp_path / "vectors")
+    conform.export_vectors(folder, dtype=dtype, cases=64, seed=20261130, binary=binary)
+    answered = conform.answer_vectors(folder, conform.tapewise_answer(backend))
+    assert answered["errors"] == []
+    report = conform.check(folder, binary=binary)
+    assert {row["op"] for row in report["rows"]} == set(NODES)
+    assert report["summary"]["conforms"] is True, [row for row in report["rows"] if not row.get("conforms", True)]
 
 
 def tape_run(backend, name, inputs, g, path="fused", dense=False, via_apply=False):

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import tapewise
-from conftest import ARITY, SCALARS, assert_same_bits
+from conftest import ARITY, POSITIVE, SCALARS, TABLE, assert_same_bits
 
 torch = pytest.importorskip("torch", reason="PyTorch is not installed (tapewise.torch tests run where it is)")
 twt = pytest.importorskip("tapewise.torch")
@@ -23,16 +23,17 @@ def devices():
 
 
 def away_from_kinks(name, n, dtype, device, generator):
-    """Inputs in the node's domain, at least 0.1 away from every kink and tie."""
+    """Inputs in the node's domain, at least 0.1 away from its kink (spec/ops.def): 0, ties, bounds."""
     def draw():
-        v = torch.rand(n, dtype=dtype, generator=generator) * 1.8 + 0.2   # [0.2, 2.0]
+        v = torch.rand(n, dtype=dtype, generator=generator) * 1.8 + 0.2   # [0.2, 2.0]: away from 0
         sign = torch.where(torch.rand(n, generator=generator) < 0.5, -1.0, 1.0).to(dtype)
-        return v if name in ("log", "sqrt") else v * sign
+        return v if name in POSITIVE else v * sign
     inputs = [draw() for _ in range(ARITY[name])]
-    if name in ("max", "min"):
+    kink = TABLE[name]["kink"]
+    if kink == "tie":
         inputs[1] = torch.where((inputs[0] - inputs[1]).abs() < 0.1, inputs[1] + 0.3, inputs[1])
-    if name == "clamp":
-        lo, hi = SCALARS["clamp"]
+    if kink == "bounds":
+        lo, hi = SCALARS[name]
         x = inputs[0]
         inputs[0] = torch.where(((x - lo).abs() < 0.1) | ((x - hi).abs() < 0.1), x + 0.25, x)
     return [x.to(device).requires_grad_() for x in inputs]
@@ -65,7 +66,7 @@ def tape_gradients(backend, name, arrays, seed):
 def test_gradients_equal_tape_backward_bit_for_bit(name, device, dtype):
     gen = torch.Generator().manual_seed(100 + NODES.index(name))
     inputs = [(torch.randn(4096, dtype=dtype, generator=gen) * 3).to(device) for _ in range(ARITY[name])]
-    if name in ("log", "sqrt"):
+    if name in POSITIVE:
         inputs = [x.abs() for x in inputs]
     if ARITY[name] == 2:
         inputs[1][::5] = inputs[0][::5]  # ties
