@@ -1,5 +1,5 @@
 // tools/conform/main.cpp — tapewise-conform's command line: run (the default), audit, eval, vectors,
-// check, graph, sweep. Each subcommand registers its options with CLI11 and says how it runs; the
+// check, graph, sweep, ops. Each subcommand registers its options with CLI11 and says how it runs; the
 // commands themselves are in commands.hpp. Exit 2 on any usage error.
 #include <algorithm>
 #include <cstdlib>
@@ -16,6 +16,7 @@
 #include <tapewise/version.hpp>
 
 #include "commands.hpp"
+#include "ops_command.hpp"
 #include "reference.hpp"
 
 namespace tc = tapewise::conform;
@@ -212,6 +213,11 @@ Subcommand add_graph(CLI::App& app, CommonText& t) {
             o->path = *path == "staged" ? tapewise::VjpPath::staged : tapewise::VjpPath::fused;
             return tc::guarded("graph", [&] { return tc::graph_command(*o); });
           }};
+}
+
+Subcommand add_ops(CLI::App& app) {
+  auto status = tc::add_ops_subcommand(app);  // ops_command.cpp keeps its own options
+  return {app.get_subcommand("ops"), [status] { return status().value_or(tc::kUsageError); }};
 }
 
 Subcommand add_sweep(CLI::App& app) {
