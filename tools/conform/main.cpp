@@ -248,7 +248,7 @@ int main(int argc, char** argv) {
   CommonText common;
   const Subcommand subcommands[] = {
       add_run(app, common), add_audit(app, common), add_eval(app, common), add_vectors(app, common),
-      add_check(app),       add_graph(app, common), add_sweep(app)};
+      add_check(app),       add_graph(app, common), add_sweep(app),        add_ops(app)};
   try {
     app.parse(args);
   } catch (const CLI::CallForHelp& e) {
