@@ -140,15 +140,18 @@ Result<Buffer> Backend::allocate(const Shape& shape, DType dtype, AllocTag tag) 
 Result<std::vector<Buffer>> Backend::allocate_many(std::span<const BufferSpec> parts, AllocTag tag) {
   // Each part starts 16-byte aligned, so the 16-byte vector path of every kernel applies to it.
   constexpr std::size_t kAlign = 16;
-  std::vector<std::size_t> offsets(parts.size());
+  auto aligned_size = [](const BufferSpec& part) -> Result<std::size_t> {
+    auto size = byte_size(part.shape, part.dtype);
+    if (!size) return size;
+    return (*size + kAlign - 1) / kAlign * kAlign;
+  };
   std::size_t total = 0;
-  for (std::size_t i = 0; i < parts.size(); ++i) {
-    auto size = byte_size(parts[i].shape, parts[i].dtype);
+  for (const BufferSpec& part : parts) {
+    auto size = aligned_size(part);
     TAPEWISE_CHECK(size);
     if (*size > std::numeric_limits<std::size_t>::max() / 2 - total)
       return fail(ErrorCode::InvalidShape, "allocate_many: " + std::to_string(parts.size()) + " parts too large to address in bytes");
-    offsets[i] = total;
-    total += (*size + kAlign - 1) / kAlign * kAlign;
+    total += *size;
   }
   if (parts.empty()) return std::vector<Buffer>{};
   if (take_injected_failure())
@@ -163,11 +166,13 @@ Result<std::vector<Buffer>> Backend::allocate_many(std::span<const BufferSpec> p
   }
   std::vector<Buffer> buffers;
   buffers.reserve(parts.size());
-  for (std::size_t i = 0; i < parts.size(); ++i) {
-    const bool empty = parts[i].shape.numel() == 0;  // an empty part owns nothing, as allocate's
+  std::size_t offset = 0;
+  for (const BufferSpec& part : parts) {
+    const bool empty = part.shape.numel() == 0;  // an empty part owns nothing, as allocate's
     if (!empty) shared->live_buffers += 1;
-    buffers.push_back(adopt(empty ? nullptr : static_cast<std::byte*>(shared->base) + offsets[i],
-                            empty ? nullptr : shared, parts[i].shape, parts[i].dtype, tag));
+    buffers.push_back(adopt(empty ? nullptr : static_cast<std::byte*>(shared->base) + offset, empty ? nullptr : shared,
+                            part.shape, part.dtype, tag));
+    offset += *aligned_size(part);  // checked above
   }
   return buffers;
 }

@@ -40,10 +40,12 @@ inline bool contributes_once(const Node& n) {
 
 // The walk from `out` (a valid id) in descending ids: a node runs its VJP when it received a
 // contribution, is not a leaf and requires grad. A parent's first contribution is stored (dense:
-// added to +0), later ones accumulate as existing + c, in parent order (a, b).
-inline BackwardPlan plan_backward(std::span<const Node> nodes, NodeId out, bool dense) {
-  BackwardPlan plan;
+// added to +0), later ones accumulate as existing + c, in parent order (a, b). Written into `plan`,
+// whose vectors keep their capacity from an earlier walk.
+inline void plan_backward(std::span<const Node> nodes, NodeId out, bool dense, BackwardPlan& plan) {
   plan.reached.assign(nodes.size(), 0);
+  plan.visits.clear();
+  plan.zero_slots.clear();
   plan.reached[static_cast<std::size_t>(out)] = 1;
   const SlotWrite first = dense ? SlotWrite::store_dense : SlotWrite::store;
   for (NodeId id = out; id >= 0; --id) {
@@ -61,7 +63,6 @@ inline BackwardPlan plan_backward(std::span<const Node> nodes, NodeId out, bool 
   if (dense)
     for (std::size_t id = 0; id < nodes.size(); ++id)
       if (!plan.reached[id] && nodes[id].requires_grad) plan.zero_slots.push_back(static_cast<NodeId>(id));
-  return plan;
 }
 
 }  // namespace tapewise::detail

@@ -1,18 +1,16 @@
 // cuda/tape/core.cpp — the out-of-line parts of the core value types (tapewise/core.hpp): shape
 // arithmetic with overflow checks and the names of error codes.
-#include <limits>
 #include <string>
 
 #include <tapewise/core.hpp>
 
 namespace tapewise {
 
+// Called several times per buffer made: a checked multiply, not a division per dim.
 std::int64_t Shape::numel() const {
   std::int64_t n = 1;
   for (std::int64_t d : dims) {
-    if (d < 0) return -1;
-    if (d != 0 && n > std::numeric_limits<std::int64_t>::max() / d) return -1;
-    n *= d;
+    if (d < 0 || __builtin_mul_overflow(n, d, &n)) return -1;
   }
   return n;
 }

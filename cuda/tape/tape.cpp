@@ -24,6 +24,25 @@ void* writable(const Buffer& b) { return const_cast<void*>(b.data()); }
 
 bool runs_as_program(std::int64_t numel, std::int64_t threshold) { return threshold > 0 && numel <= threshold; }
 
+// Working storage of flush and backward, reused by every tape of the thread: a long recording and
+// its backward then build their programs, plans and slot lists in memory that is already there
+// (no large temporary allocated and freed, and touched afresh, per call). Neither calls the other
+// while using its part, so one set per thread is enough.
+struct Scratch {
+  detail::Program flush_program;
+  detail::Program backward_program;
+  detail::BackwardPlan plan;
+  std::vector<BufferSpec> specs;
+  std::vector<std::size_t> slot_of;
+  std::vector<NodeId> large_zeros;
+};
+thread_local Scratch scratch;
+
+void clear(detail::Program& program) {
+  program.steps.clear();
+  program.max_numel = 0;
+}
+
 }  // namespace
 
 bool Gradients::has(NodeId id) const {
@@ -53,8 +72,8 @@ Tape::Tape(std::shared_ptr<Backend> backend) : backend_(std::move(backend)) {
 
 Result<void> Tape::flush() const {
   if (pending_.empty()) return {};
-  detail::Program program;
-  program.steps.reserve(pending_.size());
+  detail::Program& program = scratch.flush_program;
+  clear(program);
   for (NodeId id : pending_) {
     const Node& n = nodes_[static_cast<std::size_t>(id)];
     detail::Step step{};
@@ -90,10 +109,9 @@ Result<NodeId> Tape::leaf(Buffer value, bool requires_grad) {
   if (!value) return fail(ErrorCode::InvalidArgument, "leaf: empty buffer");
   if (value.backend() != backend_.get())
     return fail(ErrorCode::BackendMismatch, "leaf: buffer belongs to another backend than this tape's");
-  Node n;
+  Node& n = nodes_.emplace_back();
   n.requires_grad = requires_grad;
   n.value = std::move(value);
-  nodes_.push_back(std::move(n));
   return static_cast<NodeId>(nodes_.size() - 1);
 }
 
@@ -142,14 +160,13 @@ Result<NodeId> Tape::apply(Op op, std::span<const NodeId> parents, Scalars scala
     TAPEWISE_CHECK(flush());
     TAPEWISE_CHECK(backend_->forward(op, scalars, {inputs, parents.size()}, *value));
   }
-  Node n;
+  Node& n = nodes_.emplace_back();
   n.op = op;
   n.scalars = scalars;
   n.arity = info.arity;
   for (std::size_t i = 0; i < parents.size(); ++i) n.parents[i] = parents[i];
   n.requires_grad = requires_grad;
   n.value = std::move(*value);
-  nodes_.push_back(std::move(n));
   const auto id = static_cast<NodeId>(nodes_.size() - 1);
   if (deferred) pending_.push_back(id);  // within the reserved capacity: cannot fail
   return id;
@@ -202,7 +219,8 @@ Result<void> Tape::check_backward_args(const char* what, NodeId out, const Buffe
 
 Result<Gradients> Tape::run_backward(NodeId out, const Buffer& seed, VjpPath path, bool dense) const {
   TAPEWISE_CHECK(check_backward_args(dense ? "backward_dense" : "backward", out, seed));
-  const detail::BackwardPlan plan = detail::plan_backward(nodes_, out, dense);
+  detail::BackwardPlan& plan = scratch.plan;
+  detail::plan_backward(nodes_, out, dense, plan);
   // Every node the backward visits has the output's shape (a node's inputs have its shape), so
   // the output's size decides whether they are all small enough for one program.
   const std::int64_t numel = nodes_[static_cast<std::size_t>(out)].value.numel();
@@ -288,14 +306,19 @@ Result<Gradients> Tape::run_plan_as_program(const detail::BackwardPlan& plan, No
   Backend& be = *backend_;
   const std::size_t count = nodes_.size();
   auto at = [&](NodeId id) -> const Node& { return nodes_[static_cast<std::size_t>(id)]; };
-  std::vector<BufferSpec> specs;
-  std::vector<std::size_t> slot_of(count, SIZE_MAX);
+  // Slot specs written over the scratch's earlier ones: their shapes' storage is reused.
+  std::vector<BufferSpec>& specs = scratch.specs;
+  std::vector<std::size_t>& slot_of = scratch.slot_of;
+  slot_of.assign(count, SIZE_MAX);
+  std::size_t slots_needed = 0;
   for (std::size_t id = 0; id < count; ++id) {
     if (!plan.has_slot(static_cast<NodeId>(id), dense, nodes_[id])) continue;
-    slot_of[id] = specs.size();
-    specs.push_back({nodes_[id].value.shape(), nodes_[id].value.dtype()});
+    if (slots_needed == specs.size()) specs.emplace_back();
+    specs[slots_needed].shape = nodes_[id].value.shape();
+    specs[slots_needed].dtype = nodes_[id].value.dtype();
+    slot_of[id] = slots_needed++;
   }
-  auto arena = be.allocate_many(specs, AllocTag::gradient);
+  auto arena = be.allocate_many({specs.data(), slots_needed}, AllocTag::gradient);
   TAPEWISE_CHECK(arena);
   TAPEWISE_CHECK(flush());
   std::vector<Buffer>& slots = *arena;
@@ -308,8 +331,8 @@ Result<Gradients> Tape::run_plan_as_program(const detail::BackwardPlan& plan, No
     return step;
   };
 
-  detail::Program program;
-  program.steps.reserve(plan.visits.size() + 1 + plan.zero_slots.size());
+  detail::Program& program = scratch.backward_program;
+  clear(program);
   detail::Step copy = base_step(detail::StepKind::pass, seed);
   copy.in[0] = seed.data();
   copy.out[0] = slot(out).data();
@@ -335,7 +358,8 @@ Result<Gradients> Tape::run_plan_as_program(const detail::BackwardPlan& plan, No
   }
   // Dense: slots that received nothing hold +0; a large one (a node outside the output's graph)
   // by a fill kernel, so the program's threads stay as many as the output's elements.
-  std::vector<NodeId> large_zeros;
+  std::vector<NodeId>& large_zeros = scratch.large_zeros;
+  large_zeros.clear();
   for (NodeId id : plan.zero_slots) {
     Buffer& zeros = slot(id);
     if (!runs_as_program(zeros.numel(), be.program_threshold())) {

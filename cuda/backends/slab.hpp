@@ -1,0 +1,146 @@
+// cuda/backends/slab.hpp — small allocations carved from large slabs: the backends' raw allocation
+// for buffers of at most kMaxCarveBytes, so that recording a small node costs a pointer bump
+// instead of a device allocation and releasing it a count instead of a device free. A slab is
+// reused once all its buffers are released; a few empty slabs are kept for the next tape.
+// Buffers, their statistics and injected allocation failures are Backend's, above this layer:
+// each carved buffer is still one counted allocation there.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <tapewise/core.hpp>
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#endif
+
+namespace tapewise::detail {
+
+class SlabAllocator {
+ public:
+  static constexpr std::size_t kSlabBytes = std::size_t{4} << 20;
+  static constexpr std::size_t kMaxCarveBytes = kSlabBytes / 16;  // 256 KiB: 2^16 float32 elements
+  static constexpr std::size_t kAlign = 256;                      // as cudaMalloc's
+  static constexpr std::size_t kMaxEmptySlabs = 16;               // kept for reuse: 64 MiB
+
+  // host_memory: the slabs are host memory, which AddressSanitizer builds poison between buffers.
+  explicit SlabAllocator(bool host_memory) : host_memory_(host_memory) {}
+  SlabAllocator(const SlabAllocator&) = delete;
+  SlabAllocator& operator=(const SlabAllocator&) = delete;
+
+  static bool carves(std::size_t bytes) { return bytes > 0 && bytes <= kMaxCarveBytes; }
+
+  // `bytes` (carves(bytes)) from the current slab, or from a new one that raw_allocate(kSlabBytes)
+  // returns (Result<void*>); its error is returned as is.
+  template <class RawAllocate>
+  Result<void*> allocate(std::size_t bytes, RawAllocate&& raw_allocate) {
+    const std::size_t size = (bytes + kAlign - 1) / kAlign * kAlign;
+    if (!current_ || current_->used + size > kSlabBytes) {
+      if (current_ && current_->live == 0) {
+        current_->used = 0;
+      } else {
+        auto slab = next_slab(raw_allocate);
+        if (!slab) return tl::unexpected(slab.error());
+        current_ = *slab;
+      }
+    }
+    std::byte* p = current_->base + current_->used;
+    current_->used += size;
+    current_->live += 1;
+    unpoison(p, bytes);
+    return static_cast<void*>(p);
+  }
+
+  // Releases p when a slab holds it (true); false for memory this allocator did not carve.
+  template <class RawRelease>
+  bool release(void* p, RawRelease&& raw_release) {
+    Slab* slab = find(p);
+    if (!slab) return false;
+    if (--slab->live > 0) return true;
+    if (slab == current_) {
+      slab->used = 0;  // empty: carve again from its start
+      poison(slab->base, kSlabBytes);
+    } else if (empty_.size() < kMaxEmptySlabs) {
+      slab->used = 0;
+      poison(slab->base, kSlabBytes);
+      empty_.push_back(slab);
+    } else {
+      drop(slab, raw_release);
+    }
+    return true;
+  }
+
+  // Frees every slab (the backend's destructor: no buffer of it is alive any more).
+  template <class RawRelease>
+  void release_all(RawRelease&& raw_release) {
+    for (const std::unique_ptr<Slab>& slab : slabs_) {
+      unpoison(slab->base, kSlabBytes);
+      raw_release(static_cast<void*>(slab->base));
+    }
+    slabs_.clear();
+    empty_.clear();
+    current_ = nullptr;
+  }
+
+ private:
+  struct Slab {
+    std::byte* base;
+    std::size_t used;
+    std::int64_t live;
+  };
+
+  template <class RawAllocate>
+  Result<Slab*> next_slab(RawAllocate& raw_allocate) {
+    if (!empty_.empty()) {
+      Slab* slab = empty_.back();
+      empty_.pop_back();
+      return slab;
+    }
+    Result<void*> got = raw_allocate(kSlabBytes);
+    if (!got) return tl::unexpected(got.error());
+    auto slab = std::make_unique<Slab>(Slab{static_cast<std::byte*>(*got), 0, 0});
+    poison(slab->base, kSlabBytes);
+    Slab* raw = slab.get();
+    slabs_.insert(std::upper_bound(slabs_.begin(), slabs_.end(), raw->base, by_base), std::move(slab));
+    return raw;
+  }
+
+  template <class RawRelease>
+  void drop(Slab* slab, RawRelease& raw_release) {
+    unpoison(slab->base, kSlabBytes);
+    raw_release(static_cast<void*>(slab->base));
+    slabs_.erase(std::find_if(slabs_.begin(), slabs_.end(), [&](const auto& s) { return s.get() == slab; }));
+  }
+
+  // The slab whose range holds p, or nullptr.
+  Slab* find(const void* p) const {
+    const auto* at = static_cast<const std::byte*>(p);
+    auto it = std::upper_bound(slabs_.begin(), slabs_.end(), at, by_base);
+    if (it == slabs_.begin()) return nullptr;
+    Slab* slab = std::prev(it)->get();
+    return at < slab->base + kSlabBytes ? slab : nullptr;
+  }
+  static bool by_base(const std::byte* at, const std::unique_ptr<Slab>& slab) { return at < slab->base; }
+
+  void poison([[maybe_unused]] const void* p, [[maybe_unused]] std::size_t bytes) const {
+#if defined(__SANITIZE_ADDRESS__)
+    if (host_memory_) ASAN_POISON_MEMORY_REGION(p, bytes);
+#endif
+  }
+  void unpoison([[maybe_unused]] const void* p, [[maybe_unused]] std::size_t bytes) const {
+#if defined(__SANITIZE_ADDRESS__)
+    if (host_memory_) ASAN_UNPOISON_MEMORY_REGION(p, bytes);
+#endif
+  }
+
+  bool host_memory_;
+  std::vector<std::unique_ptr<Slab>> slabs_;  // sorted by base
+  std::vector<Slab*> empty_;                  // empty slabs kept for reuse, not current
+  Slab* current_ = nullptr;                   // the slab carving goes on in
+};
+
+}  // namespace tapewise::detail
