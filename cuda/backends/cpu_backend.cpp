@@ -1,12 +1,12 @@
 // cuda/backends/cpu_backend.cpp — the CPU backend: the production per-element code (op_math.cuh) compiled
 // for the host and run in a plain loop, so machines without a GPU (CI) still run the production
 // math. Host memory via operator new; the same tagging and counting as the CUDA backend.
-#include <algorithm>
 #include <cstring>
 #include <new>
 
 #include <tapewise/backend.hpp>
 
+#include "backends/slab.hpp"
 #include "kernels/dispatch.hpp"
 #include "kernels/program.hpp"
 
@@ -29,6 +29,9 @@ struct HostLoop {
 
 class CpuBackend final : public Backend {
  public:
+  CpuBackend() = default;
+  ~CpuBackend() override { slabs_.release_all([](void* p) { host_release(p); }); }
+
   BackendKind kind() const override { return BackendKind::cpu; }
   std::string describe() const override { return "CPU (host loop over the production per-element code)"; }
 
@@ -46,13 +49,11 @@ class CpuBackend final : public Backend {
     HostLoop loop;
     return detail::run_prim(loop, p, c, inputs, out);
   }
-  // Each element sees every step in order, as in the CUDA kernel; the elements go in tiles, each
-  // step over a whole tile, so a step's operands stay in cache for the next step.
+  // Each element runs every step in order through the interpreter the CUDA kernel runs
+  // (program.hpp: run_steps_at, with its one-step lookahead), so CI checks that code on the host.
   Result<void> run_program(const detail::Program& program) override {
-    constexpr std::int64_t kTile = 256;
-    for (std::int64_t first = 0; first < program.max_numel; first += kTile)
-      for (const detail::Step& step : program.steps)
-        for (std::int64_t i = first, end = std::min(first + kTile, step.numel); i < end; ++i) detail::run_step_at(step, i);
+    const auto count = static_cast<std::int64_t>(program.steps.size());
+    for (std::int64_t i = 0; i < program.max_numel; ++i) detail::run_steps_at(program.steps.data(), count, i);
     return {};
   }
   Result<void> synchronize() override { return {}; }
@@ -60,12 +61,14 @@ class CpuBackend final : public Backend {
   int device_id() const override { return 0; }
 
  protected:
+  // Small buffers come from slabs (slab.hpp), as on the CUDA backend.
   Result<void*> raw_allocate(std::size_t bytes) override {
-    void* p = ::operator new(bytes, std::align_val_t{64}, std::nothrow);
-    if (!p) return fail(ErrorCode::OutOfMemory, "host allocation of " + std::to_string(bytes) + " bytes failed");
-    return p;
+    if (detail::SlabAllocator::carves(bytes)) return slabs_.allocate(bytes, host_allocate);
+    return host_allocate(bytes);
   }
-  void raw_release(void* p) override { ::operator delete(p, std::align_val_t{64}); }
+  void raw_release(void* p) override {
+    if (!slabs_.release(p, host_release)) host_release(p);
+  }
   Result<void> copy_to_device(void* dst, const void* src, std::size_t bytes) override {
     std::memcpy(dst, src, bytes);
     return {};
@@ -76,6 +79,16 @@ class CpuBackend final : public Backend {
   }
   // Host memory cannot be told from other memory here: the caller's word is taken (wrap's contract).
   Result<void> check_caller_memory(const void*) const override { return {}; }
+
+ private:
+  static Result<void*> host_allocate(std::size_t bytes) {
+    void* p = ::operator new(bytes, std::align_val_t{detail::SlabAllocator::kAlign}, std::nothrow);
+    if (!p) return fail(ErrorCode::OutOfMemory, "host allocation of " + std::to_string(bytes) + " bytes failed");
+    return p;
+  }
+  static void host_release(void* p) { ::operator delete(p, std::align_val_t{detail::SlabAllocator::kAlign}); }
+
+  detail::SlabAllocator slabs_{true};
 };
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "dispatch.hpp"
@@ -57,46 +58,152 @@ struct Program {
 // Longer programs run as several launches in order, which keeps each element's order of steps.
 inline constexpr int kStepsPerLaunch = 448;
 
+// One element of a float or double, held in a register between steps as raw bits.
+using Bits = std::uint64_t;
 template <class T>
-TW_HD void write_slot(SlotWrite how, void* slot, std::int64_t i, T c) {
-  T* s = static_cast<T*>(slot);
-  switch (how) {
-    case SlotWrite::none: return;
-    case SlotWrite::store: s[i] = c; return;
-    case SlotWrite::store_dense: s[i] = c + T(0); return;
-    case SlotWrite::accumulate: s[i] = s[i] + c; return;
+TW_HD T from_bits(Bits b) {
+  T v;
+  std::memcpy(&v, &b, sizeof(T));
+  return v;
+}
+template <class T>
+TW_HD Bits to_bits(T v) {
+  Bits b = 0;
+  std::memcpy(&b, &v, sizeof(T));
+  return b;
+}
+
+// What a step reads at one element, loaded before the previous step runs (so the loads' latency
+// overlaps that step's math): its inputs, its upstream g (vjp), and the slots it accumulates into.
+struct Operands {
+  Bits in[2];
+  Bits g;
+  Bits slot[2];
+};
+
+// What a step wrote at one element: the next step's operands at these addresses were loaded before
+// the write, so it takes them from here. Buffers a program writes are the tape's own (node values,
+// gradient slots): two of them are the same buffer or disjoint, so comparing pointers is enough.
+struct Written {
+  const void* at[2] = {nullptr, nullptr};
+  Bits value[2] = {0, 0};
+
+  TW_HD void take(const void* p, Bits& operand) const {
+    for (int k = 0; k < 2; ++k)
+      if (at[k] && at[k] == p) operand = value[k];
   }
+};
+
+template <class T>
+TW_HD Bits load(const void* p, std::int64_t i) {
+  return to_bits(static_cast<const T*>(p)[i]);
+}
+
+// The buffers a step writes at every element it runs (nullptr where none): the next step's operands
+// there come from its Written, and loading them would only wait for memory about to be overwritten.
+struct Writes {
+  const void* at[2] = {nullptr, nullptr};
+};
+TW_HD Writes writes_of(const Step& step) {
+  const bool out0 = step.kind == StepKind::forward || step.kind == StepKind::zero || step.write[0] != SlotWrite::none;
+  const bool out1 = step.kind == StepKind::vjp && step.write[1] != SlotWrite::none;
+  return {{out0 ? step.out[0] : nullptr, out1 ? step.out[1] : nullptr}};
+}
+
+// The operands of `step` at element i (i < step.numel) outside `skip`: which pointers are set says
+// what it reads (forward, vjp: in[0], and in[1] for two inputs; vjp: g; pass: in[0]; accumulating
+// writes: the slot).
+template <class T>
+TW_HD Operands load_operands_typed(const Step& step, std::int64_t i, Writes skip) {
+  Operands o{};
+  auto read = [&](const void* p, Bits& operand) {
+    if (p != skip.at[0] && p != skip.at[1]) operand = load<T>(p, i);
+  };
+  if (step.kind == StepKind::zero) return o;
+  read(step.in[0], o.in[0]);
+  if (step.kind == StepKind::pass) {
+    if (step.write[0] == SlotWrite::accumulate) read(step.out[0], o.slot[0]);
+    return o;
+  }
+  if (step.in[1]) read(step.in[1], o.in[1]);
+  if (step.kind == StepKind::vjp) {
+    read(step.g, o.g);
+    for (int k = 0; k < 2; ++k)
+      if (step.write[k] == SlotWrite::accumulate) read(step.out[k], o.slot[k]);
+  }
+  return o;
+}
+
+TW_HD Operands load_operands(const Step& step, std::int64_t i, Writes skip) {
+  return step.dtype == DType::float32 ? load_operands_typed<float>(step, i, skip)
+                                      : load_operands_typed<double>(step, i, skip);
+}
+
+// The operands `written` replaced (the step before `step` wrote them after they were loaded).
+TW_HD void take_written(const Step& step, const Written& written, Operands& o) {
+  written.take(step.in[0], o.in[0]);
+  written.take(step.in[1], o.in[1]);
+  written.take(step.g, o.g);
+  written.take(step.out[0], o.slot[0]);
+  written.take(step.out[1], o.slot[1]);
+}
+
+// A contribution c reaching slot k of a step as the tape's per-node accumulate would land it; `existing`
+// is the slot's value before the step (out[1] == out[0] when both inputs are one node: then it is
+// what out[0] just received).
+template <class T>
+TW_HD void write_slot(const Step& step, int k, std::int64_t i, T c, Bits existing, Written& written) {
+  T v = c;  // SlotWrite::store
+  switch (step.write[k]) {
+    case SlotWrite::none: return;
+    case SlotWrite::store: break;
+    case SlotWrite::store_dense: v = c + T(0); break;
+    case SlotWrite::accumulate:
+      if (k == 1) written.take(step.out[1], existing);
+      v = from_bits<T>(existing) + c;
+      break;
+  }
+  static_cast<T*>(step.out[k])[i] = v;
+  written.at[k] = step.out[k];
+  written.value[k] = to_bits(v);
 }
 
 // A forward or VJP step of one node at element i, through the functors the per-node kernels run.
 template <Op op, class T>
-TW_HD void run_node_step(const Step& step, std::int64_t i) {
+TW_HD Written run_node_step(const Step& step, std::int64_t i, const Operands& o) {
   constexpr int arity = kArity<op>;
   const math::Params<T> p = params_of<T>(Scalars{step.s0, step.s1});
   T in[3];  // the inputs, then (vjp) g: the operand order of ForwardFn and VjpFn
-  in[0] = static_cast<const T*>(step.in[0])[i];
-  if constexpr (arity == 2) in[1] = static_cast<const T*>(step.in[1])[i];
+  in[0] = from_bits<T>(o.in[0]);
+  if constexpr (arity == 2) in[1] = from_bits<T>(o.in[1]);
+  Written written;
   if (step.kind == StepKind::forward) {
     T y[1];
     ForwardFn<op, T>{p}(in, y);
     static_cast<T*>(step.out[0])[i] = y[0];
-    return;
+    written.at[0] = step.out[0];
+    written.value[0] = to_bits(y[0]);
+    return written;
   }
-  in[arity] = static_cast<const T*>(step.g)[i];
+  in[arity] = from_bits<T>(o.g);
   T d[arity];
   VjpFn<op, T>{p}(in, d);
-  for (int k = 0; k < arity; ++k) write_slot(step.write[k], step.out[k], i, d[k]);
+  for (int k = 0; k < arity; ++k) write_slot(step, k, i, d[k], o.slot[k], written);
+  return written;
 }
 
 template <class T>
-TW_HD void run_step_typed(const Step& step, std::int64_t i) {
+TW_HD Written run_step_typed(const Step& step, std::int64_t i, const Operands& o) {
+  Written written;
   switch (step.kind) {
     case StepKind::pass:
-      write_slot(step.write[0], step.out[0], i, static_cast<const T*>(step.in[0])[i]);
-      return;
+      write_slot(step, 0, i, from_bits<T>(o.in[0]), o.slot[0], written);
+      return written;
     case StepKind::zero:
       static_cast<T*>(step.out[0])[i] = T(0);
-      return;
+      written.at[0] = step.out[0];
+      written.value[0] = to_bits(T(0));
+      return written;
     case StepKind::forward:
     case StepKind::vjp:
       break;
@@ -104,27 +211,49 @@ TW_HD void run_step_typed(const Step& step, std::int64_t i) {
   switch (step.op) {
 #define TAPEWISE_OP(name, ...) \
   case Op::name:               \
-    return run_node_step<Op::name, T>(step, i);
+    return run_node_step<Op::name, T>(step, i, o);
 #include <tapewise/ops.def>
 #undef TAPEWISE_OP
   }
+  return written;
 }
 
-// One step at element i (i < step.numel).
-TW_HD void run_step_at(const Step& step, std::int64_t i) {
-  if (step.dtype == DType::float32) {
-    run_step_typed<float>(step, i);
-  } else {
-    run_step_typed<double>(step, i);
-  }
+// One step at element i (i < step.numel), from its operands; returns what it wrote.
+TW_HD Written run_step_at(const Step& step, std::int64_t i, const Operands& o) {
+  if (step.dtype == DType::float32) return run_step_typed<float>(step, i, o);
+  return run_step_typed<double>(step, i, o);
 }
 
 // Every step of a program at element i, in order; a step shorter than i is skipped. Elements are
 // independent (each step reads and writes element i only), so a runner may cover them in any
-// order or in parallel, as long as each element sees the steps in order.
+// order or in parallel, as long as each element sees the steps in order. Nothing a step waits for is
+// fetched on its turn: its operands were loaded before the previous step ran (whatever that step
+// writes comes from registers instead, so a chain of nodes passes its values in registers), and its
+// parameters were read the turn before that (on CUDA they live in the constant bank, whose misses
+// would otherwise sit on every step's critical path). Same values in the same order, so the same
+// bits as step by step.
 TW_HD void run_steps_at(const Step* steps, std::int64_t count, std::int64_t i) {
-  for (std::int64_t k = 0; k < count; ++k)
-    if (i < steps[k].numel) run_step_at(steps[k], i);
+  if (count <= 0) return;
+  Step current = steps[0];
+  Step following{};
+  if (count > 1) following = steps[1];
+  Operands operands{};
+  if (i < current.numel) operands = load_operands(current, i, Writes{});
+  for (std::int64_t k = 0; k < count; ++k) {
+    const bool runs = i < current.numel;
+    const bool next_runs = k + 1 < count && i < following.numel;
+    Operands next{};
+    if (next_runs) next = load_operands(following, i, runs ? writes_of(current) : Writes{});
+    Step after = following;  // the step two ahead, where there is one
+    if (k + 2 < count) after = steps[k + 2];
+    if (runs) {
+      const Written written = run_step_at(current, i, operands);
+      if (next_runs) take_written(following, written, next);
+    }
+    current = following;
+    following = after;
+    operands = next;
+  }
 }
 
 #if defined(__CUDACC__)
