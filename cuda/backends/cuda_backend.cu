@@ -1,16 +1,20 @@
-// cuda/backends/cuda_backend.cu — the production backend: stream-ordered device memory (cudaMallocFromPoolAsync
-// on the backend's stream, from a memory pool of the backend's own) and one grid-stride kernel per
-// node and direction, with 16-byte vector loads and stores. Every CUDA call is checked in cuda_check;
-// every entry point runs under a DeviceGuard, so the caller's current device is never changed.
+// cuda/backends/cuda_backend.cu — the production backend: stream-ordered device memory (small buffers
+// carved from slabs, slab.hpp; the rest cudaMallocFromPoolAsync on the backend's stream, from a memory
+// pool of the backend's own) and one kernel per node and direction, with 16-byte vector loads and
+// stores in each kernel's tuned launch shape. Every CUDA call is checked in cuda_check; every entry
+// point that calls CUDA runs under a DeviceGuard, so the caller's current device is never changed.
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
+#include <string_view>
 
 #include <cuda_runtime.h>
 
 #include <tapewise/backend.hpp>
 
 #include "kernels/dispatch.hpp"
+#include "backends/slab.hpp"
 #include "kernels/program.hpp"
 
 namespace tapewise {
@@ -36,60 +40,111 @@ struct alignas(16) Vec {
   T v[V];
 };
 
-constexpr int kThreads = 256;
-// 16-byte vectors per operand that each thread loads before computing any of them: kUnroll * nin
-// independent loads in flight per thread, whatever the occupancy the op's registers allow.
-constexpr int kUnroll = 4;
-constexpr std::int64_t kTile = std::int64_t{kThreads} * kUnroll;  // vectors per block and step
-constexpr std::int64_t kMaxBlocks = std::int64_t{1} << 30;        // grid-stride beyond this
+// The elementwise kernel's launch shapes: threads per block and 16-byte vectors per thread (each
+// thread loads all of its vectors before computing any). One block covers one tile of
+// Threads * Vectors vectors. `tuned` gives each kernel its own (tuned_shape below); the environment
+// variable TAPEWISE_MAP_SHAPE (read by make_cuda_backend) can put one shape on every kernel, so
+// that a benchmark compares them side by side in one run.
+enum class MapShape { tuned, t128v1, t128v2, t256v4 };
+struct MapShapeInfo {
+  MapShape shape;
+  const char* name;
+};
+constexpr MapShapeInfo kMapShapes[] = {
+    {MapShape::tuned, "tuned"},
+    {MapShape::t128v1, "t128v1"},  // PyTorch's vectorized kernel: one 16-byte vector a thread
+    {MapShape::t128v2, "t128v2"},
+    {MapShape::t256v4, "t256v4"},  // round 1's: four vectors in flight per operand and thread
+};
+constexpr MapShape kDefaultMapShape = MapShape::tuned;
 
-// Block b covers vectors [b * kTile, (b + 1) * kTile): thread t takes vectors b*kTile + t + u*kThreads
-// (u < kUnroll), coalesced per u. All loads of a step precede its first store, so in-place calls
-// (a prim whose output is its input) stay correct: each element is read, then written, by one thread.
-// __launch_bounds__(kThreads, 1): without the 1, ptxas caps some instantiations at 32 registers and
-// spills (clamp forward float32: 44 bytes, abs/neg float64: 4); with it, no instantiation spills.
-template <class Fn, class T>
-__global__ void __launch_bounds__(kThreads, 1)
+// Each kernel's shape, from the side-by-side sweep of all shapes at 2^26 on the H200 (README,
+// Performance): one vector a thread where the kernel streams memory (most of them: the copy's
+// speed, PyTorch's shape); two where an element's libm math is long (a thread's second vector hides
+// its latency); four for the longest (softplus, safeLog; float64 tanh, silu, gelu), where a thread's
+// independent elements keep the issue slots busy.
+constexpr MapShape forward_shape(Op op, bool f64) {
+  switch (op) {
+    case Op::softplus: case Op::safeLog: return MapShape::t256v4;
+    case Op::tanh: case Op::silu: case Op::gelu: return f64 ? MapShape::t256v4 : op == Op::tanh ? MapShape::t128v1 : MapShape::t128v2;
+    case Op::sin: case Op::cos: case Op::log: return MapShape::t128v2;
+    case Op::exp: return f64 ? MapShape::t128v2 : MapShape::t128v1;
+    case Op::clamp: return f64 ? MapShape::t128v1 : MapShape::t128v2;
+    default: return MapShape::t128v1;
+  }
+}
+constexpr MapShape vjp_shape(Op op, bool f64) {
+  switch (op) {
+    case Op::safeLog: return MapShape::t128v2;
+    case Op::exp: case Op::sigmoid: case Op::softplus: case Op::gelu: return f64 ? MapShape::t128v2 : MapShape::t128v1;
+    default: return MapShape::t128v1;
+  }
+}
+template <class Fn>
+struct TunedShape {  // prims: copies, fills and single ops of the staged VJPs, memory-bound
+  static constexpr MapShape value = MapShape::t128v1;
+};
+template <Op op, class T>
+struct TunedShape<detail::ForwardFn<op, T>> {
+  static constexpr MapShape value = forward_shape(op, sizeof(T) == 8);
+};
+template <Op op, class T>
+struct TunedShape<detail::VjpFn<op, T>> {
+  static constexpr MapShape value = vjp_shape(op, sizeof(T) == 8);
+};
+
+constexpr std::int64_t kMaxBlocks = std::int64_t{1} << 30;  // tiles beyond this: the grid strides
+
+// Block b covers tile b (and b + gridDim.x, ... past kMaxBlocks tiles): thread t takes the tile's
+// vectors t + u * Threads (u < Vectors), coalesced per u. Offsets inside a tile are 32-bit; the
+// tile's base is 64-bit once per block. All loads of a tile precede its first store, so in-place
+// calls (a prim whose output is its input) stay correct: each element is read, then written, by one
+// thread. No instantiation spills (cuobjdump --dump-resource-usage: LOCAL 0; the STACK of sin/cos
+// is their slow path's table).
+template <class Fn, class T, int Threads, int Vectors>
+__global__ void __launch_bounds__(Threads)
     map_kernel(Fn fn, std::int64_t n, Pointers<const T, Fn::nin> in, Pointers<T, Fn::nout> out,
                bool vectorized) {
   constexpr int V = 16 / sizeof(T);
+  constexpr int kIn = Fn::nin > 0 ? Fn::nin : 1;
+  constexpr std::int64_t kTile = std::int64_t{Threads} * Vectors;
   using VecT = Vec<T, V>;
   const std::int64_t nvec = vectorized ? n / V : 0;
-  for (std::int64_t first = std::int64_t{blockIdx.x} * kTile + threadIdx.x; first < nvec;
-       first += std::int64_t{gridDim.x} * kTile) {
-    VecT xs[kUnroll][Fn::nin > 0 ? Fn::nin : 1];
+  for (std::int64_t base = std::int64_t{blockIdx.x} * kTile; base < nvec; base += std::int64_t{gridDim.x} * kTile) {
+    const int in_tile = static_cast<int>(nvec - base < kTile ? nvec - base : kTile);
+    VecT xs[Vectors][kIn];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const std::int64_t i = first + u * kThreads;
-      if (i < nvec) {
+    for (int u = 0; u < Vectors; ++u) {
+      const int j = static_cast<int>(threadIdx.x) + u * Threads;
+      if (j < in_tile) {
 #pragma unroll
-        for (int k = 0; k < Fn::nin; ++k) xs[u][k] = reinterpret_cast<const VecT*>(in.p[k])[i];
+        for (int k = 0; k < Fn::nin; ++k) xs[u][k] = reinterpret_cast<const VecT*>(in.p[k] + base * V)[j];
       }
     }
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const std::int64_t i = first + u * kThreads;
-      if (i < nvec) {
+    for (int u = 0; u < Vectors; ++u) {
+      const int j = static_cast<int>(threadIdx.x) + u * Threads;
+      if (j < in_tile) {
         VecT ys[Fn::nout];
 #pragma unroll
-        for (int j = 0; j < V; ++j) {
-          T x[Fn::nin > 0 ? Fn::nin : 1];
+        for (int e = 0; e < V; ++e) {
+          T x[kIn];
           T y[Fn::nout];
 #pragma unroll
-          for (int k = 0; k < Fn::nin; ++k) x[k] = xs[u][k].v[j];
+          for (int k = 0; k < Fn::nin; ++k) x[k] = xs[u][k].v[e];
           fn(x, y);
 #pragma unroll
-          for (int k = 0; k < Fn::nout; ++k) ys[k].v[j] = y[k];
+          for (int k = 0; k < Fn::nout; ++k) ys[k].v[e] = y[k];
         }
 #pragma unroll
-        for (int k = 0; k < Fn::nout; ++k) reinterpret_cast<VecT*>(out.p[k])[i] = ys[k];
+        for (int k = 0; k < Fn::nout; ++k) reinterpret_cast<VecT*>(out.p[k] + base * V)[j] = ys[k];
       }
     }
   }
   // Scalar elements: the last n % V when vectorized, all of them when an operand is misaligned.
-  const std::int64_t stride = std::int64_t{gridDim.x} * blockDim.x;
-  for (std::int64_t i = nvec * V + std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += stride) {
-    T x[Fn::nin > 0 ? Fn::nin : 1];
+  const std::int64_t stride = std::int64_t{gridDim.x} * Threads;
+  for (std::int64_t i = nvec * V + std::int64_t{blockIdx.x} * Threads + threadIdx.x; i < n; i += stride) {
+    T x[kIn];
     T y[Fn::nout];
 #pragma unroll
     for (int k = 0; k < Fn::nin; ++k) x[k] = in.p[k][i];
@@ -102,10 +157,11 @@ __global__ void __launch_bounds__(kThreads, 1)
 bool aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; }
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
-// The grid covers the tensor once (one step per block), so no block count depends on how many
+// The grid covers the tensor once (one tile per block), so no block count depends on how many
 // blocks of this kernel an SM can hold; the error text is built only on failure.
 struct KernelLaunch {
   cudaStream_t stream;
+  MapShape shape;
 
   template <class Fn, class T>
   Result<void> run(const Fn& fn, std::int64_t n, const T* const* in, T* const* out,
@@ -122,17 +178,48 @@ struct KernelLaunch {
       outs.p[k] = out[k];
       vectorized = vectorized && aligned16(out[k]);
     }
+    switch (shape == MapShape::tuned ? TunedShape<Fn>::value : shape) {
+      case MapShape::t128v1: return launch<Fn, T, 128, 1>(fn, n, ins, outs, vectorized, what);
+      case MapShape::t128v2: return launch<Fn, T, 128, 2>(fn, n, ins, outs, vectorized, what);
+      case MapShape::tuned:  // TunedShape never answers tuned
+      case MapShape::t256v4: return launch<Fn, T, 256, 4>(fn, n, ins, outs, vectorized, what);
+    }
+    return fail(ErrorCode::InvalidArgument, std::string(what) + ": unknown launch shape");
+  }
+
+  template <class Fn, class T, int Threads, int Vectors>
+  Result<void> launch(const Fn& fn, std::int64_t n, const Pointers<const T, Fn::nin>& ins,
+                      const Pointers<T, Fn::nout>& outs, bool vectorized, const char* what) {
     constexpr int V = 16 / sizeof(T);
     const std::int64_t nvec = vectorized ? n / V : 0;
     const std::int64_t scalars = n - nvec * V;
-    const std::int64_t blocks =
-        std::clamp<std::int64_t>(std::max(ceil_div(nvec, kTile), ceil_div(scalars, kThreads)), 1, kMaxBlocks);
-    map_kernel<Fn, T><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(fn, n, ins, outs, vectorized);
+    const std::int64_t blocks = std::clamp<std::int64_t>(
+        std::max(ceil_div(nvec, std::int64_t{Threads} * Vectors), ceil_div(scalars, Threads)), 1, kMaxBlocks);
+    map_kernel<Fn, T, Threads, Vectors><<<static_cast<unsigned>(blocks), Threads, 0, stream>>>(fn, n, ins, outs, vectorized);
     const cudaError_t err = cudaGetLastError();
     if (err == cudaSuccess) return {};
     return cuda_check(err, std::string(what) + " kernel launch");
   }
 };
+
+// TAPEWISE_MAP_SHAPE: a launch shape by name (kMapShapes) for every kernel, for benchmarking the
+// alternatives; unset or empty: each kernel's tuned shape.
+Result<MapShape> map_shape_from_environment() {
+  const char* name = std::getenv("TAPEWISE_MAP_SHAPE");
+  if (!name || !*name) return kDefaultMapShape;
+  std::string known;
+  for (const MapShapeInfo& info : kMapShapes) {
+    if (info.name == std::string_view(name)) return info.shape;
+    known += known.empty() ? info.name : std::string(", ") + info.name;
+  }
+  return fail(ErrorCode::InvalidArgument, std::string("TAPEWISE_MAP_SHAPE=") + name + " is not a launch shape (" + known + ")");
+}
+
+const char* map_shape_name(MapShape shape) {
+  for (const MapShapeInfo& info : kMapShapes)
+    if (info.shape == shape) return info.name;
+  return "?";
+}
 
 // Makes `device` current for the guard's scope and puts the caller's current device back after.
 class DeviceGuard {
@@ -154,11 +241,13 @@ class DeviceGuard {
 
 class CudaBackend final : public Backend {
  public:
-  CudaBackend(int device, cudaStream_t stream, bool owns_stream, cudaMemPool_t pool, int sm_count, std::string name)
+  CudaBackend(int device, cudaStream_t stream, bool owns_stream, cudaMemPool_t pool, int sm_count, std::string name,
+              MapShape map_shape)
       : device_(device), stream_(stream), owns_stream_(owns_stream), pool_(pool), sm_count_(sm_count),
-        name_(std::move(name)) {}
+        name_(std::move(name)), map_shape_(map_shape) {}
   ~CudaBackend() override {
     DeviceGuard guard(device_);
+    slabs_.release_all([&](void* p) { cudaFreeAsync(p, stream_); });
     cudaStreamSynchronize(stream_);
     if (owns_stream_) cudaStreamDestroy(stream_);
     cudaMemPoolDestroy(pool_);
@@ -167,7 +256,8 @@ class CudaBackend final : public Backend {
   BackendKind kind() const override { return BackendKind::cuda; }
   std::string describe() const override {
     return "CUDA device " + std::to_string(device_) + ": " + name_ + ", " + std::to_string(sm_count_) + " SMs" +
-           (owns_stream_ ? "" : ", caller's stream");
+           (owns_stream_ ? "" : ", caller's stream") +
+           (map_shape_ == kDefaultMapShape ? "" : std::string(", launch shape ") + map_shape_name(map_shape_));
   }
   int dlpack_device_type() const override { return 2; }  // kDLCUDA
   int device_id() const override { return device_; }
@@ -202,16 +292,15 @@ class CudaBackend final : public Backend {
   cudaStream_t stream() const { return stream_; }
 
  protected:
+  // Small buffers come from slabs (slab.hpp): no CUDA call. Memory is reused in stream order either
+  // way: every kernel of this backend runs on its one stream.
   Result<void*> raw_allocate(std::size_t bytes) override {
-    DeviceGuard guard(device_);
-    void* p = nullptr;
-    TAPEWISE_CHECK(cuda_check(cudaMallocFromPoolAsync(&p, bytes, pool_, stream_),
-                              "cudaMallocFromPoolAsync of " + std::to_string(bytes) + " bytes"));
-    return p;
+    if (detail::SlabAllocator::carves(bytes)) return slabs_.allocate(bytes, [&](std::size_t b) { return pool_allocate(b); });
+    return pool_allocate(bytes);
   }
   void raw_release(void* p) override {
-    DeviceGuard guard(device_);
-    cudaFreeAsync(p, stream_);
+    if (slabs_.release(p, [&](void* slab) { pool_release(slab); })) return;
+    pool_release(p);
   }
   Result<void> copy_to_device(void* dst, const void* src, std::size_t bytes) override {
     DeviceGuard guard(device_);
@@ -241,7 +330,18 @@ class CudaBackend final : public Backend {
   }
 
  private:
-  KernelLaunch launcher() const { return KernelLaunch{stream_}; }
+  KernelLaunch launcher() const { return KernelLaunch{stream_, map_shape_}; }
+  Result<void*> pool_allocate(std::size_t bytes) {
+    DeviceGuard guard(device_);
+    void* p = nullptr;
+    TAPEWISE_CHECK(cuda_check(cudaMallocFromPoolAsync(&p, bytes, pool_, stream_),
+                              "cudaMallocFromPoolAsync of " + std::to_string(bytes) + " bytes"));
+    return p;
+  }
+  void pool_release(void* p) {
+    DeviceGuard guard(device_);
+    cudaFreeAsync(p, stream_);
+  }
 
   int device_;
   cudaStream_t stream_;
@@ -249,6 +349,8 @@ class CudaBackend final : public Backend {
   cudaMemPool_t pool_;
   int sm_count_;
   std::string name_;
+  MapShape map_shape_;
+  detail::SlabAllocator slabs_{false};
 };
 
 }  // namespace
@@ -312,6 +414,8 @@ Result<std::shared_ptr<Backend>> make_cuda_backend(const CudaOptions& options) {
   if (device < 0 || device >= count)
     return fail(ErrorCode::InvalidArgument, "make_cuda_backend: device " + std::to_string(device) + " out of range (" +
                                                 std::to_string(count) + " CUDA devices)");
+  auto map_shape = map_shape_from_environment();
+  if (!map_shape) return tl::unexpected(map_shape.error());
   DeviceGuard guard(device);
   cudaDeviceProp prop{};
   TAPEWISE_CHECK(cuda_check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties"));
@@ -329,7 +433,7 @@ Result<std::shared_ptr<Backend>> make_cuda_backend(const CudaOptions& options) {
   }
   const std::string name = prop.name + std::string(" (sm_") + std::to_string(prop.major) + std::to_string(prop.minor) + ")";
   return std::shared_ptr<Backend>(
-      std::make_shared<CudaBackend>(device, stream, owns_stream, *pool, prop.multiProcessorCount, name));
+      std::make_shared<CudaBackend>(device, stream, owns_stream, *pool, prop.multiProcessorCount, name, *map_shape));
 }
 
 }  // namespace tapewise
