@@ -1,37 +1,65 @@
 #!/usr/bin/env python3
-# tools/bench_torch.py — the peer for tapewise-bench: PyTorch eager on the same GPU, per node, dtype and
-# size, forward and backward (torch.autograd.grad) medians, the copy, and the 1,000-node chain. Same op
-# definitions, inputs and timing as shared/perf/torch_baseline.py and torch_extra.py; writes JSON for
-# `tapewise-bench --torch FILE`. It measures PyTorch only; the comparison is tapewise-bench's.
+# tools/bench_torch.py — the peers for tapewise-bench, on the same GPU: PyTorch eager per node, dtype and
+# size (forward and backward medians), torch.compile (default mode; its compile time apart from its
+# steady state) and CUDA-graph replay of the same calls for a representative subset of nodes (all with
+# --peer-ops all), the copy, and the 1,000-node chain at several sizes in all three forms. Writes JSON
+# for `tapewise-bench --torch FILE`. It measures PyTorch only; the comparison is tapewise-bench's.
 import argparse
 import datetime
 import json
-import os
 import platform
+import subprocess
 import sys
 import time
 
-EPS = 1e-6
-POS = {'sqrt', 'log', 'div', 'inv'}  # inputs |x| + 0.5, as torch_baseline.py
+OPS_SCHEMA = 'tapewise-conform.ops/1'
+
+# The peers' default subset: a plain unary node, a compute-heavy one, one that eager runs as three
+# kernels (safeLog) and a binary one whose eager backward launches many (max). torch.compile of all
+# 23 nodes takes minutes; --peer-ops all does it.
+PEER_OPS = 'sin,gelu,safeLog,max'
 
 
-def ops(torch, F):
-    # Verbatim from shared/perf/torch_baseline.py.
-    return {
+def read_table(conform, ops_json):
+    # The op table (spec/ops.def) as `tapewise-conform ops --json` exports it: each node's first run
+    # scalar set (what tapewise-bench passes) and its bench_inputs (normal, or positive: |x| + 0.5).
+    if ops_json:
+        with open(ops_json) as f: table = json.load(f)
+    else:
+        done = subprocess.run([conform, 'ops', '--json', '-'], capture_output=True, text=True)
+        if done.returncode != 0: sys.exit(f'bench_torch: {conform} ops --json - failed: {done.stderr.strip()}')
+        table = json.loads(done.stdout)
+    if table.get('schema') != OPS_SCHEMA: sys.exit(f'bench_torch: op table schema {table.get("schema")!r}, not {OPS_SCHEMA}')
+    return {op['name']: op for op in table['ops']}
+
+
+def ops(torch, F, table):
+    # Each node as PyTorch writes it, with the table's sample scalars; names missing here fail the run.
+    def scalars(name):
+        sets = table[name]['run_scalars']
+        return [sets[0][s] for s in table[name]['scalars']] if sets else []
+    c, = scalars('scale')
+    lo, hi = scalars('clamp')
+    eps, = scalars('safeLog')
+    nodes = {
       'add': (2, lambda a,b: a+b), 'sub': (2, lambda a,b: a-b), 'mul': (2, lambda a,b: a*b),
-      'neg': (1, lambda x: -x), 'scale': (1, lambda x: x*0.37), 'abs': (1, torch.abs),
-      'sqrt': (1, torch.sqrt), 'clamp': (1, lambda x: torch.clamp(x, -0.5, 0.5)),
+      'neg': (1, lambda x: -x), 'scale': (1, lambda x: x*c), 'abs': (1, torch.abs),
+      'sqrt': (1, torch.sqrt), 'clamp': (1, lambda x: torch.clamp(x, lo, hi)),
       'max': (2, torch.maximum), 'min': (2, torch.minimum), 'div': (2, lambda a,b: a/b),
       'relu': (1, torch.relu), 'exp': (1, torch.exp), 'sin': (1, torch.sin), 'cos': (1, torch.cos),
       'log': (1, torch.log), 'inv': (1, torch.reciprocal),
-      'safeLog': (1, lambda x: torch.log(F.softplus(x) + EPS)),
+      'safeLog': (1, lambda x: torch.log(F.softplus(x) + eps)),
       'sigmoid': (1, torch.sigmoid), 'tanh': (1, torch.tanh), 'silu': (1, F.silu),
       'gelu': (1, lambda x: F.gelu(x, approximate='tanh')), 'softplus': (1, F.softplus),
     }
+    missing = sorted(set(table) - set(nodes))
+    if missing: sys.exit(f'bench_torch: no PyTorch form for {", ".join(missing)}')
+    positive = {name for name, op in table.items() if op['bench_inputs'] == 'positive'}
+    return nodes, positive
 
 
 def timeit(torch, fn, reps):
-    # torch_baseline.py's timeit: 3 warm-ups, synchronize, one event pair per call, median.
+    # 3 warm-ups, synchronize, one CUDA event pair per call, median (ms).
     s = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     e = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     for _ in range(3): fn()
@@ -44,7 +72,7 @@ def timeit(torch, fn, reps):
 
 
 def kernels(torch, fn):
-    # CUDA kernels one call launches (torch_baseline.py); None where the profiler is unavailable.
+    # CUDA kernels one call launches; None where the profiler is unavailable.
     try:
         from torch.profiler import profile, ProfilerActivity
         with profile(activities=[ProfilerActivity.CUDA]) as p:
@@ -55,35 +83,133 @@ def kernels(torch, fn):
         return None
 
 
-def chain(torch, dev, nodes=1000, m=1 << 12):
-    # Verbatim method of shared/perf/torch_extra.py: record + backward, host clock, 2 warm-up + 5 runs.
-    x = torch.randn(m, device=dev, requires_grad=True)
-    fs = [torch.sin, torch.tanh, torch.sigmoid, lambda t: t*0.9, torch.relu]
-    def run():
+def graph_of(torch, fn):
+    # fn captured once as a CUDA graph (after warm-up on a side stream, as capture requires); replay it.
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3): fn()
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        fn()
+    return g
+
+
+def host_clock(torch, fn, nodes, warmup=2, runs=5):
+    # Host wall clock of whole runs, synchronized before and after (us per node).
+    for _ in range(warmup): fn()
+    torch.cuda.synchronize(); t0 = time.perf_counter()
+    for _ in range(runs): fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) / runs / nodes * 1e6
+
+
+def op_peers(torch, name, f, ins, g, reps, compile_it):
+    # The same node as torch.compile (fwd; bwd = the compiled backward alone; step = fwd + bwd) and as
+    # CUDA graphs replaying the eager calls. Errors are recorded, never fatal.
+    out = {}
+    try:
+        y = f(*ins)
+        gf = graph_of(torch, lambda: f(*ins))
+        gb = graph_of(torch, lambda: torch.autograd.grad(y, ins, g, retain_graph=True))
+        out['graph_fwd_ms'] = timeit(torch, gf.replay, reps)
+        out['graph_bwd_ms'] = timeit(torch, gb.replay, reps)
+        del gf, gb, y
+    except Exception as ex:  # noqa: BLE001
+        out['graph_error'] = repr(ex)[:300]
+    if not compile_it: return out
+    try:
+        cf = torch.compile(lambda *xs: f(*xs))  # a lambda: some nodes are C builtins (torch.maximum)
+        t0 = time.perf_counter()
+        y = cf(*ins); torch.autograd.grad(y, ins, g); torch.cuda.synchronize()
+        out['compile_s'] = time.perf_counter() - t0
+        out['compile_fwd_ms'] = timeit(torch, lambda: cf(*ins), reps)
+        out['compile_step_ms'] = timeit(torch, lambda: torch.autograd.grad(cf(*ins), ins, g), reps)
+        try:
+            y = cf(*ins)
+            out['compile_bwd_ms'] = timeit(torch, lambda: torch.autograd.grad(y, ins, g, retain_graph=True), reps)
+            del y
+        except RuntimeError:
+            # A backward compiled with donated buffers refuses retain_graph: its time is the step's less
+            # the forward's.
+            out['compile_bwd_ms'] = out['compile_step_ms'] - out['compile_fwd_ms']
+            out['compile_bwd_from_step'] = True
+        del cf
+    except Exception as ex:  # noqa: BLE001
+        out['compile_error'] = repr(ex)[:300]
+    return out
+
+
+def chain(torch, dev, sizes, nodes, compile_it):
+    # The chain (sin, tanh, sigmoid, t * 0.9, relu repeated), record + backward per run, host clock: eager;
+    # the same step captured once as a CUDA graph and replayed; torch.compile (default mode) of the
+    # forward, backward through its compiled backward. One compiled function for every size, as a user
+    # would call it: a second size makes dynamo recompile once with dynamic shapes.
+    fs = [torch.sin, torch.tanh, torch.sigmoid, lambda t: t * 0.9, torch.relu]
+    def forward(x):
         h = x
         for i in range(nodes): h = fs[i % 5](h)
-        torch.autograd.grad(h, [x], torch.ones_like(h))
-    for _ in range(2): run()
-    torch.cuda.synchronize(); t0 = time.perf_counter()
-    for _ in range(5): run()
-    torch.cuda.synchronize()
-    return {'nodes': nodes, 'n': m, 'dtype': 'f32', 'ops': 'sin, tanh, sigmoid, t*0.9, relu',
-            'warmup': 2, 'runs': 5, 'us_per_node': (time.perf_counter() - t0) / 5 / nodes * 1e6}
+        return h
+    compiled = torch.compile(forward) if compile_it else None
+    out = {'nodes': nodes, 'dtype': 'f32', 'ops': 'sin, tanh, sigmoid, t*0.9, relu', 'sizes': {}}
+    for logn in sizes:
+        m = 1 << logn
+        r = {'n': m}
+        x = torch.randn(m, device=dev, requires_grad=True)
+        ones = torch.ones(m, device=dev)
+        def eager():
+            h = forward(x)
+            torch.autograd.grad(h, [x], torch.ones_like(h))
+        r['eager_us_per_node'] = host_clock(torch, eager, nodes)
+        try:
+            g = graph_of(torch, lambda: torch.autograd.grad(forward(x), [x], ones))
+            r['graph_us_per_node'] = host_clock(torch, g.replay, nodes, warmup=3, runs=20)
+            del g
+        except Exception as ex:  # noqa: BLE001
+            r['graph_error'] = repr(ex)[:300]
+        if compiled is not None:
+            try:
+                t0 = time.perf_counter()
+                torch.autograd.grad(compiled(x), [x], ones); torch.cuda.synchronize()
+                r['compile_first_call_s'] = time.perf_counter() - t0
+                r['compile_us_per_node'] = host_clock(
+                    torch, lambda: torch.autograd.grad(compiled(x), [x], ones), nodes, warmup=3, runs=20)
+            except Exception as ex:  # noqa: BLE001
+                r['compile_error'] = repr(ex)[:300]
+        out['sizes'][str(logn)] = r
+        print(f'chain 2^{logn}: ' + ', '.join(f'{k} {v:.3f}' for k, v in r.items() if isinstance(v, float)), flush=True)
+        del x, ones
+        torch.cuda.empty_cache()
+    return out
 
 
-def main():
+def parse_args():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument('--sizes', default='26,12', help='log2 element counts, comma-separated')
     ap.add_argument('--dtypes', default='f32,f64')
     ap.add_argument('--ops', default='all', help="'all' or comma-separated node names")
     ap.add_argument('--reps', type=int, default=20, help='timed runs for sizes >= 2^20; 10x that below')
     ap.add_argument('--json', required=True, help='output JSON (tapewise-bench --torch reads it)')
-    ap.add_argument('--no-chain', action='store_true')
+    ap.add_argument('--conform', help='tapewise-conform, asked for the op table (ops --json)')
+    ap.add_argument('--ops-json', help='the op table as `tapewise-conform ops --json FILE` wrote it')
+    ap.add_argument('--peer-ops', default=PEER_OPS,
+                    help="nodes also run as torch.compile and CUDA graphs: 'all', 'none' or names")
+    ap.add_argument('--peer-dtypes', default='f32', help='dtypes of the per-node peers')
+    ap.add_argument('--no-compile', action='store_true', help='no torch.compile (CUDA graphs still run)')
+    ap.add_argument('--chain-sizes', default='12,16,20', help="log2 sizes of the chain ('' for none)")
+    ap.add_argument('--chain-nodes', type=int, default=1000)
     ap.add_argument('--no-kernels', action='store_true', help='skip the profiler kernel counts')
     ap.add_argument('--seed', type=int, default=20261130)
     args = ap.parse_args()
     if args.reps < 20: sys.exit('bench_torch: --reps must be >= 20')
+    if args.chain_nodes < 1: sys.exit('bench_torch: --chain-nodes must be >= 1')
+    if not args.conform and not args.ops_json: sys.exit('bench_torch: the op table is needed: --conform BIN or --ops-json FILE')
+    return args
 
+
+def main():
+    args = parse_args()
     try:
         import torch
         import torch.nn.functional as F
@@ -93,14 +219,16 @@ def main():
         sys.exit('bench_torch: torch.cuda.is_available() is False: no usable GPU here')
     torch.backends.cuda.matmul.allow_tf32 = False
     dev = 'cuda'
-    table = ops(torch, F)
+    table, positive = ops(torch, F, read_table(args.conform, args.ops_json))
     names = list(table) if args.ops == 'all' else args.ops.split(',')
-    for name in names:
+    peers = set() if args.peer_ops == 'none' else set(table) if args.peer_ops == 'all' else set(args.peer_ops.split(','))
+    for name in names + sorted(peers):
         if name not in table: sys.exit(f'bench_torch: unknown node {name!r}')
     sizes = [int(s) for s in args.sizes.split(',') if s]
+    chain_sizes = [int(s) for s in args.chain_sizes.split(',') if s]
     dtypes = {'f32': torch.float32, 'f64': torch.float64}
-    for d in args.dtypes.split(','):
-        if d not in dtypes: sys.exit(f'bench_torch: unknown dtype {d!r} (f32, f64)')
+    for d in args.dtypes.split(',') + args.peer_dtypes.split(','):
+        if d and d not in dtypes: sys.exit(f'bench_torch: unknown dtype {d!r} (f32, f64)')
     props = torch.cuda.get_device_properties(0)
     res = {
         'meta': {'tool': 'bench_torch.py', 'torch': torch.__version__, 'cuda': torch.version.cuda,
@@ -108,8 +236,11 @@ def main():
                  'l2_bytes': getattr(props, 'L2_cache_size', None), 'python': platform.python_version(),
                  'date': datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d'),
                  'reps': args.reps, 'reps_below_2^20': 10 * args.reps, 'seed': args.seed,
-                 'timing': 'median of per-call CUDA event pairs after 3 warm-ups (torch_baseline.py)',
-                 'backward': 'torch.autograd.grad(y, inputs, g, retain_graph=True)'},
+                 'timing': 'median of per-call CUDA event pairs after 3 warm-ups',
+                 'backward': 'torch.autograd.grad(y, inputs, g, retain_graph=True)',
+                 'peer_ops': sorted(peers), 'peer_dtypes': args.peer_dtypes,
+                 'compile': None if args.no_compile else 'torch.compile, default mode; compile_s: first fwd + bwd call',
+                 'graph': 'torch.cuda.CUDAGraph of the eager call, replayed'},
         'copy': {}, 'ops': {}, 'errors': []}
 
     def save():
@@ -122,6 +253,7 @@ def main():
     for _ in range(500): y0.copy_(x0)
     torch.cuda.synchronize()
     del x0, y0
+    started = time.perf_counter()
     for dname in args.dtypes.split(','):
         dtype = dtypes[dname]
         for logn in sizes:
@@ -136,24 +268,32 @@ def main():
                 ar, f = table[name]
                 try:
                     ins = [torch.randn(n, device=dev, dtype=dtype, generator=gen) for _ in range(ar)]
-                    if name in POS: ins = [i.abs() + 0.5 for i in ins]
+                    if name in positive: ins = [i.abs() + 0.5 for i in ins]
                     ins = [i.requires_grad_() for i in ins]
                     g = torch.randn(n, device=dev, dtype=dtype, generator=gen)
                     fwd = timeit(torch, lambda: f(*ins), reps)
                     y = f(*ins)
                     bwd = timeit(torch, lambda: torch.autograd.grad(y, ins, g, retain_graph=True), reps)
-                    res['ops'].setdefault(name, {})[key] = {'fwd_ms': fwd, 'bwd_ms': bwd, 'arity': ar}
-                    print(f'{key}: {name:9s} fwd {fwd:.4f} ms  bwd {bwd:.4f} ms', flush=True)
-                    del ins, g, y
+                    row = {'fwd_ms': fwd, 'bwd_ms': bwd, 'arity': ar}
+                    del y
+                    if name in peers and dname in args.peer_dtypes.split(','):
+                        row.update(op_peers(torch, name, f, ins, g, reps, not args.no_compile))
+                    res['ops'].setdefault(name, {})[key] = row
+                    print(f'{key}: {name:9s} ' + '  '.join(f'{k} {v:.4f}' for k, v in row.items() if isinstance(v, float)),
+                          flush=True)
+                    del ins, g
                 except Exception as ex:  # noqa: BLE001 - record it, keep measuring the rest
                     res['errors'].append(f'{name} {key}: {ex!r}')
                     print(f'{key}: {name} FAILED: {ex!r}', flush=True)
             torch.cuda.empty_cache()
             save()
+    res['meta']['per_node_s'] = time.perf_counter() - started
 
-    if not args.no_chain:
-        res['chain'] = chain(torch, dev)
-        print(f'chain: {res["chain"]["us_per_node"]:.2f} us/node', flush=True)
+    if chain_sizes:
+        started = time.perf_counter()
+        res['chain'] = chain(torch, dev, chain_sizes, args.chain_nodes, not args.no_compile)
+        res['meta']['chain_s'] = time.perf_counter() - started
+        save()
     # A 1 GiB copy, for comparison with tapewise-bench's roofline.
     x0 = torch.randn(1 << 28, device=dev, generator=gen); y0 = torch.empty_like(x0)
     ms = timeit(torch, lambda: y0.copy_(x0), args.reps)
@@ -170,7 +310,7 @@ def main():
             ar, f = table[name]
             if key not in res['ops'].get(name, {}): continue
             ins = [torch.randn(n, device=dev, generator=gen) for _ in range(ar)]
-            if name in POS: ins = [i.abs() + 0.5 for i in ins]
+            if name in positive: ins = [i.abs() + 0.5 for i in ins]
             ins = [i.requires_grad_() for i in ins]
             g = torch.randn(n, device=dev, generator=gen)
             y = f(*ins)

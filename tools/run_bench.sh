@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
-# tools/run_bench.sh OUTDIR — PyTorch eager (tools/bench_torch.py) then tapewise-bench on the same GPU in
-# one run; writes OUTDIR/bench_<date>.{txt,json} (the table and JSON to keep) and torch_<date>.{txt,json}.
-# It builds nothing: it runs a built binary.
+# tools/run_bench.sh OUTDIR — the benchmark on one GPU in one run: PyTorch (tools/bench_torch.py: eager,
+# torch.compile, CUDA graphs), the kernels' instruction counts under Nsight Compute (where ncu is on the
+# PATH: tools/bench/roofline.py turns them into compute rooflines), then tapewise-bench beside all of
+# them. Writes OUTDIR/bench_<date>.{txt,json} (the table and JSON to keep), torch_<date>.{txt,json},
+# ncu_<date>.csv and roofline_<date>.json. It builds nothing: it runs a built binary.
 #
-# Environment: TAPEWISE_BENCH   the binary (default: build-bench/bin/tapewise-bench, else build/bin/...)
+# Environment: TAPEWISE_BENCH   the binary (default: build-bench/bin/tapewise-bench, else build/bin/...);
+#                               tapewise-conform must sit beside it
 #              TAPEWISE_COMMIT  the commit to record (default: git rev-parse, where .git exists; else unknown)
-#              BENCH_SIZES (26,12)  BENCH_DTYPES (f32,f64)  BENCH_REPS (20)
+#              BENCH_SIZES (26,12)  BENCH_DTYPES (f32,f64)  BENCH_REPS (20)  BENCH_CHAIN_SIZES (12,16,20)
+#              BENCH_PEER_OPS   nodes PyTorch also runs as torch.compile and CUDA graphs (bench_torch.py's
+#                               default subset; 'all' for every node: minutes more of compiling)
+#              BENCH_NCU (1)    0 skips the Nsight Compute pass (no compute rooflines then)
 set -uo pipefail
 out=${1:?usage: tools/run_bench.sh OUTDIR}
 mkdir -p "$out" || exit 1
@@ -25,6 +31,13 @@ if [ -z "$bench" ] || [ ! -x "$bench" ]; then
   exit 1
 fi
 
+# The op table (each node's sample scalars and inputs) comes from the runner built beside the benchmark.
+conform=$(dirname "$bench")/tapewise-conform
+if [ ! -x "$conform" ]; then
+  echo "run_bench: no $conform beside $bench (bench_torch.py reads the op table from it)" >&2
+  exit 1
+fi
+
 date=$(date -u +%Y-%m-%d)
 commit=${TAPEWISE_COMMIT:-}
 if [ -z "$commit" ]; then
@@ -36,9 +49,11 @@ fi
 sizes=${BENCH_SIZES:-26,12}
 dtypes=${BENCH_DTYPES:-f32,f64}
 reps=${BENCH_REPS:-20}
+chain_sizes=${BENCH_CHAIN_SIZES:-12,16,20}
 txt=$out/bench_$date.txt
 json=$out/bench_$date.json
 torch_json=$out/torch_$date.json
+roofline_json=$out/roofline_$date.json
 
 {
   echo "# tapewise benchmark: $date, commit $commit, binary $bench"
@@ -50,12 +65,14 @@ torch_json=$out/torch_$date.json
   fi
 } | tee "$txt"
 
-echo "== PyTorch eager: tools/bench_torch.py (log: torch_$date.txt)"
+echo "== PyTorch: tools/bench_torch.py (log: torch_$date.txt)"
 rm -f "$torch_json"
-python3 tools/bench_torch.py --sizes "$sizes" --dtypes "$dtypes" --reps "$reps" --json "$torch_json" \
-  >"$out/torch_$date.txt" 2>&1
+peer_args=()
+[ -n "${BENCH_PEER_OPS:-}" ] && peer_args=(--peer-ops "$BENCH_PEER_OPS")
+python3 tools/bench_torch.py --sizes "$sizes" --dtypes "$dtypes" --reps "$reps" --chain-sizes "$chain_sizes" \
+  --conform "$conform" "${peer_args[@]}" --json "$torch_json" >"$out/torch_$date.txt" 2>&1
 torch_rc=$?
-tail -n 3 "$out/torch_$date.txt"
+tail -n 5 "$out/torch_$date.txt"
 torch_args=()
 if [ -s "$torch_json" ]; then
   torch_args=(--torch "$torch_json")
@@ -65,12 +82,27 @@ else
 fi
 echo "== PyTorch done after $((SECONDS - start)) s"
 
-"$bench" --sizes "$sizes" --dtypes "$dtypes" --reps "$reps" --commit "$commit" --date "$date" \
-  "${torch_args[@]}" --json "$json" 2>&1 | tee -a "$txt"
+# Instruction counts of every kernel at 2^26 (one untimed call each, clocks left as they are).
+roofline_args=()
+if [ "${BENCH_NCU:-1}" != 0 ] && command -v ncu >/dev/null; then
+  ncu --clock-control none --csv --print-kernel-base mangled -k regex:map_kernel \
+    --metrics "$(python3 tools/bench/roofline.py --print-metrics)" \
+    "$bench" --once --sizes 26 --dtypes "$dtypes" --no-chain >"$out/ncu_$date.csv" 2>"$out/ncu_$date.log"
+  ncu_rc=$?
+  if python3 tools/bench/roofline.py "$out/ncu_$date.csv" --json "$roofline_json" 2>>"$out/ncu_$date.log"; then
+    roofline_args=(--roofline "$roofline_json")
+  else
+    echo "# ncu (exit $ncu_rc) gave no instruction counts (see ncu_$date.log): no compute rooflines" | tee -a "$txt"
+  fi
+  echo "== ncu done after $((SECONDS - start)) s"
+fi
+
+"$bench" --sizes "$sizes" --dtypes "$dtypes" --reps "$reps" --chain-sizes "$chain_sizes" --commit "$commit" \
+  --date "$date" "${torch_args[@]}" "${roofline_args[@]}" --json "$json" 2>&1 | tee -a "$txt"
 bench_rc=${PIPESTATUS[0]}
 echo "== tapewise-bench exited $bench_rc after $((SECONDS - start)) s" | tee -a "$txt"
 
-# A digest last (the part a remote run's output tail keeps): float32 at 2^26, the chain, the summary.
+# A digest last (the part a remote run's output tail keeps): 2^26 rows, the chain, the summary.
 python3 - "$json" <<'EOF'
 import json, sys
 try:
@@ -80,21 +112,23 @@ except Exception as ex:
 m = prod['meta']
 print(f"\n== digest: {m['gpu']} | {m['date']} | commit {m['commit']} | copy roofline "
       f"{prod['copy']['roofline_1GiB']['gbps']:.0f} GB/s")
-print(f"{'op':9s} {'dir':4s} {'ms':>8s} {'%copy':>6s} {'torch':>8s} {'ratio':>6s} {'verdict':7s}")
+print(f"{'op':9s} {'dt':3s} {'dir':4s} {'ms':>8s} {'%copy':>6s} {'%roof':>6s} {'eager':>6s} {'peer':>17s} verdict")
 for r in prod['rows']:
-    if r['dtype'] != 'f32' or r['log2n'] != 26 or r['dir'] == 'staged': continue
+    if r['log2n'] != 26 or r['dir'] == 'staged': continue
     ratio = f"{r['ratio']:.2f}x" if r.get('ratio') else '-'
-    torch = f"{r['torch_ms']:.4f}" if r.get('torch_ms') else '-'
-    print(f"{r['op']:9s} {r['dir']:4s} {r['ms']:8.4f} {100 * r['frac_copy']:5.1f}% {torch:>8s} {ratio:>6s} {r['verdict']:7s}")
-c = prod.get('chain')
-if c:
-    sp = f"{c['speedup']:.2f}x" if c.get('speedup') else '-'
-    print(f"chain 1000 x 4096: {c['us_per_node']:.2f} us/node (record {c['record_host_us_per_node']:.2f}, backward "
-          f"{c['backward_host_us_per_node']:.2f}, teardown {c['teardown_host_us_per_node']:.2f} host), torch "
-          f"{c.get('torch_us_per_node') or float('nan'):.2f} -> {sp}: {c['verdict']}")
+    peer = f"{r['peer']['name']} {r['peer']['ratio']:.2f}x" if r.get('peer') else '-'
+    print(f"{r['op']:9s} {r['dtype']:3s} {r['dir']:4s} {r['ms']:8.4f} {100 * r['frac_copy']:5.1f}% "
+          f"{100 * r['frac_roofline']:5.1f}% {ratio:>6s} {peer:>17s} {r['verdict']}")
+for c in prod.get('chain', []):
+    fmt = lambda v, f='{:.3f}': f.format(v) if v is not None else '-'
+    print(f"chain 2^{c['log2n']}: {c['us_per_node']:.3f} us/node (record {c['record_host_us_per_node']:.3f}, backward "
+          f"{c['backward_host_us_per_node']:.3f}, teardown {c['teardown_host_us_per_node']:.3f} host; device "
+          f"{fmt(c['device_us_per_node'])}); eager {fmt(c['eager_us_per_node'], '{:.2f}')}, graph "
+          f"{fmt(c['graph_us_per_node'], '{:.2f}')}, compile {fmt(c['compile_us_per_node'])} "
+          f"({fmt(c['compile_first_call_s'], '{:.0f}')} s to compile) {c['verdict']}")
 s = prod['summary']
 print(f"summary: {s['pass']} PASS, {s['miss']} MISS of {s['judged']}; check failures: {len(s['check_failures'])}")
-for line in s['misses'] + s['check_failures']: print('   ', line)
+for line in s['misses'] + ['peer wins: ' + w for w in s['peer_wins']] + s['check_failures']: print('   ', line)
 EOF
 echo "== run_bench: done in $((SECONDS - start)) s; files in $out: $(cd "$out" && ls | tr '\n' ' ')"
 exit "$bench_rc"

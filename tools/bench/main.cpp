@@ -1,7 +1,9 @@
 // tools/bench/main.cpp — tapewise-bench: per node, direction, size and dtype, the CUDA backend's
-// median time against a device-to-device copy of the same bytes and against PyTorch eager (the JSON
-// of tools/bench_torch.py, same GPU, same run), plus the 1,000-node record + backward chain.
-// It times; correctness is the tests' and tapewise-conform's job (here only poison and equality checks).
+// median time against a device-to-device copy of the same bytes, against its compute roofline (ncu's
+// instruction counts, --roofline) and against PyTorch eager, torch.compile and CUDA graphs (the JSON of
+// tools/bench_torch.py, same GPU, same run), plus the 1,000-node record + backward chain at several
+// sizes. It times; correctness is the tests' and tapewise-conform's job (here only poison and
+// equality checks).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -62,7 +64,7 @@ std::vector<double> normal_values(std::int64_t n, std::uint64_t seed) {
   return v;
 }
 
-// As torch_baseline.py: normal values, or |x| + 0.5 for ops that need positive inputs. An element
+// As bench_torch.py: normal values, or |x| + 0.5 for ops that need positive inputs. An element
 // that rounds to zero in the dtype becomes 1 (never zeros).
 template <class T>
 HostArray host_array(const std::vector<double>& v, bool positive) {
@@ -78,7 +80,7 @@ HostArray host_array(DType d, const std::vector<double>& v, bool positive) {
   return d == DType::float32 ? host_array<float>(v, positive) : host_array<double>(v, positive);
 }
 
-// a, b, g ~ N(0, 1); ap, bp = |.| + 0.5 (sqrt, log, div, inv, as torch_baseline.py's POS).
+// a, b, g ~ N(0, 1); ap, bp = |.| + 0.5 (the nodes whose bench_inputs are positive in the op table).
 struct Inputs {
   Buffer a, b, g, ap, bp;
 };
@@ -95,18 +97,10 @@ Inputs make_inputs(Backend& be, DType d, std::int64_t n, std::uint64_t seed) {
   return in;
 }
 
-// --- the ops as torch_baseline.py defines them ------------------------------------------------------
+// --- the nodes' sample scalars and inputs: the op table's (spec/ops.def), as bench_torch.py reads them --
 
-Scalars bench_scalars(Op op) {
-  switch (op) {
-    case Op::scale: return {0.37, 0.0};
-    case Op::clamp: return {-0.5, 0.5};
-    case Op::safeLog: return {1e-6, 0.0};
-    default: return {};
-  }
-}
-
-bool positive_inputs(Op op) { return op == Op::sqrt || op == Op::log || op == Op::div || op == Op::inv; }
+Scalars bench_scalars(Op op) { return default_scalars(op_info(op)); }
+bool positive_inputs(Op op) { return op_info(op).bench_inputs == BenchInputs::positive; }
 
 // Whether the fused VJP reads x (a, b): not for add, sub, neg, scale, whose gradients depend on g
 // alone; the compiler drops those loads (checked in the PTX: add's VJP has one vector load per step).
@@ -240,97 +234,8 @@ std::optional<double> json_number(const json& j, std::initializer_list<std::stri
   return at->get<double>();
 }
 
-std::string size_key(DType d, int log2n) { return std::string(dtype_short(d)) + "_" + std::to_string(log2n); }
 std::string row_key(const std::string& op, const std::string& dt, int log2n, const std::string& dir) {
   return op + "/" + dt + "/" + std::to_string(log2n) + "/" + dir;
-}
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
-
-// Targets apply to float32 at 2^26 (fwd and fused vjp).
-void judge(Row& r, Op op, bool have_torch) {
-  if (r.dtype != "f32" || r.log2n != 26 || r.dir == "staged") return;
-  if (r.dir == "fwd") {
-    r.target = ">=95% copy";
-    r.verdict = r.frac_copy >= kForwardCopyTarget ? "PASS" : "MISS";
-    return;
-  }
-  bool ok = r.frac_copy >= kVjpCopyTarget;
-  r.target = ">=90% copy";
-  const double want = ratio_target(op);
-  if (want == 0.0) {
-    r.target += ", ratio reported";
-  } else if (have_torch && r.ratio) {
-    r.target += ", >=" + fmt("%.2f", want) + "x torch";
-    ok = ok && *r.ratio >= want;
-  } else {
-    r.target += ", ratio n/a (no torch)";
-  }
-  r.verdict = ok ? "PASS" : "MISS";
-}
-
-// --- the 1,000-node chain: record + backward, as torch_extra.py measures PyTorch ---------------------
-
-ChainResult run_chain(const std::shared_ptr<Backend>& be, std::uint64_t seed) {
-  ChainResult c;
-  const Shape shape{c.n};
-  const Buffer x = value_or_die(be->upload(host_array<float>(normal_values(c.n, seed), false)), "chain: upload x");
-  std::vector<Buffer> leaves;  // one fresh leaf per run, made before the clock starts
-  for (int r = 0; r < c.warmup + c.runs; ++r) {
-    Buffer leaf = value_or_die(be->allocate(shape, DType::float32, AllocTag::value), "chain: allocate leaf");
-    const Buffer* in[1] = {&x};
-    ok_or_die(be->prim(Prim::copy, 0.0, in, leaf), "chain: copy leaf");
-    leaves.push_back(std::move(leaf));
-  }
-  ok_or_die(be->synchronize(), "chain: synchronize");
-
-  using clock = std::chrono::steady_clock;
-  double record_s = 0, backward_s = 0, teardown_s = 0;
-  auto once = [&](Buffer leaf, bool timed) {
-    const auto t0 = clock::now();
-    auto tape = std::make_unique<Tape>(be);
-    NodeId h = value_or_die(tape->leaf(std::move(leaf)), "chain: leaf");
-    for (int i = 0; i < c.nodes; ++i) {
-      switch (i % 5) {  // torch_extra.py: [sin, tanh, sigmoid, t * 0.9, relu]
-        case 0: h = value_or_die(tape->sin(h), "chain: sin"); break;
-        case 1: h = value_or_die(tape->tanh(h), "chain: tanh"); break;
-        case 2: h = value_or_die(tape->sigmoid(h), "chain: sigmoid"); break;
-        case 3: h = value_or_die(tape->scale(h, 0.9), "chain: scale"); break;
-        default: h = value_or_die(tape->relu(h), "chain: relu"); break;
-      }
-    }
-    const auto t1 = clock::now();
-    // torch.ones_like(h) inside the timed region there: an allocation and a fill kernel here.
-    Buffer ones = value_or_die(be->allocate(shape, DType::float32, AllocTag::gradient), "chain: seed");
-    ok_or_die(be->prim(Prim::fill, 1.0, {}, ones), "chain: seed fill");
-    auto grads = std::make_unique<Gradients>(value_or_die(tape->backward(h, ones), "chain: backward"));
-    const auto t2 = clock::now();
-    grads.reset();  // PyTorch frees its graph and gradients when chain() returns: so do we, timed
-    ones.reset();
-    tape.reset();
-    const auto t3 = clock::now();
-    if (timed) {
-      record_s += std::chrono::duration<double>(t1 - t0).count();
-      backward_s += std::chrono::duration<double>(t2 - t1).count();
-      teardown_s += std::chrono::duration<double>(t3 - t2).count();
-    }
-  };
-  for (int r = 0; r < c.warmup; ++r) once(std::move(leaves[static_cast<std::size_t>(r)]), false);
-  ok_or_die(be->synchronize(), "chain: synchronize");
-  const auto t0 = clock::now();
-  for (int r = 0; r < c.runs; ++r) once(std::move(leaves[static_cast<std::size_t>(c.warmup + r)]), true);
-  ok_or_die(be->synchronize(), "chain: synchronize");
-  const double total_s = std::chrono::duration<double>(clock::now() - t0).count();
-  const double per = 1e6 / (static_cast<double>(c.runs) * c.nodes);
-  c.us_per_node = total_s * per;
-  c.record_host_us_per_node = record_s * per;
-  c.backward_host_us_per_node = backward_s * per;
-  c.teardown_host_us_per_node = teardown_s * per;
-  return c;
 }
 
 std::vector<std::string> split(const std::string& s) {
@@ -338,6 +243,17 @@ std::vector<std::string> split(const std::string& s) {
   std::stringstream ss(s);
   for (std::string item; std::getline(ss, item, ',');)
     if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+std::vector<int> parse_log2_sizes(const std::string& list, const char* flag, int lo, int hi) {
+  std::vector<int> out;
+  for (const std::string& s : split(list)) {
+    int v = 0;
+    try { v = std::stoi(s); } catch (...) { die(std::string(flag) + ": '" + s + "' is not a number"); }
+    if (v < lo || v > hi) die(std::string(flag) + ": log2 size " + s + " outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    out.push_back(v);
+  }
   return out;
 }
 
@@ -352,40 +268,46 @@ std::string today_utc() {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+Options parse_options(int argc, char** argv) {
   Options opt;
-  std::string sizes = "26,12", dtypes = "f32,f64", ops = "all";
-  bool no_staged = false, no_chain = false;
-  CLI::App app{"tapewise-bench: per node and direction, the CUDA backend against the device copy roofline "
-               "and PyTorch eager on the same GPU; plus the 1,000-node record + backward chain"};
+  std::string sizes = "26,12", dtypes = "f32,f64", ops = "all", chain_sizes = "12,16,20", shapes;
+  bool no_staged = false, no_chain = false, no_kernels = false;
+  CLI::App app{"tapewise-bench: per node and direction, the CUDA backend against the copy and compute rooflines "
+               "and PyTorch (eager, torch.compile, CUDA graphs) on the same GPU; plus the 1,000-node record + "
+               "backward chain"};
   app.add_option("--sizes", sizes, "log2 of the element counts, comma-separated")->capture_default_str();
   app.add_option("--dtypes", dtypes, "f32,f64")->capture_default_str();
   app.add_option("--ops", ops, "'all' or comma-separated node names")->capture_default_str();
   app.add_option("--reps", opt.reps, "timed runs (median) for sizes >= 2^20; 10x that below")
       ->capture_default_str()->check(CLI::Range(20, 100000));
+  app.add_option("--chain-sizes", chain_sizes, "log2 element counts of the 1,000-node chain")->capture_default_str();
+  app.add_option("--map-shapes", shapes, "launch shapes to measure side by side (TAPEWISE_MAP_SHAPE names, "
+                                         "comma-separated; default: the library's)");
   app.add_option("--json", opt.json_path, "write the results as JSON here");
-  app.add_option("--torch", opt.torch_path, "PyTorch eager timings from tools/bench_torch.py (same GPU, same run)");
+  app.add_option("--torch", opt.torch_path, "PyTorch's timings from tools/bench_torch.py (same GPU, same run)");
+  app.add_option("--roofline", opt.roofline_path, "compute rooflines from tools/bench/roofline.py (ncu counts)");
   app.add_option("--compare", opt.compare_path, "an earlier tapewise-bench JSON: adds its ms and the speedup");
   app.add_option("--commit", opt.commit, "git commit to record (default: $TAPEWISE_COMMIT, else 'unknown')");
   app.add_option("--date", opt.date, "date to record (default: today, UTC)");
   app.add_option("--device", opt.device, "CUDA device index")->capture_default_str();
-  app.add_option("--backend", opt.backend, "cuda; or cpu: a dry run of this tool on the CPU backend with a "
-                                           "host clock, to check it without a GPU (its numbers mean nothing)")
+  app.add_option("--backend", opt.backend, "cuda; or cpu: this tool on the CPU backend with a host clock (the "
+                                           "kernels' numbers mean nothing; the chain's are the tape's host costs)")
       ->capture_default_str()->check(CLI::IsMember({"cuda", "cpu"}));
   app.add_option("--seed", opt.seed, "input seed")->capture_default_str();
   app.add_flag("--no-staged", no_staged, "skip the staged VJP timings");
   app.add_flag("--no-chain", no_chain, "skip the 1,000-node chain");
-  CLI11_PARSE(app, argc, argv);
-  opt.staged = !no_staged;
-  opt.chain = !no_chain;
-
-  opt.log2_sizes.clear();
-  for (const std::string& s : split(sizes)) {
-    int v = 0;
-    try { v = std::stoi(s); } catch (...) { die("--sizes: '" + s + "' is not a number"); }
-    if (v < 2 || v > 30) die("--sizes: log2 size " + s + " outside [2, 30]");
-    opt.log2_sizes.push_back(v);
+  app.add_flag("--no-kernels", no_kernels, "skip the per-node kernels (the chain only)");
+  app.add_flag("--once", opt.once, "run each forward and fused VJP once, untimed, and stop (a pass for ncu)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    std::exit(app.exit(e));
   }
+  opt.staged = !no_staged;
+  opt.kernels = !no_kernels;
+  opt.log2_sizes = parse_log2_sizes(sizes, "--sizes", 2, 30);
+  opt.chain_log2_sizes = no_chain ? std::vector<int>{} : parse_log2_sizes(chain_sizes, "--chain-sizes", 0, 24);
+  if (!shapes.empty()) opt.map_shapes = split(shapes);
   opt.dtypes.clear();
   for (const std::string& s : split(dtypes)) {
     if (s == "f32" || s == "float32") opt.dtypes.push_back(DType::float32);
@@ -401,202 +323,289 @@ int main(int argc, char** argv) {
       opt.ops.push_back(*op);
     }
   }
-  if (opt.log2_sizes.empty() || opt.dtypes.empty() || opt.ops.empty()) die("nothing to measure");
+  if (opt.kernels && (opt.log2_sizes.empty() || opt.dtypes.empty() || opt.ops.empty())) die("nothing to measure");
   if (opt.commit.empty()) opt.commit = std::getenv("TAPEWISE_COMMIT") ? std::getenv("TAPEWISE_COMMIT") : "unknown";
   if (opt.date.empty()) opt.date = today_utc();
-  const json torch = opt.torch_path.empty() ? json() : read_json(opt.torch_path, "PyTorch JSON");
-  const json compare = opt.compare_path.empty() ? json() : read_json(opt.compare_path, "comparison JSON");
-  const bool have_torch = !torch.is_null();
-  std::map<std::string, double> compare_ms;
-  if (!compare.is_null())
-    for (const json& r : compare.value("rows", json::array()))
-      compare_ms[row_key(r.value("op", ""), r.value("dtype", ""), r.value("log2n", 0), r.value("dir", ""))] =
-          r.value("ms", 0.0);
+  return opt;
+}
 
-  // --- the device: a clear message and exit code 2 where there is none ---------------------------------
+// The backend for one pass: CUDA with TAPEWISE_MAP_SHAPE set to `shape` ("" = the default), or CPU.
+struct Opened {
   std::shared_ptr<Backend> be;
   cudaStream_t stream = nullptr;
   cudaDeviceProp prop{};
   int driver = 0, runtime = 0;
-  std::string why;
+};
+
+Opened open_backend(const Options& opt, const std::string& shape) {
+  Opened o;
   if (opt.backend == "cpu") {
-    be = make_cpu_backend();
-    std::snprintf(prop.name, sizeof prop.name, "CPU (dry run, numbers mean nothing)");
-  } else if (!cuda_available(&why)) {
+    o.be = make_cpu_backend();
+    std::snprintf(o.prop.name, sizeof o.prop.name, "CPU (host loop)");
+    return o;
+  }
+  std::string why;
+  if (!cuda_available(&why)) {
     std::fprintf(stderr,
                  "tapewise-bench: no usable CUDA device (%s).\n"
                  "tapewise-bench times the CUDA backend and needs an NVIDIA GPU: run it on the GPU machine "
-                 "(tools/run_bench.sh OUTDIR).\n",
+                 "(tools/run_bench.sh OUTDIR), or --backend cpu for the tape's host costs.\n",
                  why.c_str());
-    return 2;
-  } else {
-    auto made = make_cuda_backend(opt.device);
-    if (!made) {
-      std::fprintf(stderr, "tapewise-bench: cannot open the CUDA backend: %s\n", made.error().str().c_str());
-      return 2;
-    }
-    be = *made;
-    stream = static_cast<cudaStream_t>(cuda_stream(*be));
-    if (!stream) die("the CUDA backend has no stream (tapewise::cuda_stream returned null)");
-    cuda_ok(cudaGetDeviceProperties(&prop, opt.device), "cudaGetDeviceProperties");
-    cudaDriverGetVersion(&driver);
-    cudaRuntimeGetVersion(&runtime);
+    std::exit(2);
   }
-  Device dev(*be, stream);
+  if (shape.empty()) unsetenv("TAPEWISE_MAP_SHAPE");
+  else setenv("TAPEWISE_MAP_SHAPE", shape.c_str(), 1);
+  auto made = make_cuda_backend(opt.device);
+  if (!made) {
+    std::fprintf(stderr, "tapewise-bench: cannot open the CUDA backend: %s\n", made.error().str().c_str());
+    std::exit(2);
+  }
+  o.be = *made;
+  o.stream = static_cast<cudaStream_t>(cuda_stream(*o.be));
+  if (!o.stream) die("the CUDA backend has no stream (tapewise::cuda_stream returned null)");
+  cuda_ok(cudaGetDeviceProperties(&o.prop, opt.device), "cudaGetDeviceProperties");
+  cudaDriverGetVersion(&o.driver);
+  cudaRuntimeGetVersion(&o.runtime);
+  return o;
+}
 
+json meta_json(const Options& opt, const Opened& o, const json& torch) {
   json meta = {{"tool", "tapewise-bench"},
                {"kernel", "prod: cuda/backends/cuda_backend.cu"},
                {"date", opt.date},
                {"commit", opt.commit},
-               {"gpu", prop.name},
-               {"backend", be->describe()},
-               {"compute_capability", std::to_string(prop.major) + "." + std::to_string(prop.minor)},
-               {"sm_count", prop.multiProcessorCount},
-               {"l2_bytes", prop.l2CacheSize},
-               {"global_mem_bytes", prop.totalGlobalMem},
-               {"cuda_driver", driver},
-               {"cuda_runtime", runtime},
+               {"gpu", o.prop.name},
+               {"backend", o.be->describe()},
+               {"compute_capability", std::to_string(o.prop.major) + "." + std::to_string(o.prop.minor)},
+               {"sm_count", o.prop.multiProcessorCount},
+               {"l2_bytes", o.prop.l2CacheSize},
+               {"global_mem_bytes", o.prop.totalGlobalMem},
+               {"cuda_driver", o.driver},
+               {"cuda_runtime", o.runtime},
                {"reps", opt.reps},
                {"reps_below_2^20", 10 * opt.reps},
                {"seed", opt.seed},
+               {"map_shapes", opt.map_shapes},
                {"timing", "median of per-call CUDA event pairs on the backend's stream, after 3 warm-up calls"},
                {"bytes", "fewest bytes moved: each input the kernel reads once, each output written once"},
                {"copy", "cudaMemcpyAsync D2D moving the same bytes (read + write) in the same run"},
+               {"roofline", "max(copy time, compute time from ncu's instruction counts) where --roofline is given"},
                {"torch_json", opt.torch_path},
+               {"roofline_json", opt.roofline_path},
                {"compare_json", opt.compare_path}};
-  if (have_torch) meta["torch"] = torch.value("meta", json::object());
+  if (!torch.is_null()) meta["torch"] = torch.value("meta", json::object());
+  return meta;
+}
 
-  // The copy roofline: a 1 GiB buffer copied (2 GiB moved), after ~0.25 s of the same copies so that
-  // the GPU has left its idle clocks (the PyTorch process before this one may have exited seconds ago).
-  const double roofline_traffic = 2.0 * static_cast<double>(std::int64_t{1} << 30);
-  if (stream) dev.copy_ms(roofline_traffic, 500);
-  const double roofline_ms = dev.copy_ms(roofline_traffic, opt.reps);
-  json copy = {{"roofline_1GiB", {{"traffic_bytes", roofline_traffic}, {"ms", roofline_ms},
-                                  {"gbps", roofline_traffic / (roofline_ms * 1e-3) / 1e9}}}};
-  std::printf("tapewise-bench on %s, %s, commit %s; copy roofline (1 GiB D2D): %.1f GB/s\n", prop.name,
-              opt.date.c_str(), opt.commit.c_str(), roofline_traffic / (roofline_ms * 1e-3) / 1e9);
-  std::fflush(stdout);
+// The peers' numbers for one row: eager's ratio, torch.compile and CUDA graph, the fastest of them.
+void attach_peers(Row& r, const json& torch) {
+  const std::string key = r.dtype + "_" + std::to_string(r.log2n);
+  const bool fwd = r.dir == "fwd";
+  r.torch_ms = json_number(torch, {"ops", r.op, key, fwd ? "fwd_ms" : "bwd_ms"});
+  if (r.torch_ms) r.ratio = *r.torch_ms / r.ms;
+  r.compile_ms = json_number(torch, {"ops", r.op, key, fwd ? "compile_fwd_ms" : "compile_bwd_ms"});
+  r.graph_ms = json_number(torch, {"ops", r.op, key, fwd ? "graph_fwd_ms" : "graph_bwd_ms"});
+  for (const auto& [name, ms] : {std::pair{"eager", r.torch_ms}, std::pair{"compile", r.compile_ms}, std::pair{"graph", r.graph_ms}})
+    if (ms && (!r.peer || *ms < r.peer->ms)) r.peer = Peer{name, *ms};
+}
 
-  std::vector<Row> rows;
-  bool checks_failed = false;
+// ncu's compute rooflines (tools/bench/roofline.py): op/dtype/log2n/dir -> ms.
+std::map<std::string, double> read_rooflines(const json& doc) {
+  std::map<std::string, double> out;
+  for (const json& k : doc.value("kernels", json::array()))
+    out[row_key(k.value("op", ""), k.value("dtype", ""), k.value("log2n", 0), k.value("dir", ""))] = k.value("compute_ms", 0.0);
+  return out;
+}
+
+struct Sources {
+  json torch;
+  std::map<std::string, double> compare_ms, compute_ms;
+};
+
+// One op at one dtype and size: forward, fused VJP and (unless --no-staged) the staged VJP, each
+// checked once (outputs poisoned first; every element written; staged == fused bit for bit), then
+// timed; --once stops after the checks. Rows appended; false when a check failed.
+bool measure_op(const Options& opt, const Opened& o, Device& dev, const std::string& shape, const Sources& src, Op op,
+                DType d, int log2n, const Inputs& in, HostCopy (&ref)[2], HostCopy& got, std::vector<Row>& rows) {
+  Backend& be = *o.be;
+  const std::int64_t n = std::int64_t{1} << log2n;
+  const int reps = reps_for(opt, log2n);
+  const OpInfo& info = op_info(op);
+  const Scalars sc = bench_scalars(op);
+  const bool pos = positive_inputs(op);
+  const Buffer* inputs[2] = {pos ? &in.ap : &in.a, pos ? &in.bp : &in.b};
+  const std::span<const Buffer* const> ins(inputs, static_cast<std::size_t>(info.arity));
+  const Shape shape_n{n};
+  Buffer out = value_or_die(be.allocate(shape_n, d, AllocTag::value), "allocate output");
+  Buffer grads[2];
+  for (int k = 0; k < info.arity; ++k) grads[k] = value_or_die(be.allocate(shape_n, d, AllocTag::gradient), "allocate gradient");
+  Buffer* gptr[2] = {&grads[0], &grads[1]};
+  const std::span<Buffer* const> gs(gptr, static_cast<std::size_t>(info.arity));
+  const std::string what = std::string(info.name) + " " + dtype_short(d) + " 2^" + std::to_string(log2n);
+  bool checks_ok = true;
+
+  auto make_row = [&](const std::string& dir, double ms, const std::string& check) {
+    Row r;
+    r.op = info.name;
+    r.dtype = dtype_short(d);
+    r.shape = shape;
+    r.log2n = log2n;
+    r.dir = dir;
+    r.ms = ms;
+    r.bytes = bytes_moved(op, dir, n, d);
+    r.gbps = r.bytes / (ms * 1e-3) / 1e9;
+    r.copy_ms = dev.copy_ms(r.bytes, reps);
+    r.frac_copy = r.copy_ms / ms;
+    const std::string key = row_key(r.op, r.dtype, log2n, dir);
+    if (auto it = src.compute_ms.find(key); it != src.compute_ms.end() && dir != "staged") r.compute_ms = it->second;
+    r.roofline_ms = std::max(r.copy_ms, r.compute_ms.value_or(0.0));
+    r.frac_roofline = r.roofline_ms / ms;
+    r.check = check;
+    if (!src.torch.is_null() && dir != "staged") attach_peers(r, src.torch);
+    if (dir == "vjp") r.torch_bytes = torch_backward_bytes(op, n, d);
+    if (auto it = src.compare_ms.find(key); it != src.compare_ms.end() && it->second > 0) {
+      r.compare_ms = it->second;
+      r.speedup = it->second / ms;
+    }
+    judge(r, !src.torch.is_null());
+    if (check != "ok") checks_ok = false;
+    rows.push_back(r);
+  };
+  // Poison the outputs, run once, check every element was written. The outputs land in ref[]
+  // (the fused gradients stay there for the staged comparison).
+  auto check_outputs = [&](std::span<Buffer* const> outs, const std::function<Result<void>()>& call) -> std::string {
+    for (Buffer* b : outs) dev.poison(*b);
+    ok_or_die(call(), what);
+    std::string result = "ok";
+    for (std::size_t k = 0; k < outs.size(); ++k) {
+      dev.fetch(*outs[k], ref[k]);
+      if (const std::int64_t bad = Device::unwritten(ref[k], d); bad > 0) result = std::to_string(bad) + " unwritten";
+    }
+    return result;
+  };
+
+  Buffer* outs[1] = {&out};
+  const std::function<Result<void>()> fwd = [&]() { return be.forward(op, sc, ins, out); };
+  const std::function<Result<void>()> vjp = [&]() { return be.vjp_fused(op, sc, ins, in.g, gs); };
+  const std::string fwd_check = check_outputs(outs, fwd);
+  const std::string vjp_check = check_outputs(gs, vjp);
+  if (opt.once) return fwd_check == "ok" && vjp_check == "ok";
+  make_row("fwd", median_ms(o.stream, reps, fwd, what + " forward"), fwd_check);
+  make_row("vjp", median_ms(o.stream, reps, vjp, what + " fused vjp"), vjp_check);
+  if (!opt.staged) return checks_ok;
+  // The staged VJP, for reference; its outputs must equal the fused ones bit for bit.
+  auto staged = [&]() { return staged_vjp(be, op, sc, ins, in.g, gs); };
+  for (Buffer* b : gs) dev.poison(*b);
+  ok_or_die(staged(), what + " staged vjp");
+  std::string check = "ok";
+  for (std::size_t k = 0; k < gs.size(); ++k) {
+    dev.fetch(*gs[k], got);
+    if (const std::int64_t bad = Device::unwritten(got, d); bad > 0) check = std::to_string(bad) + " unwritten";
+    else if (!Device::same(got, ref[k])) check = "staged!=fused";
+  }
+  make_row("staged", median_ms(o.stream, reps, staged, what + " staged vjp"), check);
+  return checks_ok;
+}
+
+// The chain at every --chain-sizes size on `be`, with the peers' numbers for the same size.
+std::vector<ChainResult> measure_chains(const Options& opt, const std::shared_ptr<Backend>& be, const json& torch) {
+  std::vector<ChainResult> out;
+  for (const int log2n : opt.chain_log2_sizes) {
+    std::printf("  measuring the 1,000-node chain at 2^%d ...\n", log2n);
+    std::fflush(stdout);
+    ChainResult c = run_chain(be, log2n, opt.seed + 999);
+    const std::string key = std::to_string(log2n);
+    c.eager_us_per_node = json_number(torch, {"chain", "sizes", key, "eager_us_per_node"});
+    c.graph_us_per_node = json_number(torch, {"chain", "sizes", key, "graph_us_per_node"});
+    c.compile_us_per_node = json_number(torch, {"chain", "sizes", key, "compile_us_per_node"});
+    c.compile_first_call_s = json_number(torch, {"chain", "sizes", key, "compile_first_call_s"});
+    for (const auto& [name, us] : {std::pair{"eager", c.eager_us_per_node}, std::pair{"compile", c.compile_us_per_node},
+                                   std::pair{"graph", c.graph_us_per_node}})
+      if (us && (!c.peer || *us < c.peer->ms)) c.peer = Peer{name, *us};
+    if (c.peer) c.speedup = c.peer->ms / c.us_per_node;
+    if (log2n == 12 && opt.backend == "cuda") {
+      c.target = "<= 0.35 us/node";
+      c.verdict = c.us_per_node <= kChainUsPerNodeTarget ? "PASS" : "MISS";
+    }
+    out.push_back(c);
+  }
+  return out;
+}
+
+// Every op, direction, dtype and size on one backend; rows appended. False when a check failed.
+bool measure_kernels(const Options& opt, const Opened& o, Device& dev, const std::string& shape, const Sources& src,
+                     std::vector<Row>& rows) {
+  Backend& be = *o.be;
+  bool checks_ok = true;
   HostCopy ref[2], got;
   for (const DType d : opt.dtypes) {
     for (const int log2n : opt.log2_sizes) {
       const std::int64_t n = std::int64_t{1} << log2n;
       const int reps = reps_for(opt, log2n);
-      Inputs in = make_inputs(*be, d, n, opt.seed + 100 * static_cast<std::uint64_t>(log2n) + (d == DType::float64 ? 7 : 0));
-      const Shape shape{n};
-      std::printf("  measuring %s 2^%d (%d reps) ...\n", dtype_short(d), log2n, reps);
+      Inputs in = make_inputs(be, d, n, opt.seed + 100 * static_cast<std::uint64_t>(log2n) + (d == DType::float64 ? 7 : 0));
+      std::printf("  measuring %s 2^%d (%d reps)%s%s ...\n", dtype_short(d), log2n, reps, shape.empty() ? "" : ", shape ",
+                  shape.c_str());
       std::fflush(stdout);
-      for (const Op op : opt.ops) {
-        const OpInfo& info = op_info(op);
-        const Scalars sc = bench_scalars(op);
-        const bool pos = positive_inputs(op);
-        const Buffer* inputs[2] = {pos ? &in.ap : &in.a, pos ? &in.bp : &in.b};
-        const std::span<const Buffer* const> ins(inputs, static_cast<std::size_t>(info.arity));
-        Buffer out = value_or_die(be->allocate(shape, d, AllocTag::value), "allocate output");
-        Buffer grads[2];
-        for (int k = 0; k < info.arity; ++k)
-          grads[k] = value_or_die(be->allocate(shape, d, AllocTag::gradient), "allocate gradient");
-        Buffer* gptr[2] = {&grads[0], &grads[1]};
-        const std::span<Buffer* const> gs(gptr, static_cast<std::size_t>(info.arity));
-        const std::string what = std::string(info.name) + " " + dtype_short(d) + " 2^" + std::to_string(log2n);
-
-        auto make_row = [&](const std::string& dir, double ms, const std::string& check) {
-          Row r;
-          r.op = info.name;
-          r.dtype = dtype_short(d);
-          r.log2n = log2n;
-          r.dir = dir;
-          r.ms = ms;
-          r.bytes = bytes_moved(op, dir, n, d);
-          r.gbps = r.bytes / (ms * 1e-3) / 1e9;
-          r.copy_ms = dev.copy_ms(r.bytes, reps);
-          r.frac_copy = r.copy_ms / ms;
-          r.check = check;
-          if (have_torch && dir != "staged")
-            r.torch_ms = json_number(torch, {"ops", info.name, size_key(d, log2n), dir == "fwd" ? "fwd_ms" : "bwd_ms"});
-          if (r.torch_ms) r.ratio = *r.torch_ms / ms;
-          if (dir == "vjp") r.torch_bytes = torch_backward_bytes(op, n, d);
-          if (auto it = compare_ms.find(row_key(r.op, r.dtype, log2n, dir)); it != compare_ms.end() && it->second > 0) {
-            r.compare_ms = it->second;
-            r.speedup = it->second / ms;
-          }
-          judge(r, op, have_torch);
-          if (check != "ok") checks_failed = true;
-          rows.push_back(r);
-        };
-        // Poison the outputs, run once, check every element was written. The outputs land in ref[]
-        // (the fused gradients stay there for the staged comparison).
-        auto check_outputs = [&](std::span<Buffer* const> outs, const std::function<Result<void>()>& call) -> std::string {
-          for (Buffer* o : outs) dev.poison(*o);
-          ok_or_die(call(), what);
-          std::string result = "ok";
-          for (std::size_t k = 0; k < outs.size(); ++k) {
-            dev.fetch(*outs[k], ref[k]);
-            if (const std::int64_t bad = Device::unwritten(ref[k], d); bad > 0) result = std::to_string(bad) + " unwritten";
-          }
-          return result;
-        };
-
-        // (a) forward
-        {
-          Buffer* outs[1] = {&out};
-          const std::function<Result<void>()> fwd = [&]() { return be->forward(op, sc, ins, out); };
-          const std::string check = check_outputs(outs, fwd);
-          make_row("fwd", median_ms(stream, reps, fwd, what + " forward"), check);
-        }
-        // (b) fused VJP
-        {
-          const std::function<Result<void>()> vjp = [&]() { return be->vjp_fused(op, sc, ins, in.g, gs); };
-          const std::string check = check_outputs(gs, vjp);
-          make_row("vjp", median_ms(stream, reps, vjp, what + " fused vjp"), check);
-        }
-        // (c) staged VJP, for reference; its outputs must equal the fused ones bit for bit
-        if (opt.staged) {
-          auto staged = [&]() { return staged_vjp(*be, op, sc, ins, in.g, gs); };
-          for (Buffer* o : gs) dev.poison(*o);
-          ok_or_die(staged(), what + " staged vjp");
-          std::string check = "ok";
-          for (std::size_t k = 0; k < gs.size(); ++k) {
-            dev.fetch(*gs[k], got);
-            if (const std::int64_t bad = Device::unwritten(got, d); bad > 0) check = std::to_string(bad) + " unwritten";
-            else if (!Device::same(got, ref[k])) check = "staged!=fused";
-          }
-          make_row("staged", median_ms(stream, reps, staged, what + " staged vjp"), check);
-        }
-      }
-      ok_or_die(be->synchronize(), "synchronize");
+      for (const Op op : opt.ops) checks_ok = measure_op(opt, o, dev, shape, src, op, d, log2n, in, ref, got, rows) && checks_ok;
+      ok_or_die(be.synchronize(), "synchronize");
     }
   }
-  copy["same_traffic"] = dev.copies_json();
+  return checks_ok;
+}
 
-  std::optional<ChainResult> chain;
-  if (opt.chain) {
-    std::printf("  measuring the 1,000-node chain ...\n");
+int main(int argc, char** argv) {
+  const Options opt = parse_options(argc, argv);
+  Sources src;
+  src.torch = opt.torch_path.empty() ? json() : read_json(opt.torch_path, "PyTorch JSON");
+  const bool have_torch = !src.torch.is_null();
+  const json compare = opt.compare_path.empty() ? json() : read_json(opt.compare_path, "comparison JSON");
+  if (!compare.is_null())
+    for (const json& r : compare.value("rows", json::array()))
+      src.compare_ms[row_key(r.value("op", ""), r.value("dtype", ""), r.value("log2n", 0), r.value("dir", ""))] = r.value("ms", 0.0);
+  if (!opt.roofline_path.empty()) src.compute_ms = read_rooflines(read_json(opt.roofline_path, "roofline JSON"));
+
+  std::vector<Row> rows;
+  bool checks_ok = true;
+  json meta, copy;
+  std::vector<ChainResult> chains;
+  // The default shape's pass last: its backend then runs the chain and gives the roofline and meta.
+  std::vector<std::string> shapes = opt.map_shapes;
+  std::stable_partition(shapes.begin(), shapes.end(), [](const std::string& s) { return !s.empty(); });
+  for (std::size_t pass = 0; pass < shapes.size(); ++pass) {
+    const Opened o = open_backend(opt, shapes[pass]);
+    Device dev(*o.be, o.stream);
+    // The copy roofline: a 1 GiB buffer copied (2 GiB moved), after ~0.25 s of the same copies so that
+    // the GPU has left its idle clocks (the PyTorch process before this one may have exited seconds ago).
+    const double roofline_traffic = 2.0 * static_cast<double>(std::int64_t{1} << 30);
+    if (o.stream) dev.copy_ms(roofline_traffic, 500);
+    const double roofline_ms = dev.copy_ms(roofline_traffic, opt.reps);
+    meta = meta_json(opt, o, src.torch);
+    copy = {{"roofline_1GiB", {{"traffic_bytes", roofline_traffic}, {"ms", roofline_ms},
+                               {"gbps", roofline_traffic / (roofline_ms * 1e-3) / 1e9}}}};
+    std::printf("tapewise-bench on %s (%s), %s, commit %s; copy roofline (1 GiB D2D): %.1f GB/s\n", o.prop.name,
+                o.be->describe().c_str(), opt.date.c_str(), opt.commit.c_str(), roofline_traffic / (roofline_ms * 1e-3) / 1e9);
     std::fflush(stdout);
-    chain = run_chain(be, opt.seed + 999);
-    if (have_torch) chain->torch_us_per_node = json_number(torch, {"chain", "us_per_node"});
-    if (chain->torch_us_per_node) {
-      chain->speedup = *chain->torch_us_per_node / chain->us_per_node;
-      chain->verdict = *chain->speedup >= kChainSpeedupTarget ? "PASS" : "MISS";
-    }
+    if (opt.kernels) checks_ok = measure_kernels(opt, o, dev, shapes[pass], src, rows) && checks_ok;
+    if (opt.once) return checks_ok ? 0 : 3;
+    copy["same_traffic"] = dev.copies_json();
+    if (pass + 1 == shapes.size()) chains = measure_chains(opt, o.be, src.torch);
   }
-
-  if (have_torch) copy["torch_copy"] = torch.value("copy", json::object());
-  print_table(meta, copy, rows, chain, have_torch, !compare.is_null());
+  if (have_torch) copy["torch_copy"] = src.torch.value("copy", json::object());
+  print_table(meta, copy, rows, chains, have_torch, !compare.is_null());
 
   if (!opt.json_path.empty()) {
     json doc = {{"meta", meta}, {"copy", copy}, {"rows", rows_json(rows)}};
-    if (chain) doc["chain"] = chain_json(*chain);
-    doc["summary"] = summary_json(rows, chain);
-    if (have_torch) doc["torch"] = torch;
+    json chain_list = json::array();
+    for (const ChainResult& c : chains) chain_list.push_back(chain_json(c));
+    doc["chain"] = chain_list;
+    doc["summary"] = summary_json(rows, chains);
+    if (have_torch) doc["torch"] = src.torch;
     std::ofstream f(opt.json_path);
     if (!f) die("cannot write " + opt.json_path);
     f << doc.dump(1) << "\n";
     std::printf("wrote %s\n", opt.json_path.c_str());
   }
-  if (checks_failed) {
+  if (!checks_ok) {
     std::fprintf(stderr, "tapewise-bench: some output checks FAILED (see the check column)\n");
     return 3;
   }
