@@ -1,7 +1,8 @@
-// tools/conform/sweep.cpp — `tapewise-conform sweep`: plans one job per node and dtype, drives the
-// production kernels chunk by chunk over the case range (on one or several devices, or the CPU),
-// re-checks the worst cases with MPFR, validates the sweep's reference against MPFR, and prints
-// the table and the JSON. The grading itself is sweep_reference.hpp, on the device or in host loops.
+// tools/conform/sweep.cpp — `tapewise-conform sweep`: plans one job per node, dtype and run scalar
+// set, drives the production kernels chunk by chunk over the case range (on one or several devices,
+// or the CPU), re-checks the worst cases and one case of each cause with MPFR, validates the sweep's
+// reference against MPFR, and prints the table, the causes and the JSON. The grading itself, and the
+// causes, are sweep_reference.hpp, on the device or in host loops.
 #include "sweep.hpp"
 
 #include <algorithm>
@@ -38,7 +39,8 @@ struct SweepOptions {
   std::string json_path;
   int pair_log2 = 16;                  // binary float32: 2^this cases per exponent pair (0..16)
   int float64_log2 = 32;               // float64 on the device: 2^this random cases per node (0..32)
-  std::int64_t host_cases = 20000;     // float64 graded with MPFR on the host: cases per node
+  bool float64_mpfr = false;           // float64 libm nodes: MPFR on the host instead of double-double
+  std::int64_t host_cases = 20000;     // ... that many cases per node
   std::int64_t validate = 1000000;     // reference vs MPFR: random cases in all
   std::uint64_t seed = 20261130;
   std::int64_t chunk = 0;              // elements per chunk; 0: 2^28 on CUDA, 2^20 on the CPU
@@ -171,12 +173,13 @@ const char* output_name(Op op, int output) {
   return output == kGradA ? "da" : "db";
 }
 
-Plan make_plan(Op op, DType dtype, const SweepOptions& o) {
+// One sweep of a node at one of its scalar sets (spec/ops.def's run_scalars: one batch each).
+Plan make_plan(Op op, DType dtype, const Scalars& scalars, const SweepOptions& o) {
   const OpInfo& info = op_info(op);
   Plan p;
   p.op = op;
   p.dtype = dtype;
-  p.scalars = default_scalar_sets(op).front();
+  p.scalars = scalars;
   Job& j = p.job;
   j.op = op;
   j.is_f64 = dtype == DType::float64;
@@ -197,7 +200,7 @@ Plan make_plan(Op op, DType dtype, const SweepOptions& o) {
     if (info.arity == 2) count = std::uint64_t{1} << (16 + o.pair_log2);
   } else {
     j.kind = CaseKind::float64_random;
-    p.method = device_graded_float64(op) ? Method::device_random : Method::host_mpfr;
+    p.method = ieee_float64(op) || !o.float64_mpfr ? Method::device_random : Method::host_mpfr;
     count = p.method == Method::host_mpfr ? static_cast<std::uint64_t>(o.host_cases)
                                           : std::uint64_t{1} << o.float64_log2;
   }
@@ -210,6 +213,12 @@ Plan make_plan(Op op, DType dtype, const SweepOptions& o) {
   j.case_stride = device ? o.stride : 1;
   p.outputs = output_requests(op, dtype);
   return p;
+}
+
+// The node as the report names it: "scale(c=0.37)", "exp" (a node can be swept at several scalar sets).
+std::string node_label(const Plan& p) {
+  const std::string scalars = scalars_text(p.op, p.scalars);
+  return scalars.empty() ? std::string(op_name(p.op)) : std::string(op_name(p.op)) + "(" + scalars + ")";
 }
 
 // --- the chunk driver -------------------------------------------------------------------------------
@@ -630,7 +639,7 @@ Result<Validation> validate_reference(const std::vector<Plan>& plans, const Swee
         if (ok) return;
         ++v.failures;
         if (v.examples.size() < 8)
-          v.examples.push_back(std::string(op_name(p->op)) + " " + dtype_name(p->dtype) + " " + output_name(p->op, request.output) +
+          v.examples.push_back(node_label(*p) + " " + dtype_name(p->dtype) + " " + output_name(p->op, request.output) +
                                " a=" + hex_value(in.a) + (p->job.arity == 2 ? " b=" + hex_value(in.b) : "") +
                                " g=" + hex_value(request.g));
       });
@@ -681,7 +690,7 @@ void print_table(std::ostream& out, const std::vector<NodeResult>& nodes) {
   for (const NodeResult& n : nodes) {
     const Plan& p = n.plan;
     if (!n.error.empty()) {
-      out << text("%-9s %-8s error: ", op_name(p.op), dtype_name(p.dtype)) << n.error << "\n";
+      out << text("%-9s %-8s error: ", node_label(p).c_str(), dtype_name(p.dtype)) << n.error << "\n";
       continue;
     }
     for (const OutputResult& o : n.outputs) {
@@ -692,7 +701,7 @@ void print_table(std::ostream& out, const std::vector<NodeResult>& nodes) {
         if ((r.why == "worst ratio" && r.mpfr_ratio > 0) || (r.why == "worst in domain" && worst == "-") ||
             (r.why == "worst finite" && worst == "-"))
           worst = input_text(p, r.in, r.index) + text(" (%.3g)", r.mpfr_ulps);
-      out << text("%-9s %-8s %-3s %-9s %12llu %10s %10s %10s %-16s %10llu %10llu  ", op_name(p.op), dtype_name(p.dtype),
+      out << text("%-9s %-8s %-3s %-9s %12llu %10s %10s %10s %-16s %10llu %10llu  ", node_label(p).c_str(), dtype_name(p.dtype),
                    output_name(p.op, o.request.output), o.request.output == kY ? "-" : text("%.3g", o.request.g).c_str(),
                    static_cast<unsigned long long>(p.cases()), format_ulps(t.worst_domain_key).c_str(),
                    format_ulps(t.worst_finite_key).c_str(), format_ulps(t.worst_ratio_domain_key).c_str(),
@@ -712,7 +721,7 @@ void print_causes(std::ostream& out, const std::vector<NodeResult>& nodes) {
     for (const OutputResult& o : n.outputs) {
       if (o.tally.above_bound == 0) continue;
       any = true;
-      out << text("  %-9s %-8s %-3s g=%-6s ", op_name(n.plan.op), dtype_name(n.plan.dtype),
+      out << text("  %-9s %-8s %-3s g=%-6s ", node_label(n.plan).c_str(), dtype_name(n.plan.dtype),
                    output_name(n.plan.op, o.request.output), short_value(o.request.g, n.plan.dtype).c_str())
           << causes_text(n.plan, o.tally) << " (accepted outside: "
           << reference::outside_domain_name(reference::swept(n.plan.op, n.plan.dtype).outside) << ")\n";
@@ -740,7 +749,7 @@ void print_rechecks(std::ostream& out, const std::vector<NodeResult>& nodes) {
         });
         if (r.why == "worst ratio" && same_as_domain && !notable) continue;
         if (!notable && r.why != "worst in domain" && !(r.why == "worst ratio" && r.mpfr_ratio > 0)) continue;
-        out << text("  %-9s %-8s %-3s %-16s ", op_name(n.plan.op), dtype_name(n.plan.dtype),
+        out << text("  %-9s %-8s %-3s %-16s ", node_label(n.plan).c_str(), dtype_name(n.plan.dtype),
                      output_name(n.plan.op, o.request.output), r.why.c_str())
             << input_text(n.plan, r.in, r.index) << " g=" << short_value(o.request.g, n.plan.dtype) << "  "
             << short_value(r.produced, n.plan.dtype) << " vs " << short_value(r.expected, n.plan.dtype)
@@ -797,6 +806,7 @@ Json node_json(const NodeResult& n) {
   j["op"] = op_name(p.op);
   j["dtype"] = dtype_name(p.dtype);
   j["scalars"] = scalars_text(p.op, p.scalars);
+  j["scalar_values"] = Json::array({p.scalars.s0, p.scalars.s1});  // as given; the kernels use R(each)
   j["method"] = method_name(p.method);
   j["range"] = Json::array({p.lo, p.hi});
   j["stride"] = p.job.case_stride;
@@ -882,11 +892,15 @@ int sweep_command(const SweepOptions& o) {
   std::cout << "backend: " << w.name << " (" << w.why << "), " << w.backends.size() << " device(s): "
             << w.backends.front()->describe() << "\n";
   std::cout << "seed " << o.seed << "; second g = R(0.7); chunk " << chunk << "; binary float32 pairs 2^" << o.pair_log2
-            << " per exponent pair; float64 2^" << o.float64_log2 << " cases (device) or " << o.host_cases << " (MPFR)\n";
+            << " per exponent pair; float64 2^" << o.float64_log2 << " cases"
+            << (o.float64_mpfr ? text(" (IEEE nodes), %lld graded by MPFR (libm nodes)", static_cast<long long>(o.host_cases))
+                               : std::string())
+            << "\n";
 
   std::vector<Plan> plans;
   for (DType d : o.dtypes)
-    for (Op op : o.ops) plans.push_back(make_plan(op, d, o));
+    for (Op op : o.ops)
+      for (const Scalars& s : default_scalar_sets(op)) plans.push_back(make_plan(op, d, s, o));
   std::int64_t total = 0;
   for (const Plan& p : plans)
     if (p.method != Method::host_mpfr) total += static_cast<std::int64_t>(p.cases());
@@ -904,7 +918,7 @@ int sweep_command(const SweepOptions& o) {
   for (const Plan& p : plans) {
     NodeResult n;
     n.plan = p;
-    progress.line.set_label(std::string(op_name(p.op)) + " " + dtype_name(p.dtype));
+    progress.line.set_label(node_label(p) + " " + dtype_name(p.dtype));
     const auto start = std::chrono::steady_clock::now();
     auto tallies = p.method == Method::host_mpfr ? grade_on_host_with_mpfr(*w.backends.front(), p)
                                                  : sweep_on_devices(w, p, chunk, progress);
@@ -934,7 +948,7 @@ int sweep_command(const SweepOptions& o) {
   std::cout << "\n";
   for (const std::string& e : validation->examples) std::cout << "  reference outside its bound: " << e << "\n";
   for (const NodeResult& n : nodes)
-    std::cout << text("time %-9s %-8s %.2f s\n", op_name(n.plan.op), dtype_name(n.plan.dtype), n.seconds);
+    std::cout << text("time %-9s %-8s %.2f s\n", node_label(n.plan).c_str(), dtype_name(n.plan.dtype), n.seconds);
 
   int conforming = 0;
   for (const NodeResult& n : nodes) conforming += node_conforms(n) ? 1 : 0;
@@ -969,6 +983,7 @@ namespace {
 struct SweepCli {
   std::string ops = "all", dtype = "float32", backend = "auto", range, json, seed = "20261130";
   int devices = 1, pair_log2 = 16, float64_log2 = 32;
+  bool float64_mpfr = false;
   std::int64_t host_cases = 20000, validate = 1000000, chunk = 0, stride = 1;
 };
 
@@ -1008,6 +1023,7 @@ int run_sweep_cli(const SweepCli& cli) {
   o.pair_log2 = cli.pair_log2;
   o.float64_log2 = cli.float64_log2;
   o.host_cases = cli.host_cases;
+  o.float64_mpfr = cli.float64_mpfr;
   o.validate = cli.validate;
   o.chunk = cli.chunk;
   o.stride = static_cast<std::uint32_t>(cli.stride);
@@ -1024,9 +1040,9 @@ std::function<std::optional<int>()> add_sweep_subcommand(CLI::App& app) {
       "What is swept, per node and dtype (forward y and the fused VJP at g = 1 and g = R(0.7)):\n"
       "  unary float32     every bit pattern (2^32 cases; case index = the input's bits)\n"
       "  binary float32    every exponent pair x 2^pair-log2 random mantissas and signs\n"
-      "  float64 IEEE ops  2^float64-log2 random cases on the device (neg scale abs sqrt clamp relu inv\n"
-      "                    add sub mul max min div; double-double reference)\n"
-      "  float64 others    --host-cases random cases, graded with MPFR on the host\n"
+      "  float64           2^float64-log2 random cases (random bit patterns and in-domain values; sin and\n"
+      "                    cos below 2^20) against a double-double reference; with --float64-mpfr, the\n"
+      "                    libm nodes get --host-cases random cases graded with MPFR on the host instead\n"
       "The sweep's reference is validated against MPFR (--validate cases), and every worst and violating\n"
       "case is re-checked with MPFR. --range LO:HI restricts the device sweeps to case indices [LO, HI)\n"
       "(a CPU slice, e.g. --backend cpu --range 0x3f000000:0x3f100000), --stride N to every N-th of them.\n"
@@ -1048,8 +1064,10 @@ std::function<std::optional<int>()> add_sweep_subcommand(CLI::App& app) {
   sweep->add_option("--pair-log2", cli->pair_log2, "binary float32: 2^N cases per exponent pair (0..16)")->capture_default_str();
   sweep->add_option("--float64-log2", cli->float64_log2, "float64 on the device: 2^N random cases per node (0..32)")
       ->capture_default_str();
-  sweep->add_option("--host-cases", cli->host_cases, "float64 nodes graded with MPFR on the host: cases per node")
-      ->capture_default_str();
+  sweep->add_flag("--float64-mpfr", cli->float64_mpfr,
+                  "grade the float64 libm nodes (exp sin cos log safeLog sigmoid tanh silu gelu softplus) with MPFR on "
+                  "the host instead of the double-double reference");
+  sweep->add_option("--host-cases", cli->host_cases, "with --float64-mpfr: cases per libm node")->capture_default_str();
   sweep->add_option("--validate", cli->validate, "random cases for validating the sweep's reference against MPFR")
       ->capture_default_str();
   sweep->add_option("--seed", cli->seed, "seed of the random cases")->capture_default_str();

@@ -40,8 +40,8 @@ namespace tapewise::conform::sweep {
 // sin and cos have no such issue: the library's result is relative-accurate at float inputs
 // however close to a multiple of pi (the reduction is exact), so their roots are covered.
 //
-// float64 outputs, double-double, only for the nodes whose float64 spec is IEEE arithmetic
-// (kDeviceGradedFloat64): neg, scale, abs, sqrt, clamp, relu, inv, add, sub, mul, max, min, div.
+// float64 outputs, double-double. The nodes whose float64 spec is IEEE arithmetic (ieee_float64):
+// neg, scale, abs, sqrt, clamp, relu, inv, add, sub, mul, max, min, div.
 // Exact selects and copies are exact; a + b is a two-sum (exact); products are fma two-products of
 // the inputs' significands (exact), quotients and square roots one Newton correction on them
 // (relative ~2^-104), all with the exponents taken out by frexp and put back by ldexp at the end,
@@ -51,10 +51,13 @@ namespace tapewise::conform::sweep {
 // re-rounds hi from the whole value (RNE, so hi = R(exact) holds everywhere) and keeps the
 // remainder unscaled (DD::lo_exp), and grading compares |produced - exact| with the bound as an
 // exact two-sum. The error there is the same ~2^-100 relative of the remainder (far below
-// 2^-1074); kReferenceSubnormalAbs (2^-1074) stays as a floor in the validation, not a need. The
-// float64 nodes with libm stagings (exp, sin, cos, log,
-// safeLog, sigmoid, tanh, silu, gelu, softplus) are NOT graded here: `sweep` grades them with MPFR
-// on a random subset on the host and says so.
+// 2^-1074); kReferenceSubnormalAbs (2^-1074) stays as a floor in the validation, not a need.
+// The nodes with libm stagings (exp, sin, cos, log, safeLog, sigmoid, tanh, silu, gelu, softplus):
+// double-double elementary functions of ~2^-100 relative error (the argument is beside them, below
+// the IEEE nodes' code), rounded once at the end the same way; float64 sin and cos only for
+// |x| < 2^20 (kSinCosLimit), which the sweep's cases respect. Error <= 2^-45 float64 ULP, plus
+// ~2^-104 absolute near the roots of silu', gelu' and log(den) (abs_root_output); so the same
+// kReferenceUlps and kReferenceAbsEps hold for every float64 output.
 // ---------------------------------------------------------------------------------------------------
 inline constexpr double kReferenceUlps = 0x1p-18;          // of ulp_of(R(exact)) in the graded dtype
 inline constexpr double kReferenceAbsEps = 0x1p-20;        // times eps * w, only where abs_root_output
@@ -69,8 +72,9 @@ SWEEP_HD bool abs_root_output(Op op, int output) {
          (op == Op::safeLog && output == kY);
 }
 
-// The float64 nodes graded on the device (double-double reference).
-SWEEP_HD bool device_graded_float64(Op op) {
+// The float64 nodes whose exact values are IEEE arithmetic (forward_f64 / vjp_f64 below); the others
+// have libm stagings (libm_forward_f64 / libm_vjp_f64).
+SWEEP_HD bool ieee_float64(Op op) {
   switch (op) {
     case Op::neg: case Op::scale: case Op::abs: case Op::sqrt: case Op::clamp: case Op::relu:
     case Op::inv: case Op::add: case Op::sub: case Op::mul: case Op::max: case Op::min: case Op::div:
@@ -161,9 +165,18 @@ SWEEP_HD void case_floats(const Job& job, uint32_t index, float* a, float* b) {
   *a = pattern_float((pair >> 8) & 255u, h);
   *b = pattern_float(pair & 255u, splitmix64(h));
 }
+// float64 sin and cos cases stay below kSinCosLimit, where the reference's reduction is valid (see
+// dd_sincos): a larger exponent is folded into 0..20 (the mantissa and sign kept).
+inline constexpr double kSinCosLimit = 0x1p+20;
+SWEEP_HD double within_reference_range(const Job& job, double v) {
+  if (!job.is_f64 || (job.op != Op::sin && job.op != Op::cos) || !is_finite(v) || fabs(v) < kSinCosLimit) return v;
+  int e = 0;
+  const double m = frexp(v, &e);
+  return ldexp(m, e % 21);
+}
 SWEEP_HD void case_doubles(const Job& job, uint32_t index, double* a, double* b) {
   const uint64_t h = splitmix64(splitmix64(job.seed) ^ index);
-  *a = random_double(job, h);
+  *a = within_reference_range(job, random_double(job, h));
   *b = random_double(job, splitmix64(h ^ 0x5851F42D4C957F2Dull));
 }
 SWEEP_HD Inputs case_inputs(const Job& job, uint32_t index) {
@@ -470,11 +483,248 @@ SWEEP_HD DD vjp_f64(Op op, int output, double a, double b, double g, double s0, 
   }
 }
 
+// --- double-double elementary functions, for the float64 nodes with libm stagings -----------------
+// exp, log, sin, cos, safeLog, sigmoid, tanh, silu, gelu, softplus in float64, each from its
+// real-valued spec (spec/conventions.md), to ~2^-100 relative: every step is an error-free
+// transformation or a double-double operation of relative error <= 3 * 2^-106 (AccurateDWPlusDW and
+// its products/quotients), and no step cancels except where noted:
+//  - exp(v): v = k ln2 + r with ln2 a triple-double (k < 2^11, k ln2_1 exact by fma), |r| <= 0.35;
+//    expm1(r / 2^8) by Taylor to degree 12 (term < 2^-120), then 8 times q -> q (2 + q), which keeps
+//    the relative error of expm1 (~2^-100 after the doublings); e^v = (1 + expm1(r)) 2^k.
+//  - log(v): v = m 2^e with m in [1/sqrt2, sqrt2), log m = 2 atanh(s), s = (m - 1) / (m + 1) (m - 1
+//    exact), |s| <= 0.172, 22 terms (< 2^-112); plus e ln2. log1p(t) = 2 atanh(t / (2 + t)), t <= 1.
+//  - sin, cos: x - k pi/2 with pi/2 as four doubles (~2^-216), k = round(2x/pi) < 2^20, each k p_i
+//    exact by fma and summed in double-double: valid for |x| < 2^20 (float64 sweep cases of sin and
+//    cos are kept below it, see case_doubles; the domain is [2^-8, 2^8)); the closest a double comes
+//    to a multiple of pi/2 is ~2^-61 relative, so r keeps ~2^-78 relative error. Taylor degree 29.
+//  - the others are compositions, with tails carried as m 2^e (Scaled) so that nothing over- or
+//    underflows on the way, and rounded once at the end (dd_scaled: hi = R(value) for subnormal
+//    results too). Near the roots of silu' and gelu' (and log(den) = 0 in safeLog) the error is
+//    absolute, ~2^-104 of the terms: those outputs have the abs term (abs_root_output).
+// Non-finite inputs take the float64 transcription above (unary_forward_f32 / unary_vjp_f32): their
+// results are exact (0, ±1, ±inf or NaN).
+inline constexpr double kLog2E = 1.4426950408889634074;  // log2(e)
+// ln 2 and pi/2 as sums of doubles, each the nearest double to what the ones before leave (scalars,
+// not arrays: device code reads constexpr scalars only).
+inline constexpr double kLn2_0 = 0x1.62e42fefa39efp-1, kLn2_1 = 0x1.abc9e3b39803fp-56, kLn2_2 = 0x1.7b57a079a1934p-111;
+inline constexpr double kPiOver2_0 = 0x1.921fb54442d18p+0, kPiOver2_1 = 0x1.1a62633145c07p-54,
+                        kPiOver2_2 = -0x1.f1976b7ed8fbcp-110, kPiOver2_3 = 0x1.4cf98e804177dp-164;
+inline constexpr double kTwoOverPi = 0x1.45f306dc9c883p-1;
+
+SWEEP_HD DD dd_add(DD a, DD b) {  // AccurateDWPlusDW: relative error <= 3 * 2^-106
+  const DD s = two_sum(a.hi, b.hi), t = two_sum(a.lo, b.lo);
+  DD u = dd_normalize(s.hi, s.lo + t.hi);
+  return dd_normalize(u.hi, u.lo + t.lo);
+}
+SWEEP_HD DD dd_add_d(DD a, double b) { return dd_add(a, dd_exact(b)); }
+SWEEP_HD DD dd_mul_d(DD a, double b) { return dd_mul(a, dd_exact(b)); }
+SWEEP_HD DD dd_div_d(DD a, double b) { return dd_div(a, dd_exact(b)); }
+SWEEP_HD DD dd_ldexp(DD a, int e) { return {ldexp(a.hi, e), ldexp(a.lo, e)}; }  // exact in range
+
+// m 2^e: a double-double of moderate size and a binary exponent, for values beyond double's range.
+struct Scaled {
+  DD m;
+  int e = 0;
+};
+SWEEP_HD Scaled scaled(DD v) {  // m.hi in [0.5, 1) (or 0)
+  int e = 0;
+  frexp(v.hi, &e);
+  return {dd_ldexp(v, -e), e};
+}
+SWEEP_HD Scaled scaled_mul(Scaled a, Scaled b) {
+  Scaled p = scaled(dd_mul(a.m, b.m));
+  p.e += a.e + b.e;
+  return p;
+}
+SWEEP_HD Scaled scaled_div(Scaled a, Scaled b) {
+  Scaled q = scaled(dd_div(a.m, b.m));
+  q.e += a.e - b.e;
+  return q;
+}
+// The value as a double-double: hi = R(value); below 2^-969 the remainder kept unscaled (dd_scaled).
+SWEEP_HD DD unscaled(Scaled v) {
+  if (v.m.hi == 0) return v.m;
+  if (v.e < -1200) return dd_exact(copysign(0.0, v.m.hi));  // below 2^-1200: R(value) = ±0
+  if (v.e > 1100) return dd_exact(copysign(infinity(), v.m.hi));
+  return dd_scaled(v.m, v.e);
+}
+// The value as an operand of further double-double arithmetic: unscaled's remainder form (lo_exp)
+// is for results only, so below 2^-960 the low part is dropped (2^-53 of a value that small).
+SWEEP_HD DD plain(Scaled v) {
+  if (v.e >= -960) return unscaled(v);
+  return dd_exact(v.e < -1200 ? copysign(0.0, v.m.hi) : ldexp(v.m.hi, v.e));
+}
+// 1 + v for v >= 0, as a double-double (v below 2^-120 leaves 1).
+SWEEP_HD DD one_plus(Scaled v) { return v.e < -120 ? dd_exact(1.0) : dd_add_d(plain(v), 1.0); }
+
+// expm1(r) for |r| <= 0.36 (see above).
+SWEEP_HD DD dd_expm1_small(DD r) {
+  const DD t = dd_ldexp(r, -8);
+  DD p = dd_exact(1.0);  // Horner: expm1(t) = t (1 + t/2 (1 + t/3 (...)))
+  for (int n = 12; n >= 2; --n) p = dd_add_d(dd_div_d(dd_mul(t, p), n), 1.0);
+  DD q = dd_mul(t, p);
+  for (int i = 0; i < 8; ++i) q = dd_mul(q, dd_add_d(q, 2.0));
+  return q;
+}
+// e^v for a double-double v, as m 2^k. Beyond ±1100: 2^4000 or an exact 0, which any double factor
+// leaves beyond float64's range (e^-1100 = 2^-1587 times up to 2^1024 is a 0 in float64).
+SWEEP_HD Scaled dd_exp(DD v) {
+  if (v.hi > 1100) return {dd_exact(1.0), 4000};
+  if (v.hi < -1100) return {dd_exact(0.0), 0};
+  const double k = nearbyint(v.hi * kLog2E);
+  DD r = dd_add(v, negated(two_prod(k, kLn2_0)));
+  r = dd_add(r, negated(two_prod(k, kLn2_1)));
+  r = dd_add_d(r, -k * kLn2_2);
+  return {dd_add_d(dd_expm1_small(r), 1.0), static_cast<int>(k)};
+}
+// 2 atanh(s) = log((1 + s) / (1 - s)) for |s| <= 1/3.
+SWEEP_HD DD dd_two_atanh(DD s) {
+  const DD z = dd_mul(s, s);
+  DD p = dd_div_d(dd_exact(1.0), 71);  // terms to s^70 / 71: < 2^-110 at |s| = 1/3
+  for (int n = 34; n >= 0; --n) p = dd_add(dd_div_d(dd_exact(1.0), 2 * n + 1), dd_mul(z, p));
+  return dd_ldexp(dd_mul(s, p), 1);
+}
+SWEEP_HD DD dd_log(DD v) {  // v > 0 finite
+  Scaled w = scaled(v);  // w.m in [0.5, 1)
+  if (w.m.hi < 0.70710678118654752) {
+    w.m = dd_ldexp(w.m, 1);
+    w.e -= 1;
+  }
+  const DD s = dd_div(dd_add_d(w.m, -1.0), dd_add_d(w.m, 1.0));  // m - 1: exact (Sterbenz)
+  const double e = w.e;
+  DD eln2 = dd_add(two_prod(e, kLn2_0), two_prod(e, kLn2_1));
+  eln2 = dd_add_d(eln2, e * kLn2_2);
+  return dd_add(eln2, dd_two_atanh(s));
+}
+// log1p(t) for 0 <= t <= 1; a tiny t (below 2^-60) as t (1 - t/2), in its scale.
+SWEEP_HD Scaled dd_log1p(Scaled t) {
+  if (t.m.hi == 0) return t;
+  if (t.e < -60) return scaled_mul(t, scaled(dd_add_d(negated(dd_ldexp(plain(t), -1)), 1.0)));
+  const DD v = plain(t);
+  return scaled(dd_two_atanh(dd_div(v, dd_add_d(v, 2.0))));
+}
+
+struct SinCos {
+  DD sin, cos;
+};
+SWEEP_HD SinCos dd_sincos(double x) {  // finite |x| < kSinCosLimit
+  const double k = nearbyint(x * kTwoOverPi);
+  DD r = dd_add(dd_exact(x), negated(two_prod(k, kPiOver2_0)));
+  r = dd_add(r, negated(two_prod(k, kPiOver2_1)));
+  r = dd_add(r, negated(two_prod(k, kPiOver2_2)));
+  r = dd_add_d(r, -k * kPiOver2_3);
+  const DD z = dd_mul(r, r);  // |r| <= pi/4: z^15 / 30! < 2^-118
+  DD ps = dd_exact(1.0), pc = dd_exact(1.0);
+  for (int n = 15; n >= 1; --n) {
+    ps = dd_add_d(negated(dd_div_d(dd_mul(z, ps), (2.0 * n) * (2.0 * n + 1))), 1.0);
+    pc = dd_add_d(negated(dd_div_d(dd_mul(z, pc), (2.0 * n - 1) * (2.0 * n))), 1.0);
+  }
+  const DD sr = dd_mul(r, ps), cr = pc;
+  switch (static_cast<long long>(k) & 3) {
+    case 0: return {sr, cr};
+    case 1: return {cr, negated(sr)};
+    case 2: return {negated(sr), negated(cr)};
+    default: return {negated(cr), sr};
+  }
+}
+
+SWEEP_HD Scaled dd_sigmoid(DD v) {  // 1 / (1 + e^-v) for v >= 0, e^v / (1 + e^v) below
+  const Scaled e = dd_exp(v.hi >= 0 ? negated(v) : v);  // e^-|v| <= 1
+  if (v.hi >= 0) return scaled(dd_div(dd_exact(1.0), one_plus(e)));
+  return scaled_div(e, scaled(one_plus(e)));
+}
+SWEEP_HD Scaled dd_sigmoid_slope(DD v) {  // sigmoid(v) sigmoid(-v) = e^-|v| / (1 + e^-|v|)^2
+  const Scaled e = dd_exp(v.hi >= 0 ? negated(v) : v);
+  const Scaled d = scaled(one_plus(e));
+  return scaled_div(e, scaled_mul(d, d));
+}
+SWEEP_HD Scaled dd_softplus(double x) {  // max(x, 0) + log1p(e^-|x|)
+  const Scaled l = dd_log1p(dd_exp(dd_exact(-fabs(x))));
+  return x > 0 ? scaled(dd_add_d(plain(l), x)) : l;  // x > 0: l <= ln 2 adds without cancelling
+}
+SWEEP_HD DD dd_tanh(double x) {
+  const double a = fabs(x);
+  if (a < 0x1p-30) return two_sum(x, -(x * x * x) / 3);  // the next term, 2x^5/15, is below 2^-150 |x|
+  // tanh(a) = -t / (2 + t), t = expm1(-2a): the series for 2a <= 0.36, else e^-2a - 1 (e^-2a <= 0.7)
+  const DD t = a <= 0.18 ? dd_expm1_small(dd_exact(-2 * a)) : dd_add_d(plain(dd_exp(dd_exact(-2 * a))), -1.0);
+  const DD th = dd_div(negated(t), dd_add_d(t, 2.0));
+  return x < 0 ? negated(th) : th;
+}
+SWEEP_HD Scaled dd_sech2(double x) {  // 1 - tanh^2 = 4 e^-2|x| / (1 + e^-2|x|)^2
+  const Scaled e = dd_exp(dd_exact(-2 * fabs(x)));
+  const Scaled d = scaled(one_plus(e));
+  return scaled_div(scaled_mul(e, scaled(dd_exact(4.0))), scaled_mul(d, d));
+}
+// gelu with float64's constants: y = x s(2u), dy/dx = s(2u) (1 + 2x s(-2u) k (1 + c3 x^2)),
+// u = k (x + c x^3); `slope` gives g dy/dx.
+SWEEP_HD DD dd_gelu(double x, bool slope, double g) {
+  if (fabs(x) > 0x1p20) {  // s(2u) is 1 or 0 to far below 2^-1075 of the result
+    if (!slope) return dd_exact(x > 0 ? x : -0.0);
+    return dd_exact(x > 0 ? g : copysign(0.0, -g));
+  }
+  const GeluConstants c = gelu_constants(true);
+  const DD x2 = two_prod(x, x);
+  const DD u2 = dd_ldexp(dd_mul_d(dd_add_d(dd_mul_d(dd_mul_d(x2, x), c.c), x), c.k), 1);
+  const Scaled sp = dd_sigmoid(u2);
+  if (!slope) return unscaled(scaled_mul(scaled(dd_exact(x)), sp));
+  const DD id = dd_mul_d(dd_add_d(dd_mul_d(x2, c.c3), 1.0), c.k);
+  const Scaled term = scaled_mul(scaled_mul(scaled(dd_exact(2 * x)), dd_sigmoid(negated(u2))), scaled(id));
+  const DD bracket = dd_add_d(plain(term), 1.0);  // crosses 0 near x = -0.752: absolute error there
+  return unscaled(scaled_mul(scaled_mul(sp, scaled(bracket)), scaled(dd_exact(g))));
+}
+
+// The float64 libm nodes' exact y and dx (finite x and g; see above).
+SWEEP_HD DD libm_forward_f64(Op op, double x, double s0) {
+  switch (op) {
+    case Op::exp: return unscaled(dd_exp(dd_exact(x)));
+    case Op::sin: return dd_sincos(x).sin;
+    case Op::cos: return dd_sincos(x).cos;
+    case Op::log: return x > 0 ? dd_log(dd_exact(x)) : dd_exact(x == 0 ? -infinity() : quiet_nan());
+    case Op::safeLog: {
+      const DD den = dd_add_d(plain(dd_softplus(x)), s0);
+      return den.hi > 0 ? dd_log(den) : dd_exact(den.hi == 0 ? -infinity() : quiet_nan());
+    }
+    case Op::sigmoid: return unscaled(dd_sigmoid(dd_exact(x)));
+    case Op::tanh: return dd_tanh(x);
+    case Op::silu: return unscaled(scaled_mul(scaled(dd_exact(x)), dd_sigmoid(dd_exact(x))));
+    case Op::gelu: return dd_gelu(x, false, 1.0);
+    case Op::softplus: return unscaled(dd_softplus(x));
+    default: return dd_exact(quiet_nan());
+  }
+}
+SWEEP_HD DD libm_vjp_f64(Op op, double x, double g, double s0) {
+  const Scaled sg = scaled(dd_exact(g));
+  switch (op) {
+    case Op::exp: return unscaled(scaled_mul(dd_exp(dd_exact(x)), sg));
+    case Op::sin: return unscaled(scaled_mul(scaled(dd_sincos(x).cos), sg));
+    case Op::cos: return negated(unscaled(scaled_mul(scaled(dd_sincos(x).sin), sg)));  // sin x ~ x: tiny results
+    case Op::log: return x != 0 && g != 0 ? dd_ratio(g, 1, x, 1) : dd_exact(g / x);
+    case Op::safeLog: {
+      const DD den = dd_add_d(plain(dd_softplus(x)), s0);
+      if (!(den.hi > 0)) return dd_exact(g * (sigmoid_d(x) / den.hi));
+      return unscaled(scaled_mul(scaled_div(dd_sigmoid(dd_exact(x)), scaled(den)), sg));
+    }
+    case Op::sigmoid: return unscaled(scaled_mul(dd_sigmoid_slope(dd_exact(x)), sg));
+    case Op::tanh: return unscaled(scaled_mul(dd_sech2(x), sg));
+    case Op::silu: {  // g s(x) (1 + x s(-x))
+      const DD bracket = dd_add_d(plain(scaled_mul(scaled(dd_exact(x)), dd_sigmoid(dd_exact(-x)))), 1.0);
+      return unscaled(scaled_mul(scaled_mul(dd_sigmoid(dd_exact(x)), scaled(bracket)), sg));
+    }
+    case Op::gelu: return dd_gelu(x, true, g);
+    case Op::softplus: return unscaled(scaled_mul(dd_sigmoid(dd_exact(x)), sg));
+    default: return dd_exact(quiet_nan());
+  }
+}
+
 // The exact value of one output at one case, as a double-double (lo = 0 for float32 outputs).
 SWEEP_HD DD exact_value(const Job& job, int output, const Inputs& in, double g) {
-  if (job.is_f64) {
+  if (job.is_f64 && ieee_float64(job.op)) {
     if (output == kY) return forward_f64(job.op, in.a, in.b, job.scalar0, job.scalar1);
     return vjp_f64(job.op, output, in.a, in.b, g, job.scalar0, job.scalar1);
+  }
+  if (job.is_f64 && is_finite(in.a) && is_finite(g)) {
+    if (output == kY) return libm_forward_f64(job.op, in.a, job.scalar0);
+    return libm_vjp_f64(job.op, in.a, g, job.scalar0);
   }
   if (job.arity == 2) {
     if (output == kY) return dd_exact(binary_forward_f32(job.op, in.a, in.b));
@@ -594,7 +844,6 @@ enum Cause : int { kCauseInDomain, kCauseOverflow, kCauseUnderflow, kCauseUnexpl
 
 // The stages are tracked as log2 of their exact magnitudes, so that float64 stagings whose stages
 // leave double's range (1 / x^2 in inv, c3 x^2 in gelu) are classified as well.
-inline constexpr double kLog2E = 1.4426950408889634074;  // log2(e)
 // log2|v| of an exact zero (a product with a zero input): at or below it a stage is not counted.
 inline constexpr double kLog2OfZero = -0x1p+1020;
 
