@@ -176,7 +176,11 @@ std::string random_graph_json(DType dtype, std::uint64_t seed, std::size_t node_
   for (const OpInfo& info : kOps) ops.push_back(info.op);
   for (std::size_t i = ops.size(); i > 1; --i) std::swap(ops[i - 1], ops[rng.below(i)]);
   for (Op op : ops) add_random_node(g, rng, op);
-  while (g.nodes.size() + dangling_nodes(g).size() - 1 < node_count) add_random_node(g, rng, kOps[rng.below(kOpCount)].op);
+  // Nodes plus the joins still to come. A random node adds one or two to it (two when it leaves a new
+  // sink); the last one is a neg of a sink, which adds exactly one, so the count is node_count.
+  auto planned = [&] { return g.nodes.size() + dangling_nodes(g).size() - 1; };
+  while (planned() + 1 < node_count) add_random_node(g, rng, kOps[rng.below(kOpCount)].op);
+  if (planned() < node_count) append_node(g, Op::neg, {dangling_nodes(g).back(), 0}, {});
   for (auto sinks = dangling_nodes(g); sinks.size() > 1; sinks = dangling_nodes(g)) {
     const Op join = std::array<Op, 4>{Op::add, Op::sub, Op::max, Op::min}[rng.below(4)];
     append_node(g, join, {sinks[0], sinks[1]}, {});

@@ -10,7 +10,8 @@ values whose bits differ (any NaN matches any NaN). The nodes, their domains, ki
 whether their row is graded come from the op table as the runner exports it (`tapewise-conform ops
 --json`); the stagings below are this script's own transcription, never the production code's. The
 goal is zero for every graded node; silu's TorchLean staging is not published (aten_parity ungraded
-in spec/ops.def): its row compares against our own reading of it and is reported, not graded.
+in spec/ops.def): its row compares against our own reading of it and is reported, not graded. A node
+TorchLean does not have (aten_parity none) is listed as not compared.
 
     python3 tools/aten_parity.py --conform build/bin/tapewise-conform --out DIR
 
@@ -55,18 +56,28 @@ def read_ops(conform, ops_json=None):
     return table["ops"]
 
 
-def missing_stagings(ops):
-    """Names of the nodes this script has no staging for (a dry run of each on one element)."""
-    missing = []
-    with np.errstate(all="ignore"):
-        for op in ops:
-            one = np.zeros(1, dtype=np.float64)
-            scalars = op["run_scalars"][0] if op["run_scalars"] else {}
-            try:
-                staged(NumpyLib(), op["name"], [one] * op["arity"], one, scalars)
-            except NoStaging:
-                missing.append(op["name"])
-    return missing
+def has_staging(op):
+    """Whether this script transcribes the node's staging (a dry run on one element)."""
+    one = np.zeros(1, dtype=np.float64)
+    scalars = op["run_scalars"][0] if op["run_scalars"] else {}
+    try:
+        with np.errstate(all="ignore"):
+            staged(NumpyLib(), op["name"], [one] * op["arity"], one, scalars)
+    except NoStaging:
+        return False
+    return True
+
+
+def staging_mismatches(ops):
+    """Where this script and the table's aten_parity column disagree: a graded or ungraded node
+    without a staging here, or a `none` node (TorchLean has no such node) with one."""
+    problems = []
+    for op in ops:
+        compared = op["aten_parity"] != "none"
+        if compared != has_staging(op):
+            problems.append(f"{op['name']} (aten_parity {op['aten_parity']}, "
+                            f"{'no staging' if compared else 'a staging'} in this script)")
+    return problems
 
 
 def kink_points(op):
@@ -416,9 +427,11 @@ def main(argv=None):
         if unknown:
             p.error(f"unknown nodes: {', '.join(sorted(unknown))}")
         ops = [o for o in ops if o["name"] in wanted]
-    missing = missing_stagings(ops)
-    if missing:
-        p.error(f"no ATen staging in this script for node(s) of the op table: {', '.join(missing)}")
+    problems = staging_mismatches(ops)
+    if problems:
+        p.error("the op table's aten_parity and this script's stagings disagree for: " + "; ".join(problems))
+    not_compared = [o["name"] for o in ops if o["aten_parity"] == "none"]
+    ops = [o for o in ops if o["aten_parity"] != "none"]
     dtypes = [np.float32, np.float64] if args.dtype == "all" else [np.dtype(args.dtype).type]
     lib = {"torch": lambda: TorchLib(args.device), "numpy": NumpyLib, "libm": LibmLib}[args.lib]()
     if args.lib == "torch":
@@ -475,12 +488,14 @@ def main(argv=None):
     against = "ATen" if args.lib == "torch" else f"the {args.lib} stand-in"
     print(f"\n{len(graded) - len(failing)}/{len(graded)} graded rows bit-identical to {against} "
           f"({len(rows) - len(graded)} ungraded), {time.time() - started:.1f} s")
+    if not_compared:
+        print(f"not compared (TorchLean has no such node; spec/ops.def aten_parity none): {', '.join(not_compared)}")
     for r in failing:  # one example per failing row; the JSON keeps up to three per output
         e = r["examples"][0]
         print(f"  {r['op']} {r['dtype']} {r['path']} {e['output']}[{e['index']}]: inputs {e['inputs']} "
               f"tapewise {e['tapewise']} {args.lib} {e['aten']}")
     report = {"schema": "tapewise-aten-parity/1", "lib": args.lib, "device": args.device, "backend": args.backend,
-              "seed": args.seed, "elements": args.elements, "rows": rows,
+              "seed": args.seed, "elements": args.elements, "rows": rows, "not_compared": not_compared,
               "summary": {"graded_rows": len(graded), "identical_rows": len(graded) - len(failing),
                           "conforms": not failing}}
     with open(os.path.join(args.out, "aten_parity.json"), "w") as f:

@@ -46,8 +46,9 @@ class ScalarSets {
 enum class Kink { none, zero, bounds, tie };
 // What the benchmarks feed a node: N(0, 1), or |N(0, 1)| + 0.5.
 enum class BenchInputs { normal, positive };
-// Whether tools/aten_parity.py grades its ATen transcription of the node's staging.
-enum class AtenParity { graded, ungraded };
+// What tools/aten_parity.py does with the node: grade its ATen transcription of the staging, only
+// report it (TorchLean's staging is not published), or nothing (TorchLean has no such node).
+enum class AtenParity { graded, ungraded, none };
 
 // The words of spec/ops.def for these columns (also the JSON's and Python's).
 constexpr const char* kink_name(Kink k) {
@@ -55,7 +56,10 @@ constexpr const char* kink_name(Kink k) {
   return names[static_cast<int>(k)];
 }
 constexpr const char* bench_inputs_name(BenchInputs b) { return b == BenchInputs::normal ? "normal" : "positive"; }
-constexpr const char* aten_parity_name(AtenParity a) { return a == AtenParity::graded ? "graded" : "ungraded"; }
+constexpr const char* aten_parity_name(AtenParity a) {
+  constexpr const char* names[] = {"graded", "ungraded", "none"};
+  return names[static_cast<int>(a)];
+}
 
 struct OpInfo {
   Op op;

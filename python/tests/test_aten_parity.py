@@ -1,0 +1,59 @@
+"""tools/aten_parity.py without a GPU: its libm stand-in against the CPU backend (every byte must
+match, a test of the script's staging and of its reading of the op table), and its refusal to run
+when the table's aten_parity column and its stagings disagree."""
+
+import json
+import os
+import subprocess
+import sys
+
+import tapewise
+from conftest import conform_binary
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCRIPT = os.path.join(REPO, "tools", "aten_parity.py")
+
+
+def table_file(tmp_path, rows):
+    path = tmp_path / "ops.json"
+    path.write_text(json.dumps({"schema": "tapewise-conform.ops/1", "ops": rows}))
+    return str(path)
+
+
+def parity(tmp_path, ops_json, ops):
+    return subprocess.run([sys.executable, SCRIPT, "--conform", conform_binary(), "--out", str(tmp_path / "out"),
+                           "--lib", "libm", "--backend", "cpu", "--elements", "512", "--ops", ops,
+                           "--ops-json", ops_json], capture_output=True, text=True, cwd=REPO, timeout=600)
+
+
+def test_libm_stand_in_matches_the_cpu_backend_on_the_tables_nodes(tmp_path):
+    done = parity(tmp_path, table_file(tmp_path, tapewise.op_table()), "scale,clamp,max,safeLog,silu")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr
+    with open(tmp_path / "out" / "aten_parity.json") as f:
+        report = json.load(f)
+    rows = report["rows"]
+    assert {r["op"] for r in rows} == {"scale", "clamp", "max", "safeLog", "silu"}
+    assert len([r for r in rows if r["op"] == "scale"]) == 2 * 2 * 2  # two run sets x dtypes x paths
+    assert all(r["total"] == 0 for r in rows)
+    assert {r["op"] for r in rows if not r["graded"]} == {"silu"}  # aten_parity ungraded
+
+
+def test_refuses_a_node_whose_row_and_staging_disagree(tmp_path):
+    rows = tapewise.op_table()
+    square = dict(rows[-1], name="square", index=len(rows))  # a node the script has no staging for
+    done = parity(tmp_path, table_file(tmp_path, rows + [square]), "sin,square")
+    assert done.returncode == 2 and "square (aten_parity graded, no staging in this script)" in done.stderr
+    relu = next(r for r in rows if r["name"] == "relu")
+    relu["aten_parity"] = "none"  # TorchLean has no such node, says the table; but the script has a staging
+    done = parity(tmp_path, table_file(tmp_path, rows), "relu")
+    assert done.returncode == 2 and "relu (aten_parity none, a staging in this script)" in done.stderr
+
+
+def test_a_node_torchlean_lacks_is_listed_not_compared(tmp_path):
+    rows = tapewise.op_table()
+    square = dict(next(r for r in rows if r["name"] == "neg"), name="square", index=len(rows), aten_parity="none")
+    done = parity(tmp_path, table_file(tmp_path, rows + [square]), "neg,square")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr
+    assert "not compared (TorchLean has no such node; spec/ops.def aten_parity none): square" in done.stdout
+    with open(tmp_path / "out" / "aten_parity.json") as f:
+        assert json.load(f)["not_compared"] == ["square"]
