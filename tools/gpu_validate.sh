@@ -5,14 +5,14 @@
 # on a caller's stream with caller memory, the Python package with PyTorch, and the benchmark beside
 # PyTorch, the framework audit (PyTorch eager CPU and CUDA, torch.compile, JAX answering the same
 # vectors; check and diff.py), and the benchmark beside PyTorch.
-# STEPs (default: all): tests sanitizers conform audit parity consumer python frameworks bench.
+# STEPs (default: all): tests sanitizers conform audit parity consumer python frameworks sweep bench.
 # Runs built binaries ($TAPEWISE_BIN, default build/bin; the consumer: $TAPEWISE_CONSUMER, default
 # build-consumer/consumer); packs every report into OUTDIR/gpu_validate.tar.gz and prints a digest.
 # Exit status: the number of steps that failed.
 set -uo pipefail
 out=${1:?usage: tools/gpu_validate.sh OUTDIR [STEP...]}
 shift
-steps=${*:-tests sanitizers conform audit parity consumer python frameworks bench}
+steps=${*:-tests sanitizers conform audit parity consumer python frameworks sweep bench}
 cd "$(dirname "$0")/.." || exit 1
 bin=${TAPEWISE_BIN:-build/bin}
 work=$(mktemp -d)
@@ -54,6 +54,19 @@ python_checks() {  # the package ($TAPEWISE_WHEEL, else built here from source),
       proptest/test_c_api_ctypes.py &&
     python3 -P python/bench_torch_maximum.py --out "$work/python_bench.json"  # -P: the installed package, not python/tapewise
 }
+# The exhaustive accuracy sweeps (README "Exhaustive accuracy"): every float32 input of each unary
+# node, 2^32 exponent-pair cases per binary float32 node, 2^32 random cases per float64 node.
+sweeps() {
+  local conform="$PWD/$bin/tapewise-conform" dir="$work/sweep" rc=0 unary binary
+  mkdir -p "$dir"
+  unary=$("$conform" ops --json - | python3 -c 'import json,sys; print(",".join(o["name"] for o in json.load(sys.stdin)["ops"] if o["arity"] == 1))')
+  binary=$("$conform" ops --json - | python3 -c 'import json,sys; print(",".join(o["name"] for o in json.load(sys.stdin)["ops"] if o["arity"] == 2))')
+  "$conform" sweep --backend cuda --dtype float32 --ops "$unary" --json "$dir/sweep_unary_f32.json" >"$dir/sweep_unary_f32.txt" 2>&1 || rc=1
+  "$conform" sweep --backend cuda --dtype float32 --ops "$binary" --json "$dir/sweep_binary_f32.json" >"$dir/sweep_binary_f32.txt" 2>&1 || rc=1
+  "$conform" sweep --backend cuda --dtype float64 --ops all --json "$dir/sweep_f64.json" >"$dir/sweep_f64.txt" 2>&1 || rc=1
+  tail -n 3 "$dir"/sweep_*.txt
+  return "$rc"
+}
 # The framework audit (tools/frameworks/README.md): every framework answers the same vectors.
 frameworks() {
   local conform="$PWD/$bin/tapewise-conform" fw="$work/frameworks" rc=0 name
@@ -88,6 +101,7 @@ fi
 wanted consumer && TAIL=8 step consumer "${TAPEWISE_CONSUMER:-build-consumer/consumer}" --cuda
 wanted python && TAIL=30 step python python_checks
 wanted frameworks && TAIL=40 step frameworks frameworks
+wanted sweep && TAIL=12 step sweep sweeps
 wanted bench && TAIL=60 TAPEWISE_BENCH="$bin/tapewise-bench" step bench bash tools/run_bench.sh "$work/bench"
 mkdir -p "$out"
 tar -C "$work" -czf "$out/gpu_validate.tar.gz" .
