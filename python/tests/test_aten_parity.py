@@ -12,6 +12,8 @@ from conftest import conform_binary
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(REPO, "tools", "aten_parity.py")
+NEW = "synthetic_node"  # a row the tests add to the table: a name no node has
+assert NEW not in tapewise.NODE_NAMES
 
 
 def table_file(tmp_path, rows):
@@ -40,9 +42,9 @@ def test_libm_stand_in_matches_the_cpu_backend_on_the_tables_nodes(tmp_path):
 
 def test_refuses_a_node_whose_row_and_staging_disagree(tmp_path):
     rows = tapewise.op_table()
-    square = dict(rows[-1], name="square", index=len(rows))  # a node the script has no staging for
-    done = parity(tmp_path, table_file(tmp_path, rows + [square]), "sin,square")
-    assert done.returncode == 2 and "square (aten_parity graded, no staging in this script)" in done.stderr
+    new = dict(rows[-1], name=NEW, index=len(rows), aten_parity="graded")  # the script has no staging for it
+    done = parity(tmp_path, table_file(tmp_path, rows + [new]), f"sin,{NEW}")
+    assert done.returncode == 2 and f"{NEW} (aten_parity graded, no staging in this script)" in done.stderr
     relu = next(r for r in rows if r["name"] == "relu")
     relu["aten_parity"] = "none"  # TorchLean has no such node, says the table; but the script has a staging
     done = parity(tmp_path, table_file(tmp_path, rows), "relu")
@@ -51,9 +53,9 @@ def test_refuses_a_node_whose_row_and_staging_disagree(tmp_path):
 
 def test_a_node_torchlean_lacks_is_listed_not_compared(tmp_path):
     rows = tapewise.op_table()
-    square = dict(next(r for r in rows if r["name"] == "neg"), name="square", index=len(rows), aten_parity="none")
-    done = parity(tmp_path, table_file(tmp_path, rows + [square]), "neg,square")
+    new = dict(next(r for r in rows if r["name"] == "neg"), name=NEW, index=len(rows), aten_parity="none")
+    done = parity(tmp_path, table_file(tmp_path, rows + [new]), f"neg,{NEW}")
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr
-    assert "not compared (TorchLean has no such node; spec/ops.def aten_parity none): square" in done.stdout
+    assert f"not compared (TorchLean has no such node; spec/ops.def aten_parity none): {NEW}" in done.stdout
     with open(tmp_path / "out" / "aten_parity.json") as f:
-        assert json.load(f)["not_compared"] == ["square"]
+        assert json.load(f)["not_compared"] == [NEW]
