@@ -39,7 +39,7 @@ sanitizers() {  # one tool after another (their shadow memory does not fit four 
   local tool rc=0
   for tool in memcheck racecheck initcheck synccheck; do
     sanitize "$tool" >"$work/sanitizer_$tool.txt" 2>&1 || rc=1
-    echo "compute-sanitizer $tool: $(grep -E 'ERROR SUMMARY' "$work/sanitizer_$tool.txt" | tail -n 1)," \
+    echo "compute-sanitizer $tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$work/sanitizer_$tool.txt" | tail -n 1)," \
          "$(grep -E '^\[  (PASSED|FAILED)  \]' "$work/sanitizer_$tool.txt" | tr '\n' ' ')"
   done
   return "$rc"
