@@ -520,7 +520,7 @@ TEST(SweepEvidence, BoundsDefRecordsTheCommittedSweepMaxima) {
       for (const auto& o : node.at("outputs")) {
         ASSERT_FALSE(o.at("max_ulp_domain").is_null()) << where << ": no case inside the domain";
         const double m = o.at("max_ulp_domain");
-        if (o.at("output") == "y") y = m;
+        if (o.at("output") == "y") y = std::max(y, m);
         else if (o.at("g").get<double>() == 1.0) g1 = std::max(g1, m);
         else g07 = std::max(g07, m);
         // Values above the bound: none inside the domain, and outside it only accepted causes.

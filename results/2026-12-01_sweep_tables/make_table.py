@@ -8,7 +8,7 @@ import pathlib
 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
-H200 = ROOT / "results/2026-12-01_H200_aed6387/sweep"
+H200 = ROOT / "results/2026-12-01_H200_7370f5c/sweep"
 GPU_FILES = {"float32": ["sweep_unary_f32.json", "sweep_binary_f32.json"], "float64": ["sweep_f64.json"]}
 CPU_FILES = {"float32": "cpu_glibc_float32.json", "float64": "cpu_glibc_float64.json"}
 
@@ -18,7 +18,7 @@ def nodes_of(paths):
     out = {}
     for path in paths:
         for node in json.loads(path.read_text())["nodes"]:
-            out[(node["op"], node["dtype"])] = node
+            out.setdefault((node["op"], node["dtype"]), node)  # a node's first scalar set
     return out
 
 
