@@ -565,19 +565,33 @@ int run_command(const std::string& command, std::string* output) {
 
 double from_hex(const std::string& text) { return std::strtod(text.c_str(), nullptr); }
 
-TEST(SweepTool, CpuSliceReportsEveryOutputAndItsWorstCasesAgreeWithMpfr) {
-  const fs::path json = fs::temp_directory_path() / ("tapewise_sweep_" + std::to_string(::getpid()) + ".json");
+// `tapewise-conform sweep ARGS --json <temporary file>`: its exit status, its output and the report.
+struct SweepRun {
+  int status = -1;
   std::string out;
-  const int status = run_command(::tapewise::testing::conform_binary() +
-                                     " sweep --backend cpu --ops scale,sqrt,exp,sigmoid,gelu,mul,div --dtype all"
-                                     " --range 0x3f7f0000:0x3f808000 --host-cases 200 --validate 3000 --json " +
-                                     json.string(),
-                                 &out);
-  ASSERT_TRUE(status == 0 || status == 1) << out;
+  nlohmann::json report;  // discarded when no report was written
+};
+
+SweepRun run_sweep(const std::string& args) {
+  static int runs = 0;
+  const fs::path json = fs::temp_directory_path() / ("tapewise_sweep_" + std::to_string(::getpid()) + "_" +
+                                                     std::to_string(++runs) + ".json");
+  SweepRun r;
+  r.status = run_command(::tapewise::testing::conform_binary() + " sweep " + args + " --json " + json.string(), &r.out);
   std::ifstream in(json);
-  ASSERT_TRUE(in) << out;
-  const nlohmann::json j = nlohmann::json::parse(in);
-  fs::remove(json);
+  r.report = in ? nlohmann::json::parse(in, nullptr, false) : nlohmann::json(nlohmann::json::value_t::discarded);
+  std::error_code ignored;
+  fs::remove(json, ignored);
+  return r;
+}
+
+TEST(SweepTool, CpuSliceReportsEveryOutputAndItsWorstCasesAgreeWithMpfr) {
+  const SweepRun run = run_sweep("--backend cpu --ops scale,sqrt,exp,sigmoid,gelu,mul,div --dtype all --range 0x3f7f0000:0x3f808000 --host-cases 200 --validate 3000");
+  const int status = run.status;
+  const std::string& out = run.out;
+  ASSERT_TRUE(status == 0 || status == 1) << out;
+  ASSERT_FALSE(run.report.is_discarded()) << out;
+  const nlohmann::json& j = run.report;
   EXPECT_EQ(j.at("schema"), "tapewise-conform.sweep/2");
   EXPECT_EQ(j.at("backend"), "cpu");
   EXPECT_EQ(j.at("validation").at("failures"), 0) << j.at("validation").dump();
@@ -635,16 +649,11 @@ TEST(SweepTool, CpuSliceReportsEveryOutputAndItsWorstCasesAgreeWithMpfr) {
 // s. Every value above its bound is outside the domain with a cause spec/bounds.def accepts, so the
 // run conforms; the counts by cause add up, and the cause examples are re-checked with MPFR.
 TEST(SweepTool, CpuSliceOfTheNegativeTailNamesEveryCause) {
-  const fs::path json = fs::temp_directory_path() / ("tapewise_sweep_tail_" + std::to_string(::getpid()) + ".json");
-  std::string out;
-  const int status = run_command(::tapewise::testing::conform_binary() +
-                                     " sweep --backend cpu --ops sigmoid,silu,softplus --range 0xc2b00000:0xc2d00000"
-                                     " --stride 3 --validate 300 --json " + json.string(),
-                                 &out);
-  std::ifstream in(json);
-  ASSERT_TRUE(in) << out;
-  const nlohmann::json j = nlohmann::json::parse(in);
-  fs::remove(json);
+  const SweepRun run = run_sweep("--backend cpu --ops sigmoid,silu,softplus --range 0xc2b00000:0xc2d00000 --stride 3 --validate 300");
+  const int status = run.status;
+  const std::string& out = run.out;
+  ASSERT_FALSE(run.report.is_discarded()) << out;
+  const nlohmann::json& j = run.report;
   EXPECT_EQ(status, 0) << out;
   EXPECT_TRUE(j.at("conforms").get<bool>());
   std::map<std::string, std::uint64_t> seen;  // "op output cause" -> count
@@ -671,16 +680,11 @@ TEST(SweepTool, CpuSliceOfTheNegativeTailNamesEveryCause) {
 
 // --float64-mpfr keeps the float64 libm nodes on the MPFR path (graded on the host, --host-cases).
 TEST(SweepTool, Float64MpfrGradesTheLibmNodesOnTheHost) {
-  const fs::path json = fs::temp_directory_path() / ("tapewise_sweep_mpfr_" + std::to_string(::getpid()) + ".json");
-  std::string out;
-  const int status = run_command(::tapewise::testing::conform_binary() +
-                                     " sweep --backend cpu --ops exp,div --dtype float64 --float64-mpfr --host-cases 300"
-                                     " --float64-log2 10 --validate 200 --json " + json.string(),
-                                 &out);
-  std::ifstream in(json);
-  ASSERT_TRUE(in) << out;
-  const nlohmann::json j = nlohmann::json::parse(in);
-  fs::remove(json);
+  const SweepRun run = run_sweep("--backend cpu --ops exp,div --dtype float64 --float64-mpfr --host-cases 300 --float64-log2 10 --validate 200");
+  const int status = run.status;
+  const std::string& out = run.out;
+  ASSERT_FALSE(run.report.is_discarded()) << out;
+  const nlohmann::json& j = run.report;
   EXPECT_EQ(status, 0) << out;
   ASSERT_EQ(j.at("nodes").size(), 2u);
   for (const auto& node : j.at("nodes")) {
