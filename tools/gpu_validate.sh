@@ -59,8 +59,10 @@ python_checks() {  # the package ($TAPEWISE_WHEEL, else built here from source),
 sweeps() {
   local conform="$PWD/$bin/tapewise-conform" dir="$work/sweep" rc=0 unary binary
   mkdir -p "$dir"
-  unary=$("$conform" ops --json - | python3 -c 'import json,sys; print(",".join(o["name"] for o in json.load(sys.stdin)["ops"] if o["arity"] == 1))')
-  binary=$("$conform" ops --json - | python3 -c 'import json,sys; print(",".join(o["name"] for o in json.load(sys.stdin)["ops"] if o["arity"] == 2))')
+  # The node names by arity from the op table: line 1 the unary ones, line 2 the binary ones.
+  { read -r unary; read -r binary; } < <("$conform" ops --json - | python3 -c 'import json,sys
+ops = json.load(sys.stdin)["ops"]
+for arity in (1, 2): print(",".join(o["name"] for o in ops if o["arity"] == arity))')
   "$conform" sweep --backend cuda --dtype float32 --ops "$unary" --json "$dir/sweep_unary_f32.json" >"$dir/sweep_unary_f32.txt" 2>&1 || rc=1
   "$conform" sweep --backend cuda --dtype float32 --ops "$binary" --json "$dir/sweep_binary_f32.json" >"$dir/sweep_binary_f32.txt" 2>&1 || rc=1
   "$conform" sweep --backend cuda --dtype float64 --ops all --json "$dir/sweep_f64.json" >"$dir/sweep_f64.txt" 2>&1 || rc=1
