@@ -26,7 +26,7 @@ using Cells = std::vector<std::string>;
 std::string audit_value(double v, DType dtype) {
   if (v == 0) return std::signbit(v) ? "-0" : "+0";
   const std::string decimal = short_value(v, dtype);
-  return decimal.size() <= 10 ? decimal : hex_value(v);
+  return decimal.size() <= 10 ? decimal : hex(v);
 }
 
 std::string named_values(const std::vector<std::string>& names, const std::vector<double>& values, DType dtype) {

@@ -49,14 +49,14 @@ std::string pad(const std::string& s, std::size_t width, bool right) {
 Json sample_json(const Sample& s, Op op) {
   Json inputs = Json::object();
   const std::vector<std::string> names = input_names(op);
-  for (std::size_t i = 0; i < s.inputs.size(); ++i) inputs[names[i]] = hex_value(s.inputs[i]);
+  for (std::size_t i = 0; i < s.inputs.size(); ++i) inputs[names[i]] = hex(s.inputs[i]);
   Json scalars = Json::object();
   const OpInfo& info = op_info(op);
   const double values[2] = {s.scalars.s0, s.scalars.s1};
   for (int i = 0; i < info.scalar_count(); ++i) scalars[info.scalar_names[i]] = values[i];
-  return Json{{"inputs", inputs},         {"g", hex_value(s.g)},
+  return Json{{"inputs", inputs},         {"g", hex(s.g)},
               {"scalars", scalars},       {"output", s.output},
-              {"produced", hex_value(s.produced)}, {"expected", hex_value(s.expected)},
+              {"produced", hex(s.produced)}, {"expected", hex(s.expected)},
               {"error_ulps", number_json(s.error_ulps)}, {"ratio", number_json(s.ratio)}};
 }
 

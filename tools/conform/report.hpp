@@ -48,8 +48,6 @@ Json row_json(const Row& row);
 Json summary_json(const Summary& s, double elapsed_s);
 // A double as JSON: a number when finite, else the string "inf", "-inf" or "nan".
 Json number_json(double v);
-// A value exactly, as C's %a hex float ("0x1.8p+1", "-0x0p+0", "inf", "nan"): graph.hpp's hex.
-inline std::string hex_value(double v) { return hex(v); }
 // Shortest decimal that reads back to the same value in the dtype ("0.1", "-0", "1e-45", "inf").
 std::string short_value(double v, DType dtype);
 

@@ -640,8 +640,8 @@ Result<Validation> validate_reference(const std::vector<Plan>& plans, const Swee
         ++v.failures;
         if (v.examples.size() < 8)
           v.examples.push_back(node_label(*p) + " " + dtype_name(p->dtype) + " " + output_name(p->op, request.output) +
-                               " a=" + hex_value(in.a) + (p->job.arity == 2 ? " b=" + hex_value(in.b) : "") +
-                               " g=" + hex_value(request.g));
+                               " a=" + hex(in.a) + (p->job.arity == 2 ? " b=" + hex(in.b) : "") +
+                               " g=" + hex(request.g));
       });
     }
   }
@@ -786,10 +786,10 @@ Json recheck_json(const Plan& p, const Recheck& r) {
   Json j;
   j["why"] = r.why;
   j["case"] = r.index;
-  j["inputs"] = p.job.arity == 1 ? Json::array({hex_value(r.in.a)}) : Json::array({hex_value(r.in.a), hex_value(r.in.b)});
+  j["inputs"] = p.job.arity == 1 ? Json::array({hex(r.in.a)}) : Json::array({hex(r.in.a), hex(r.in.b)});
   j["input_bits"] = input_text(p, r.in, r.index);
-  j["produced"] = hex_value(r.produced);
-  j["expected"] = hex_value(r.expected);
+  j["produced"] = hex(r.produced);
+  j["expected"] = hex(r.expected);
   j["error_ulps_mpfr"] = number_json(r.mpfr_ulps);
   j["ratio_mpfr"] = number_json(r.mpfr_ratio);
   j["within_mpfr"] = r.mpfr_within;
