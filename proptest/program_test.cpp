@@ -553,6 +553,49 @@ TEST_P(Programs, ChainOfAThousandNodes) {
   EXPECT_NE(grads[1][kNodes - 7].at<float>(200), 0.0f);  // the gradients compared are not all zero
 }
 
+// Pending nodes of both dtypes, interleaved: a flush runs as pieces of one dtype each (program.hpp:
+// piece_at), and a piece's first step reads from memory what the step before it (of the other dtype,
+// in another piece) would have handed over in a register. Values and gradients keep the per-node bits.
+TEST_P(Programs, InterleavedDtypesRunAsPiecesWithThePerNodeBits) {
+  constexpr int kNodesPerChain = 300;  // 600 pending: more than one launch of steps
+  std::vector<float> xs(64);
+  std::vector<double> ys(64);
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    xs[i] = static_cast<float>(static_cast<int>(i) - 32) / 16.0f;
+    ys[i] = static_cast<double>(static_cast<int>(i) - 31) / 8.0;
+  }
+  std::array<std::vector<HostArray>, 2> results;
+  for (std::int64_t threshold : {std::int64_t{0}, kDefaultProgramThreshold}) {
+    ThresholdScope scope(*backend, threshold);
+    std::vector<HostArray>& out = results[threshold == 0 ? 0 : 1];
+    Tape t(backend);
+    NodeId f = must(t.leaf(host(xs)));
+    NodeId d = must(t.leaf(HostArray::of<double>(Shape{static_cast<std::int64_t>(ys.size())}, ys)));
+    for (int i = 0; i < kNodesPerChain; ++i) {
+      f = i % 2 ? must(t.add(f, f)) : must(t.sin(f));  // sin(2 x): stays in [-1, 1], never settles
+      switch (i % 3) {  // x^2, tanh, 2 x: a cycle that neither vanishes nor grows
+        case 0: d = must(t.mul(d, d)); break;
+        case 1: d = must(t.tanh(d)); break;
+        default: d = must(t.add(d, d)); break;
+      }
+    }
+    auto gf = t.backward(f, host(std::vector<float>(xs.size(), 1.0f)));
+    ASSERT_TRUE(gf) << gf.error().str();
+    auto gd = t.backward(d, HostArray::of<double>(Shape{static_cast<std::int64_t>(ys.size())},
+                                                  std::vector<double>(ys.size(), 0.5)));
+    ASSERT_TRUE(gd) << gd.error().str();
+    for (NodeId id = 0; id < static_cast<NodeId>(t.size()); ++id) {
+      out.push_back(must(t.value(id)));
+      if (gf->has(id)) out.push_back(must(gf->host(id)));
+      if (gd->has(id)) out.push_back(must(gd->host(id)));
+    }
+  }
+  ASSERT_EQ(results[1].size(), results[0].size());
+  ASSERT_NE(results[0][1].at<float>(5), 0.0f);  // the f32 leaf's gradient: the chain did not vanish
+  for (std::size_t k = 0; k < results[0].size(); ++k)
+    ASSERT_TRUE(agree(results[1][k], results[0][k])) << "array " << k << ": " << first_difference(results[1][k], results[0][k]);
+}
+
 // Slots carved from one allocation: each counted on its own, 16-byte aligned, disjoint; the
 // allocation lives while any of them does; a failure is one failed allocation.
 TEST_P(Programs, AllocateManyCountsEachBufferAndFreesWithTheLast) {

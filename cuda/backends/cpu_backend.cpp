@@ -49,11 +49,19 @@ class CpuBackend final : public Backend {
     HostLoop loop;
     return detail::run_prim(loop, p, c, inputs, out);
   }
-  // Each element runs every step in order through the interpreter the CUDA kernel runs
-  // (program.hpp: run_steps_at, with its one-step lookahead), so CI checks that code on the host.
+  // Each element runs every step in order through the interpreter the CUDA kernel runs, in the
+  // same pieces (program.hpp: run_steps_at, piece_at), so CI checks that code on the host.
   Result<void> run_program(const detail::Program& program) override {
-    const auto count = static_cast<std::int64_t>(program.steps.size());
-    for (std::int64_t i = 0; i < program.max_numel; ++i) detail::run_steps_at(program.steps.data(), count, i);
+    for (std::size_t first = 0; first < program.steps.size();) {
+      const detail::Piece piece = detail::piece_at(program, first, detail::kStepsPerLaunch);
+      first += static_cast<std::size_t>(piece.count);
+      for (std::int64_t i = 0; i < piece.numel; ++i) {
+        if (piece.dtype == DType::float32)
+          detail::run_steps_at<float>(piece.steps, piece.count, i);
+        else
+          detail::run_steps_at<double>(piece.steps, piece.count, i);
+      }
+    }
     return {};
   }
   Result<void> synchronize() override { return {}; }

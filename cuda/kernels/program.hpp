@@ -1,13 +1,12 @@
 // cuda/kernels/program.hpp — a tape program: a flat list of steps (the deferred forwards of small nodes, or
 // a whole backward pass) and the per-element interpreter both runners execute (a host loop on the
-// CPU backend, one kernel per launch chunk on CUDA). Not a new formula: each step calls the
+// CPU backend, one kernel per piece on CUDA). Not a new formula: each step calls the
 // per-node path's own functors (dispatch.hpp: ForwardFn, VjpFn) and accumulates as the tape's
 // per-node accumulate does, in the same order, so a program gives the per-node path's bits.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <vector>
 
 #include "dispatch.hpp"
@@ -29,7 +28,8 @@ enum class SlotWrite : std::uint8_t {
   accumulate,   // later contributions: existing + c, existing on the left
 };
 
-// One step at one element. Plain data (a kernel parameter on CUDA): 72 bytes.
+// One step at one element. Plain data (a kernel parameter on CUDA): 72 bytes. The builder (tape.cpp)
+// sets the fields up to `op`; Program::add derives `code` and `sources` from them.
 struct Step {
   const void* in[2];  // forward, vjp: the node's input values (a, b); pass: in[0], the source
   const void* g;      // vjp: the node's gradient slot
@@ -39,76 +39,47 @@ struct Step {
   StepKind kind;
   DType dtype;
   SlotWrite write[2];  // vjp: for out[0], out[1]; pass: for out[0]
-  Op op;
+  Op op : 8;           // a byte: the step stays 72 bytes
+  std::uint8_t code;      // kind and op as one dense number: the interpreter's one dispatch
+  std::uint16_t sources;  // where each Operand comes from: the bits of sources_of
 };
 static_assert(sizeof(Step) == 72, "kStepsPerLaunch below is computed from this size");
 
-struct Program {
-  std::vector<Step> steps;
-  std::int64_t max_numel = 0;  // the elements a runner covers: the largest step's numel
-
-  void add(const Step& step) {
-    steps.push_back(step);
-    max_numel = std::max(max_numel, step.numel);
+// The values a step reads at one element, by position, and the pointer each is read from.
+enum Operand : int { kIn0, kIn1, kGrad, kSlot0, kSlot1, kOperandCount };
+TW_HD const void* operand_address(const Step& step, int operand) {
+  switch (operand) {
+    case kIn0: return step.in[0];
+    case kIn1: return step.in[1];
+    case kGrad: return step.g;
+    case kSlot0: return step.out[0];
+    default: return step.out[1];
   }
-};
-
-// Steps per CUDA launch: the steps travel as one __grid_constant__ kernel parameter, and CUDA 12.1+
-// allows 32,764 bytes of parameters (448 steps x 72 bytes + count and element count = 32,272).
-// Longer programs run as several launches in order, which keeps each element's order of steps.
-inline constexpr int kStepsPerLaunch = 448;
-
-// One element of a float or double, held in a register between steps as raw bits.
-using Bits = std::uint64_t;
-template <class T>
-TW_HD T from_bits(Bits b) {
-  T v;
-  std::memcpy(&v, &b, sizeof(T));
-  return v;
-}
-template <class T>
-TW_HD Bits to_bits(T v) {
-  Bits b = 0;
-  std::memcpy(&b, &v, sizeof(T));
-  return b;
 }
 
-// What a step reads at one element, loaded before the previous step runs (so the loads' latency
-// overlaps that step's math): its inputs, its upstream g (vjp), and the slots it accumulates into.
-struct Operands {
-  Bits in[2];
-  Bits g;
-  Bits slot[2];
-};
+// Where a step takes each operand from at an element, a bit per Operand k in Step::sources: bit k,
+// memory; bit kFromWritten0 + k or kFromWritten1 + k, the register holding what the step before
+// wrote (Written::value[0] or [1]) when that step ran at the element, else memory.
+inline constexpr int kFromWritten0 = kOperandCount, kFromWritten1 = 2 * kOperandCount;
+inline constexpr unsigned kOperandBits = (1u << kOperandCount) - 1;
 
-// What a step wrote at one element: the next step's operands at these addresses were loaded before
-// the write, so it takes them from here. Buffers a program writes are the tape's own (node values,
-// gradient slots): two of them are the same buffer or disjoint, so comparing pointers is enough.
-struct Written {
-  const void* at[2] = {nullptr, nullptr};
-  Bits value[2] = {0, 0};
-
-  TW_HD void take(const void* p, Bits& operand) const {
-    for (int k = 0; k < 2; ++k)
-      if (at[k] && at[k] == p) operand = value[k];
+// The dense dispatch number: forwards 0..kOpCount-1, VJPs kOpCount..2 kOpCount-1, then pass, zero.
+inline constexpr int kCodePass = 2 * kOpCount, kCodeZero = 2 * kOpCount + 1;
+inline std::uint8_t code_of(StepKind kind, Op op) {
+  switch (kind) {
+    case StepKind::forward: return static_cast<std::uint8_t>(static_cast<int>(op));
+    case StepKind::vjp: return static_cast<std::uint8_t>(kOpCount + static_cast<int>(op));
+    case StepKind::pass: return kCodePass;
+    case StepKind::zero: break;
   }
-};
-
-template <class T>
-TW_HD Bits load(const void* p, std::int64_t i) {
-  return to_bits(static_cast<const T*>(p)[i]);
+  return kCodeZero;
 }
 
-// The buffers a step about to run will write at this element: the next step's operands there are
-// taken from what it wrote (Written), never loaded first, so no load reads memory before its first
-// write (compute-sanitizer's initcheck holds the program to that).
+// The buffers `step` writes at an element it runs at, in Written's order (a slot written `none` is not).
 struct Overwritten {
   const void* at[2] = {nullptr, nullptr};
-  TW_HD bool covers(const void* p) const { return p && (p == at[0] || p == at[1]); }
 };
-
-// Exactly the buffers run_step_at records in Written when `step` runs (a slot written `none` is not).
-TW_HD Overwritten overwritten_by(const Step& step) {
+inline Overwritten overwritten_by(const Step& step) {
   Overwritten o;
   switch (step.kind) {
     case StepKind::forward:
@@ -124,147 +95,197 @@ TW_HD Overwritten overwritten_by(const Step& step) {
   return o;
 }
 
-template <class T>
-TW_HD Bits load_unless(const void* p, std::int64_t i, const Overwritten& skip) {
-  return skip.covers(p) ? Bits{0} : load<T>(p, i);
+// Whether `step` reads `operand`: forward, vjp: the inputs (in[1] for two); vjp: g; pass: in[0];
+// a slot it accumulates into. Slot 1 of a VJP whose inputs are one node (out[1] == out[0])
+// accumulates onto what slot 0 has just received, which write_slot has in hand: it is not read.
+inline bool reads(const Step& step, int operand) {
+  const bool vjp = step.kind == StepKind::vjp, pass = step.kind == StepKind::pass;
+  switch (operand) {
+    case kIn0: return step.kind != StepKind::zero;
+    case kIn1: return (vjp || step.kind == StepKind::forward) && step.in[1];
+    case kGrad: return vjp;
+    case kSlot0: return (vjp || pass) && step.write[0] == SlotWrite::accumulate;
+    default:
+      return vjp && step.write[1] == SlotWrite::accumulate &&
+             !(step.out[1] == step.out[0] && step.write[0] != SlotWrite::none);
+  }
 }
 
-// The operands of `step` at element i (i < step.numel): which pointers are set says what it reads
-// (forward, vjp: in[0], and in[1] for two inputs; vjp: g; pass: in[0]; accumulating writes: the slot).
-template <class T>
-TW_HD Operands load_operands_typed(const Step& step, std::int64_t i, const Overwritten& skip) {
-  Operands o{};
-  if (step.kind == StepKind::zero) return o;
-  o.in[0] = load_unless<T>(step.in[0], i, skip);
-  if (step.kind == StepKind::pass) {
-    if (step.write[0] == SlotWrite::accumulate) o.slot[0] = load_unless<T>(step.out[0], i, skip);
-    return o;
+// `step`'s sources, given the step before it in the program (null for the first). An operand the
+// previous step writes comes from that step's register, never from memory: a chain of nodes passes
+// its values in registers, and no load reads memory before its first write (compute-sanitizer's
+// initcheck holds the program to that). Of two writes to one buffer the later (slot 1) counts.
+inline std::uint16_t sources_of(const Step& step, const Step* previous) {
+  const Overwritten written = previous ? overwritten_by(*previous) : Overwritten{};
+  unsigned sources = 0;
+  for (int operand = 0; operand < kOperandCount; ++operand) {
+    if (!reads(step, operand)) continue;
+    const void* p = operand_address(step, operand);
+    int bit = operand;  // memory
+    if (written.at[1] && p == written.at[1])
+      bit += kFromWritten1;
+    else if (written.at[0] && p == written.at[0])
+      bit += kFromWritten0;
+    sources |= 1u << bit;
   }
-  if (step.in[1]) o.in[1] = load_unless<T>(step.in[1], i, skip);
-  if (step.kind == StepKind::vjp) {
-    o.g = load_unless<T>(step.g, i, skip);
-    for (int k = 0; k < 2; ++k) {
-      // Both inputs one node (out[1] == out[0]): slot 1 accumulates onto what slot 0 is about to
-      // receive, which write_slot takes from Written, so it is not loaded.
-      const bool written_first = k == 1 && step.out[1] == step.out[0] && step.write[0] != SlotWrite::none;
-      if (step.write[k] == SlotWrite::accumulate && !written_first) o.slot[k] = load_unless<T>(step.out[k], i, skip);
-    }
+  return static_cast<std::uint16_t>(sources);
+}
+
+struct Program {
+  std::vector<Step> steps;
+
+  void add(Step step) {
+    step.code = code_of(step.kind, step.op);
+    step.sources = sources_of(step, steps.empty() ? nullptr : &steps.back());
+    steps.push_back(step);
+  }
+};
+
+// Steps per CUDA launch: the steps travel as one __grid_constant__ kernel parameter, and CUDA 12.1+
+// allows 32,764 bytes of parameters (448 steps x 72 bytes + count and element count = 32,272).
+// Longer programs run as several launches in order, which keeps each element's order of steps.
+inline constexpr int kStepsPerLaunch = 448;
+
+// A step's operands at one element, by Operand; and what it wrote, in overwritten_by's order.
+template <class T>
+struct Operands {
+  T at[kOperandCount];
+};
+template <class T>
+struct Written {
+  T value[2];
+};
+
+// The operands of `step` at element i that come from memory; when the step before did not run at i
+// (previous_ran false), also those it would have handed over in registers: memory holds them then.
+template <class T>
+TW_HD void load_operands(const Step& step, std::int64_t i, bool previous_ran, Operands<T>& loaded) {
+  const unsigned s = step.sources;
+  const unsigned from_memory =
+      (s | (previous_ran ? 0u : (s >> kFromWritten0) | (s >> kFromWritten1))) & kOperandBits;
+  for (int k = 0; k < kOperandCount; ++k)
+    if (from_memory & (1u << k)) loaded.at[k] = static_cast<const T*>(operand_address(step, k))[i];
+}
+
+// `step`'s operands: those loaded, with what the step before wrote in place of the ones it hands
+// over (when it ran at the element). Done when the step runs, long after the loads were issued.
+template <class T>
+TW_HD Operands<T> with_written(const Step& step, Operands<T> o, const Written<T>& written, bool previous_ran) {
+  const unsigned s = previous_ran ? step.sources : 0u;
+  for (int k = 0; k < kOperandCount; ++k) {
+    if (s & (1u << (kFromWritten0 + k))) o.at[k] = written.value[0];
+    if (s & (1u << (kFromWritten1 + k))) o.at[k] = written.value[1];
   }
   return o;
 }
 
-TW_HD Operands load_operands(const Step& step, std::int64_t i, const Overwritten& skip = {}) {
-  return step.dtype == DType::float32 ? load_operands_typed<float>(step, i, skip)
-                                      : load_operands_typed<double>(step, i, skip);
-}
-
-// The operands `written` replaced (the step before `step` wrote them after they were loaded).
-TW_HD void take_written(const Step& step, const Written& written, Operands& o) {
-  written.take(step.in[0], o.in[0]);
-  written.take(step.in[1], o.in[1]);
-  written.take(step.g, o.g);
-  written.take(step.out[0], o.slot[0]);
-  written.take(step.out[1], o.slot[1]);
-}
-
-// A contribution c reaching slot k of a step as the tape's per-node accumulate would land it; `existing`
-// is the slot's value before the step (out[1] == out[0] when both inputs are one node: then it is
-// what out[0] just received).
+// A contribution c reaching slot k of a step as the tape's per-node accumulate lands it; `existing`
+// is the slot's value before the step. Selects rather than branches: the three sums are cheap, and a
+// branch costs a warp that runs alone on its scheduler more than they do.
 template <class T>
-TW_HD void write_slot(const Step& step, int k, std::int64_t i, T c, Bits existing, Written& written) {
-  T v = c;  // SlotWrite::store
-  switch (step.write[k]) {
-    case SlotWrite::none: return;
-    case SlotWrite::store: break;
-    case SlotWrite::store_dense: v = c + T(0); break;
-    case SlotWrite::accumulate:
-      if (k == 1) written.take(step.out[1], existing);
-      v = from_bits<T>(existing) + c;
-      break;
-  }
-  static_cast<T*>(step.out[k])[i] = v;
-  written.at[k] = step.out[k];
-  written.value[k] = to_bits(v);
+TW_HD void write_slot(const Step& step, int k, std::int64_t i, T c, T existing, Written<T>& written) {
+  const SlotWrite how = step.write[k];
+  const T v = how == SlotWrite::accumulate ? existing + c : how == SlotWrite::store_dense ? c + T(0) : c;
+  if (how != SlotWrite::none) static_cast<T*>(step.out[k])[i] = v;
+  written.value[k] = v;
 }
 
-// A forward or VJP step of one node at element i, through the functors the per-node kernels run.
+// The four kinds of step at element i, each through the functors the per-node kernels run.
 template <Op op, class T>
-TW_HD Written run_node_step(const Step& step, std::int64_t i, const Operands& o) {
+TW_HD Written<T> forward_at(const Step& step, std::int64_t i, const Operands<T>& o) {
+  const T in[2] = {o.at[kIn0], o.at[kIn1]};
+  T y[1];
+  ForwardFn<op, T>{params_of<T>(Scalars{step.s0, step.s1})}(in, y);
+  static_cast<T*>(step.out[0])[i] = y[0];
+  return Written<T>{{y[0], T(0)}};
+}
+
+template <Op op, class T>
+TW_HD Written<T> vjp_at(const Step& step, std::int64_t i, const Operands<T>& o) {
   constexpr int arity = kArity<op>;
-  const math::Params<T> p = params_of<T>(Scalars{step.s0, step.s1});
-  T in[3];  // the inputs, then (vjp) g: the operand order of ForwardFn and VjpFn
-  in[0] = from_bits<T>(o.in[0]);
-  if constexpr (arity == 2) in[1] = from_bits<T>(o.in[1]);
-  Written written;
-  if (step.kind == StepKind::forward) {
-    T y[1];
-    ForwardFn<op, T>{p}(in, y);
-    static_cast<T*>(step.out[0])[i] = y[0];
-    written.at[0] = step.out[0];
-    written.value[0] = to_bits(y[0]);
-    return written;
-  }
-  in[arity] = from_bits<T>(o.g);
+  T in[arity + 1];  // the inputs, then g: VjpFn's operand order
+  in[0] = o.at[kIn0];
+  if constexpr (arity == 2) in[1] = o.at[kIn1];
+  in[arity] = o.at[kGrad];
   T d[arity];
-  VjpFn<op, T>{p}(in, d);
-  for (int k = 0; k < arity; ++k) write_slot(step, k, i, d[k], o.slot[k], written);
+  VjpFn<op, T>{params_of<T>(Scalars{step.s0, step.s1})}(in, d);
+  Written<T> written{{T(0), T(0)}};
+  write_slot(step, 0, i, d[0], o.at[kSlot0], written);
+  if constexpr (arity == 2) {
+    // Both inputs one node: slot 1 accumulates onto what slot 0 has just received.
+    const bool onto_slot0 = step.out[1] == step.out[0] && step.write[0] != SlotWrite::none;
+    write_slot(step, 1, i, d[1], onto_slot0 ? written.value[0] : o.at[kSlot1], written);
+  }
   return written;
 }
 
 template <class T>
-TW_HD Written run_step_typed(const Step& step, std::int64_t i, const Operands& o) {
-  Written written;
-  switch (step.kind) {
-    case StepKind::pass:
-      write_slot(step, 0, i, from_bits<T>(o.in[0]), o.slot[0], written);
-      return written;
-    case StepKind::zero:
-      static_cast<T*>(step.out[0])[i] = T(0);
-      written.at[0] = step.out[0];
-      written.value[0] = to_bits(T(0));
-      return written;
-    case StepKind::forward:
-    case StepKind::vjp:
-      break;
-  }
-  switch (step.op) {
-#define TAPEWISE_OP(name, ...) \
-  case Op::name:               \
-    return run_node_step<Op::name, T>(step, i, o);
+TW_HD Written<T> pass_at(const Step& step, std::int64_t i, const Operands<T>& o) {
+  Written<T> written{{T(0), T(0)}};
+  write_slot(step, 0, i, o.at[kIn0], o.at[kSlot0], written);
+  return written;
+}
+
+template <class T>
+TW_HD Written<T> zero_at(const Step& step, std::int64_t i) {
+  static_cast<T*>(step.out[0])[i] = T(0);
+  return Written<T>{{T(0), T(0)}};
+}
+
+// One step at element i (i < step.numel) from its operands, by its code: one dispatch.
+template <class T>
+TW_HD Written<T> run_step(const Step& step, std::int64_t i, const Operands<T>& o) {
+  switch (step.code) {
+#define TAPEWISE_OP(name, ...)                                                   \
+  case static_cast<int>(Op::name): return forward_at<Op::name, T>(step, i, o); \
+  case kOpCount + static_cast<int>(Op::name): return vjp_at<Op::name, T>(step, i, o);
 #include <tapewise/ops.def>
 #undef TAPEWISE_OP
+    case kCodePass: return pass_at<T>(step, i, o);
+    default: return zero_at<T>(step, i);
   }
-  return written;
 }
 
-// One step at element i (i < step.numel), from its operands; returns what it wrote.
-TW_HD Written run_step_at(const Step& step, std::int64_t i, const Operands& o) {
-  if (step.dtype == DType::float32) return run_step_typed<float>(step, i, o);
-  return run_step_typed<double>(step, i, o);
+// Every step of a piece (steps of one dtype T) at element i, in order; a step shorter than i is
+// skipped. Elements are independent (each step reads and writes element i only), so a runner may
+// cover them in any order or in parallel, as long as each element sees the steps in order. The next
+// step's memory operands are loaded before the current step runs, so their latency overlaps its
+// math; what a step writes reaches the next in registers (Step::sources). Same values, same order:
+// the same bits as step by step.
+template <class T>
+TW_HD void run_steps_at(const Step* steps, int count, std::int64_t i) {
+  Operands<T> loaded{};  // step k's memory operands, loaded while step k - 1 ran
+  Written<T> written{};  // what step k - 1 wrote
+  bool previous_ran = false;
+  if (count > 0 && i < steps[0].numel) load_operands(steps[0], i, false, loaded);
+  for (int k = 0; k < count; ++k) {
+    const Step& step = steps[k];
+    const bool runs = i < step.numel;
+    const Operands<T> operands = with_written(step, loaded, written, previous_ran);
+    if (k + 1 < count && i < steps[k + 1].numel) load_operands(steps[k + 1], i, runs, loaded);
+    if (runs) written = run_step(step, i, operands);
+    previous_ran = runs;
+  }
 }
 
-// Every step of a program at element i, in order; a step shorter than i is skipped. Elements are
-// independent (each step reads and writes element i only), so a runner may cover them in any
-// order or in parallel, as long as each element sees the steps in order. The next step's operands
-// are loaded before the current step runs, and whatever the current step writes replaces them: a
-// chain of nodes passes its values in registers, and the loads of a backward's forward values
-// overlap the previous step's math. Same values, same order, so the same bits as step by step.
-// Operands the current step writes are not loaded at all (overwritten_by): loading them first and
-// replacing them was 8% faster on the H200's chain (1.34 against 1.45 us/node at 2^12,
-// results/2026-12-01_H200_d762d428001f/chain_interpreters.txt) but read memory before its first
-// write, which compute-sanitizer's initcheck reports: a clean initcheck is worth more.
-TW_HD void run_steps_at(const Step* steps, std::int64_t count, std::int64_t i) {
-  Operands next{};
-  if (count > 0 && i < steps[0].numel) next = load_operands(steps[0], i);
-  for (std::int64_t k = 0; k < count; ++k) {
-    const Operands current = next;
-    const bool runs = i < steps[k].numel;
-    const bool next_runs = k + 1 < count && i < steps[k + 1].numel;
-    if (next_runs) next = load_operands(steps[k + 1], i, runs ? overwritten_by(steps[k]) : Overwritten{});
-    if (!runs) continue;
-    const Written written = run_step_at(steps[k], i, current);
-    if (next_runs) take_written(steps[k + 1], written, next);
+// A program runs as pieces, one after another over all elements (which keeps every element's order
+// of steps): runs of steps of one dtype T, each through run_steps_at<T>, at most max_steps long (one
+// CUDA launch). A piece's first step loads all its operands from memory.
+struct Piece {
+  const Step* steps;
+  int count;
+  DType dtype;
+  std::int64_t numel;  // the elements it covers: its largest step's
+};
+// The piece starting at step `first` (< program.steps.size()).
+inline Piece piece_at(const Program& program, std::size_t first, int max_steps) {
+  const std::size_t total = program.steps.size();
+  Piece piece{program.steps.data() + first, 0, program.steps[first].dtype, 0};
+  while (first + piece.count < total && piece.count < max_steps && piece.steps[piece.count].dtype == piece.dtype) {
+    piece.numel = std::max(piece.numel, piece.steps[piece.count].numel);
+    ++piece.count;
   }
+  return piece;
 }
 
 #if defined(__CUDACC__)

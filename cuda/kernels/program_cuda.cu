@@ -1,6 +1,7 @@
-// cuda/kernels/program_cuda.cu — the CUDA runner of a tape program: one thread per element runs every step
-// in order (run_steps_at); the steps travel in the kernel's parameters, so a launch needs no
-// allocation, no copy and no synchronisation. Programs longer than one launch run as several.
+// cuda/kernels/program_cuda.cu — the CUDA runner of a tape program: one thread per element runs every
+// step of a piece in order (program.hpp: run_steps_at, piece_at); the steps travel in the kernel's
+// parameters, so a launch needs no allocation, no copy and no synchronisation. A program of several
+// pieces (more steps than one launch holds, or steps of both dtypes) runs as several launches.
 #include <algorithm>
 #include <cstdint>
 
@@ -11,11 +12,11 @@
 namespace tapewise::detail {
 namespace {
 
-// One thread does all of a program's steps for its elements, latency-bound rather than
+// One thread does all of a piece's steps for its elements, latency-bound rather than
 // memory-bound: small blocks spread a small tensor over more SMs.
 constexpr int kProgramThreads = 128;
 constexpr std::int64_t kMaxBlocks = std::int64_t{1} << 30;  // grid-stride beyond this
-// Short programs (a value read right after a few records) get a small parameter block.
+// Short pieces (a value read right after a few records) get a small parameter block.
 constexpr int kShortLaunch = 16;
 
 template <int Capacity>
@@ -25,39 +26,47 @@ struct StepBlock {
 };
 // The CUDA limit on kernel parameters (CUDA 12.1+, sm_70+): 32,764 bytes.
 static_assert(sizeof(StepBlock<kStepsPerLaunch>) + sizeof(std::int64_t) <= 32764);
+static_assert(sizeof(Step) % sizeof(std::uint64_t) == 0);
 
-// __grid_constant__: the steps are read where they are, in the constant bank, the same step by every
-// thread of a warp at once; without it an indexed parameter array is copied to local memory.
-template <int Capacity>
+// The block first copies the steps from the parameters to shared memory, where the loop reads each
+// step's fields: the design measured on the H200 (results/2026-12-01_H200_chain_interpreter/).
+template <int Capacity, class T>
 __global__ void __launch_bounds__(kProgramThreads)
     program_kernel(const __grid_constant__ StepBlock<Capacity> block, std::int64_t n) {
+  __shared__ Step steps[Capacity];
+  const auto* from = reinterpret_cast<const std::uint64_t*>(block.steps);
+  auto* to = reinterpret_cast<std::uint64_t*>(steps);
+  const int words = block.count * static_cast<int>(sizeof(Step) / sizeof(std::uint64_t));
+  for (int w = threadIdx.x; w < words; w += blockDim.x) to[w] = from[w];
+  __syncthreads();
   const std::int64_t stride = std::int64_t{gridDim.x} * blockDim.x;
   for (std::int64_t i = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += stride)
-    run_steps_at(block.steps, block.count, i);
+    run_steps_at<T>(steps, block.count, i);
 }
 
 template <int Capacity>
-cudaError_t launch_block(cudaStream_t stream, const Step* steps, int count) {
+cudaError_t launch_piece(cudaStream_t stream, const Piece& piece) {
   StepBlock<Capacity> block;  // trivially constructible: only the `count` steps used are written
-  std::copy(steps, steps + count, block.steps);
-  block.count = count;
-  std::int64_t n = 0;
-  for (int k = 0; k < count; ++k) n = std::max(n, steps[k].numel);
-  if (n == 0) return cudaSuccess;
-  const std::int64_t blocks = std::clamp<std::int64_t>((n + kProgramThreads - 1) / kProgramThreads, 1, kMaxBlocks);
-  program_kernel<Capacity><<<static_cast<unsigned>(blocks), kProgramThreads, 0, stream>>>(block, n);
+  std::copy(piece.steps, piece.steps + piece.count, block.steps);
+  block.count = piece.count;
+  if (piece.numel == 0) return cudaSuccess;
+  const auto blocks = static_cast<unsigned>(
+      std::clamp<std::int64_t>((piece.numel + kProgramThreads - 1) / kProgramThreads, 1, kMaxBlocks));
+  if (piece.dtype == DType::float32)
+    program_kernel<Capacity, float><<<blocks, kProgramThreads, 0, stream>>>(block, piece.numel);
+  else
+    program_kernel<Capacity, double><<<blocks, kProgramThreads, 0, stream>>>(block, piece.numel);
   return cudaGetLastError();
 }
 
 }  // namespace
 
 cudaError_t launch_program(cudaStream_t stream, const Program& program) {
-  const std::size_t total = program.steps.size();
-  for (std::size_t first = 0; first < total; first += kStepsPerLaunch) {
-    const int count = static_cast<int>(std::min<std::size_t>(kStepsPerLaunch, total - first));
-    const Step* steps = program.steps.data() + first;
-    const cudaError_t err = count <= kShortLaunch ? launch_block<kShortLaunch>(stream, steps, count)
-                                                  : launch_block<kStepsPerLaunch>(stream, steps, count);
+  for (std::size_t first = 0; first < program.steps.size();) {
+    const Piece piece = piece_at(program, first, kStepsPerLaunch);
+    first += static_cast<std::size_t>(piece.count);
+    const cudaError_t err = piece.count <= kShortLaunch ? launch_piece<kShortLaunch>(stream, piece)
+                                                        : launch_piece<kStepsPerLaunch>(stream, piece);
     if (err != cudaSuccess) return err;
   }
   return cudaSuccess;

@@ -38,11 +38,6 @@ struct Scratch {
 };
 thread_local Scratch scratch;
 
-void clear(detail::Program& program) {
-  program.steps.clear();
-  program.max_numel = 0;
-}
-
 }  // namespace
 
 bool Gradients::has(NodeId id) const {
@@ -73,7 +68,7 @@ Tape::Tape(std::shared_ptr<Backend> backend) : backend_(std::move(backend)) {
 Result<void> Tape::flush() const {
   if (pending_.empty()) return {};
   detail::Program& program = scratch.flush_program;
-  clear(program);
+  program.steps.clear();
   for (NodeId id : pending_) {
     const Node& n = nodes_[static_cast<std::size_t>(id)];
     detail::Step step{};
@@ -332,7 +327,7 @@ Result<Gradients> Tape::run_plan_as_program(const detail::BackwardPlan& plan, No
   };
 
   detail::Program& program = scratch.backward_program;
-  clear(program);
+  program.steps.clear();
   detail::Step copy = base_step(detail::StepKind::pass, seed);
   copy.in[0] = seed.data();
   copy.out[0] = slot(out).data();
