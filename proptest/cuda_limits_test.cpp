@@ -108,6 +108,37 @@ TEST(CudaLimits, TensorsPast2To31ElementsFloat64) {
   for (Op op : {Op::sin, Op::max}) check_huge<double>(*own_cuda_backend(), op);
 }
 
+// sin recorded and differentiated as programs (the threshold raised past kHuge): the interpreter's
+// 64-bit index path, which smaller programs never take, against the per-node kernels on the probes.
+TEST(CudaLimits, ProgramsPast2To31Elements) {
+  TW_REQUIRE_CUDA(shared);
+  const std::shared_ptr<Backend> be = own_cuda_backend();
+  ASSERT_TRUE(enough_memory<float>(5)) << "not enough free GPU memory";
+  std::array<std::vector<float>, 2> values, grads;  // [0]: the programs on kHuge elements, [1]: per node
+  for (int side = 0; side < 2; ++side) {
+    be->set_program_threshold(side == 0 ? kHuge : 0);
+    Buffer x = must(huge_input<float>(*be, 0.5f, 0));
+    Buffer seed = must(huge_input<float>(*be, 1.5f, 10));
+    if (side == 1) {  // the probes alone
+      x = must(be->upload(host(at_probes<float>(x))));
+      seed = must(be->upload(host(at_probes<float>(seed))));
+    }
+    Tape t(be);
+    const NodeId leaf = must(t.leaf(std::move(x)));
+    const NodeId y = must(t.sin(leaf));
+    auto g = t.backward(y, seed);
+    ASSERT_TRUE(g) << g.error().str();
+    const Buffer gx = g->take(leaf);
+    const Buffer* vy = must(t.value_buffer(y));
+    values[side] = side == 0 ? at_probes<float>(*vy) : must(be->download(*vy)).to_vector<float>();
+    grads[side] = side == 0 ? at_probes<float>(gx) : must(be->download(gx)).to_vector<float>();
+  }
+  for (std::size_t i = 0; i < values[0].size(); ++i) {
+    EXPECT_TRUE(same_bits(values[0][i], values[1][i])) << "sin at element " << probe_positions(kHuge)[i];
+    EXPECT_TRUE(same_bits(grads[0][i], grads[1][i])) << "sin's gradient at element " << probe_positions(kHuge)[i];
+  }
+}
+
 TEST(CudaLimits, AnAllocationBeyondTheGpuIsOutOfMemoryAndTheTapeGoesOn) {
   TW_REQUIRE_CUDA(be);
   std::size_t free_bytes = 0, total = 0;

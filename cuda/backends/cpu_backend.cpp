@@ -57,9 +57,9 @@ class CpuBackend final : public Backend {
       first += static_cast<std::size_t>(piece.count);
       for (std::int64_t i = 0; i < piece.numel; ++i) {
         if (piece.dtype == DType::float32)
-          detail::run_steps_at<float>(piece.steps, piece.count, i);
+          detail::run_steps_at<float, std::int64_t>(piece.steps, piece.count, i);
         else
-          detail::run_steps_at<double>(piece.steps, piece.count, i);
+          detail::run_steps_at<double, std::int64_t>(piece.steps, piece.count, i);
       }
     }
     return {};

@@ -156,15 +156,27 @@ struct Written {
   T value[2];
 };
 
-// The operands of `step` at element i that come from memory; when the step before did not run at i
+// What loading a step's operands needs of it, read into registers two steps ahead (run_steps_at).
+template <class Index>
+struct LoadPlan {
+  const void* at[kOperandCount];  // operand_address of each
+  unsigned sources;
+  Index numel;
+};
+template <class Index>
+TW_HD LoadPlan<Index> load_plan(const Step& s) {
+  return {{s.in[0], s.in[1], s.g, s.out[0], s.out[1]}, s.sources, static_cast<Index>(s.numel)};
+}
+
+// A step's operands at element i that come from memory; when the step before did not run at i
 // (previous_ran false), also those it would have handed over in registers: memory holds them then.
-template <class T>
-TW_HD void load_operands(const Step& step, std::int64_t i, bool previous_ran, Operands<T>& loaded) {
-  const unsigned s = step.sources;
+template <class T, class Index>
+TW_HD void load_operands(const LoadPlan<Index>& plan, Index i, bool previous_ran, Operands<T>& loaded) {
+  const unsigned s = plan.sources;
   const unsigned from_memory =
       (s | (previous_ran ? 0u : (s >> kFromWritten0) | (s >> kFromWritten1))) & kOperandBits;
   for (int k = 0; k < kOperandCount; ++k)
-    if (from_memory & (1u << k)) loaded.at[k] = static_cast<const T*>(operand_address(step, k))[i];
+    if (from_memory & (1u << k)) loaded.at[k] = static_cast<const T*>(plan.at[k])[i];
 }
 
 // `step`'s operands: those loaded, with what the step before wrote in place of the ones it hands
@@ -182,8 +194,8 @@ TW_HD Operands<T> with_written(const Step& step, Operands<T> o, const Written<T>
 // A contribution c reaching slot k of a step as the tape's per-node accumulate lands it; `existing`
 // is the slot's value before the step. Selects rather than branches: the three sums are cheap, and a
 // branch costs a warp that runs alone on its scheduler more than they do.
-template <class T>
-TW_HD void write_slot(const Step& step, int k, std::int64_t i, T c, T existing, Written<T>& written) {
+template <class T, class Index>
+TW_HD void write_slot(const Step& step, int k, Index i, T c, T existing, Written<T>& written) {
   const SlotWrite how = step.write[k];
   const T v = how == SlotWrite::accumulate ? existing + c : how == SlotWrite::store_dense ? c + T(0) : c;
   if (how != SlotWrite::none) static_cast<T*>(step.out[k])[i] = v;
@@ -191,8 +203,8 @@ TW_HD void write_slot(const Step& step, int k, std::int64_t i, T c, T existing, 
 }
 
 // The four kinds of step at element i, each through the functors the per-node kernels run.
-template <Op op, class T>
-TW_HD Written<T> forward_at(const Step& step, std::int64_t i, const Operands<T>& o) {
+template <Op op, class T, class Index>
+TW_HD Written<T> forward_at(const Step& step, Index i, const Operands<T>& o) {
   const T in[2] = {o.at[kIn0], o.at[kIn1]};
   T y[1];
   ForwardFn<op, T>{params_of<T>(Scalars{step.s0, step.s1})}(in, y);
@@ -200,8 +212,8 @@ TW_HD Written<T> forward_at(const Step& step, std::int64_t i, const Operands<T>&
   return Written<T>{{y[0], T(0)}};
 }
 
-template <Op op, class T>
-TW_HD Written<T> vjp_at(const Step& step, std::int64_t i, const Operands<T>& o) {
+template <Op op, class T, class Index>
+TW_HD Written<T> vjp_at(const Step& step, Index i, const Operands<T>& o) {
   constexpr int arity = kArity<op>;
   T in[arity + 1];  // the inputs, then g: VjpFn's operand order
   in[0] = o.at[kIn0];
@@ -219,50 +231,54 @@ TW_HD Written<T> vjp_at(const Step& step, std::int64_t i, const Operands<T>& o) 
   return written;
 }
 
-template <class T>
-TW_HD Written<T> pass_at(const Step& step, std::int64_t i, const Operands<T>& o) {
+template <class T, class Index>
+TW_HD Written<T> pass_at(const Step& step, Index i, const Operands<T>& o) {
   Written<T> written{{T(0), T(0)}};
   write_slot(step, 0, i, o.at[kIn0], o.at[kSlot0], written);
   return written;
 }
 
-template <class T>
-TW_HD Written<T> zero_at(const Step& step, std::int64_t i) {
+template <class T, class Index>
+TW_HD Written<T> zero_at(const Step& step, Index i) {
   static_cast<T*>(step.out[0])[i] = T(0);
   return Written<T>{{T(0), T(0)}};
 }
 
 // One step at element i (i < step.numel) from its operands, by its code: one dispatch.
-template <class T>
-TW_HD Written<T> run_step(const Step& step, std::int64_t i, const Operands<T>& o) {
+template <class T, class Index>
+TW_HD Written<T> run_step(const Step& step, Index i, const Operands<T>& o) {
   switch (step.code) {
 #define TAPEWISE_OP(name, ...)                                                   \
-  case static_cast<int>(Op::name): return forward_at<Op::name, T>(step, i, o); \
-  case kOpCount + static_cast<int>(Op::name): return vjp_at<Op::name, T>(step, i, o);
+  case static_cast<int>(Op::name): return forward_at<Op::name, T, Index>(step, i, o); \
+  case kOpCount + static_cast<int>(Op::name): return vjp_at<Op::name, T, Index>(step, i, o);
 #include <tapewise/ops.def>
 #undef TAPEWISE_OP
-    case kCodePass: return pass_at<T>(step, i, o);
-    default: return zero_at<T>(step, i);
+    case kCodePass: return pass_at<T, Index>(step, i, o);
+    default: return zero_at<T, Index>(step, i);
   }
 }
 
 // Every step of a piece (steps of one dtype T) at element i, in order; a step shorter than i is
 // skipped. Elements are independent (each step reads and writes element i only), so a runner may
-// cover them in any order or in parallel, as long as each element sees the steps in order. The next
-// step's memory operands are loaded before the current step runs, so their latency overlaps its
-// math; what a step writes reaches the next in registers (Step::sources). Same values, same order:
-// the same bits as step by step.
-template <class T>
-TW_HD void run_steps_at(const Step* steps, int count, std::int64_t i) {
+// cover them in any order or in parallel, as long as each element sees the steps in order. While a
+// step runs, the next step's memory operands are being loaded and the load plan of the step after
+// that read, so neither latency waits for the step's math; what a step writes reaches the next in
+// registers (Step::sources). Same values, same order: the same bits as step by step. Index: the
+// type of element indices, 32 bits where the piece allows (cheaper address arithmetic).
+template <class T, class Index>
+TW_HD void run_steps_at(const Step* steps, int count, Index i) {
   Operands<T> loaded{};  // step k's memory operands, loaded while step k - 1 ran
   Written<T> written{};  // what step k - 1 wrote
   bool previous_ran = false;
-  if (count > 0 && i < steps[0].numel) load_operands(steps[0], i, false, loaded);
+  LoadPlan<Index> next = count > 1 ? load_plan<Index>(steps[1]) : LoadPlan<Index>{};
+  if (count > 0 && i < static_cast<Index>(steps[0].numel)) load_operands(load_plan<Index>(steps[0]), i, false, loaded);
   for (int k = 0; k < count; ++k) {
     const Step& step = steps[k];
-    const bool runs = i < step.numel;
+    const bool runs = i < static_cast<Index>(step.numel);
     const Operands<T> operands = with_written(step, loaded, written, previous_ran);
-    if (k + 1 < count && i < steps[k + 1].numel) load_operands(steps[k + 1], i, runs, loaded);
+    const LoadPlan<Index> plan = next;  // step k + 1's
+    if (k + 2 < count) next = load_plan<Index>(steps[k + 2]);
+    if (k + 1 < count && i < plan.numel) load_operands(plan, i, runs, loaded);
     if (runs) written = run_step(step, i, operands);
     previous_ran = runs;
   }

@@ -30,18 +30,18 @@ static_assert(sizeof(Step) % sizeof(std::uint64_t) == 0);
 
 // The block first copies the steps from the parameters to shared memory, where the loop reads each
 // step's fields: the design measured on the H200 (results/2026-12-01_H200_chain_interpreter/).
-template <int Capacity, class T>
+template <int Capacity, class T, class Index>
 __global__ void __launch_bounds__(kProgramThreads)
-    program_kernel(const __grid_constant__ StepBlock<Capacity> block, std::int64_t n) {
+    program_kernel(const __grid_constant__ StepBlock<Capacity> block, Index n) {
   __shared__ Step steps[Capacity];
   const auto* from = reinterpret_cast<const std::uint64_t*>(block.steps);
   auto* to = reinterpret_cast<std::uint64_t*>(steps);
   const int words = block.count * static_cast<int>(sizeof(Step) / sizeof(std::uint64_t));
   for (int w = threadIdx.x; w < words; w += blockDim.x) to[w] = from[w];
   __syncthreads();
-  const std::int64_t stride = std::int64_t{gridDim.x} * blockDim.x;
-  for (std::int64_t i = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += stride)
-    run_steps_at<T>(steps, block.count, i);
+  const Index stride = static_cast<Index>(gridDim.x) * blockDim.x;
+  for (Index i = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    run_steps_at<T, Index>(steps, block.count, i);
 }
 
 template <int Capacity>
@@ -52,10 +52,17 @@ cudaError_t launch_piece(cudaStream_t stream, const Piece& piece) {
   if (piece.numel == 0) return cudaSuccess;
   const auto blocks = static_cast<unsigned>(
       std::clamp<std::int64_t>((piece.numel + kProgramThreads - 1) / kProgramThreads, 1, kMaxBlocks));
-  if (piece.dtype == DType::float32)
-    program_kernel<Capacity, float><<<blocks, kProgramThreads, 0, stream>>>(block, piece.numel);
+  // 32-bit indices while i + stride cannot overflow them (below 2^30 elements, one pass of the grid).
+  const bool narrow = piece.numel < (std::int64_t{1} << 30);
+  const auto n32 = static_cast<std::int32_t>(narrow ? piece.numel : 0);
+  if (piece.dtype == DType::float32 && narrow)
+    program_kernel<Capacity, float, std::int32_t><<<blocks, kProgramThreads, 0, stream>>>(block, n32);
+  else if (piece.dtype == DType::float32)
+    program_kernel<Capacity, float, std::int64_t><<<blocks, kProgramThreads, 0, stream>>>(block, piece.numel);
+  else if (narrow)
+    program_kernel<Capacity, double, std::int32_t><<<blocks, kProgramThreads, 0, stream>>>(block, n32);
   else
-    program_kernel<Capacity, double><<<blocks, kProgramThreads, 0, stream>>>(block, piece.numel);
+    program_kernel<Capacity, double, std::int64_t><<<blocks, kProgramThreads, 0, stream>>>(block, piece.numel);
   return cudaGetLastError();
 }
 
