@@ -23,6 +23,9 @@ Result<Buffer> huge_input(Backend& be, T fill, std::int64_t salt) {
   auto buffer = be.allocate(Shape{kHuge}, dtype_of<T>::value, AllocTag::value);
   if (!buffer) return buffer;
   if (auto ok = be.prim(Prim::fill, static_cast<double>(fill), {}, *buffer); !ok) return tl::unexpected(ok.error());
+  // The copies below run on the default stream, which does not wait for the backend's stream: the
+  // fill must be done before they write (or it could overwrite them).
+  if (auto ok = be.synchronize(); !ok) return tl::unexpected(ok.error());
   std::int64_t k = 0;
   for (std::int64_t i : probe_positions(kHuge)) {
     const T v = static_cast<T>(0.375 + 0.25 * static_cast<double>(++k + salt));
@@ -130,12 +133,15 @@ TEST(CudaLimits, ProgramsPast2To31Elements) {
     ASSERT_TRUE(g) << g.error().str();
     const Buffer gx = g->take(leaf);
     const Buffer* vy = must(t.value_buffer(y));
+    ASSERT_TRUE(be->synchronize());  // at_probes copies on the default stream, which does not wait for the backend's
     values[side] = side == 0 ? at_probes<float>(*vy) : must(be->download(*vy)).to_vector<float>();
     grads[side] = side == 0 ? at_probes<float>(gx) : must(be->download(gx)).to_vector<float>();
   }
   for (std::size_t i = 0; i < values[0].size(); ++i) {
-    EXPECT_TRUE(same_bits(values[0][i], values[1][i])) << "sin at element " << probe_positions(kHuge)[i];
-    EXPECT_TRUE(same_bits(grads[0][i], grads[1][i])) << "sin's gradient at element " << probe_positions(kHuge)[i];
+    EXPECT_TRUE(same_bits(values[0][i], values[1][i]))
+        << "sin at element " << probe_positions(kHuge)[i] << ": " << values[0][i] << " != " << values[1][i];
+    EXPECT_TRUE(same_bits(grads[0][i], grads[1][i]))
+        << "sin's gradient at element " << probe_positions(kHuge)[i] << ": " << grads[0][i] << " != " << grads[1][i];
   }
 }
 
