@@ -305,8 +305,8 @@ inline Piece piece_at(const Program& program, std::size_t first, int max_steps) 
 }
 
 #if defined(__CUDACC__)
-// The CUDA runner (program_cuda.cu): queues the program on `stream`, kStepsPerLaunch steps per
-// launch; returns the first launch error.
+// The CUDA runner (program_cuda.cu): queues the program on `stream`, a launch per piece (piece_at,
+// at most kStepsPerLaunch steps); returns the first launch error.
 cudaError_t launch_program(cudaStream_t stream, const Program& program);
 #endif
 
