@@ -287,9 +287,11 @@ TEST(ReferenceBounds, ExactlyOneSensibleRowPerOpAndDtype) {
   const RowKey rows[] = {  // the TAPEWISE_BOUND rows only (the file's other kinds of row are skipped)
 #define TAPEWISE_SWEPT_SOURCE(...)
 #define TAPEWISE_SWEPT(...)
+#define TAPEWISE_NOT_SWEPT(...)
 #define TAPEWISE_BOUND(op, dtype, ...) RowKey{Op::op, DType::dtype},
 #include "../spec/bounds.def"
 #undef TAPEWISE_BOUND
+#undef TAPEWISE_NOT_SWEPT
 #undef TAPEWISE_SWEPT
 #undef TAPEWISE_SWEPT_SOURCE
   };
@@ -307,6 +309,35 @@ TEST(ReferenceBounds, ExactlyOneSensibleRowPerOpAndDtype) {
   EXPECT_EQ(std::size(rows), 2u * kOpCount) << "rows for nodes the op table does not have";
   EXPECT_EQ(forward_bound(Op::add, f32).ulp, 0.5);  // one IEEE rounding: the lookup returns the row's numbers
   EXPECT_EQ(vjp_bound(Op::relu, f64).ulp, 0.0);     // an exact select
+}
+
+// Beside each bound, exactly one sweep record: TAPEWISE_SWEPT (the numbers) or TAPEWISE_NOT_SWEPT
+// (a node the sweep has not reached yet). A second record would be shadowed by the first.
+TEST(ReferenceBounds, ExactlyOneSweepRecordPerOpAndDtype) {
+  struct RowKey {
+    Op op;
+    DType dtype;
+  };
+  const RowKey records[] = {
+#define TAPEWISE_SWEPT_SOURCE(...)
+#define TAPEWISE_BOUND(...)
+#define TAPEWISE_SWEPT(op, dtype, ...) RowKey{Op::op, DType::dtype},
+#define TAPEWISE_NOT_SWEPT(op, dtype) RowKey{Op::op, DType::dtype},
+#include "../spec/bounds.def"
+#undef TAPEWISE_NOT_SWEPT
+#undef TAPEWISE_SWEPT
+#undef TAPEWISE_BOUND
+#undef TAPEWISE_SWEPT_SOURCE
+  };
+  for (const OpInfo& info : kOps)
+    for (DType d : {f32, f64}) {
+      const auto count = std::count_if(std::begin(records), std::end(records),
+                                       [&](const RowKey& r) { return r.op == info.op && r.dtype == d; });
+      EXPECT_EQ(count, 1) << "spec/bounds.def sweep records for " << info.name << " " << dtype_name(d);
+    }
+  EXPECT_EQ(std::size(records), 2u * kOpCount) << "sweep records for nodes the op table does not have";
+  EXPECT_TRUE(swept(Op::add, f32).has_value());  // the lookup returns the row's record
+  EXPECT_EQ(swept(Op::add, f32)->evidence, std::string("2^32 exponent pairs"));
 }
 
 TEST(ReferenceArrays, MatchTheScalarForms) {

@@ -460,7 +460,7 @@ const char* cause_name(int cause) {
 
 // Whether spec/bounds.def accepts values above the bound for this cause (only outside the domain).
 bool cause_accepted(Op op, DType dtype, int cause) {
-  const reference::OutsideDomain outside = reference::swept(op, dtype).outside;
+  const reference::OutsideDomain outside = reference::accepted_outside_domain(op, dtype);
   if (cause == kCauseOverflow) return reference::accepts_overflow(outside);
   if (cause == kCauseUnderflow) return reference::accepts_underflow(outside);
   return false;
@@ -724,7 +724,7 @@ void print_causes(std::ostream& out, const std::vector<NodeResult>& nodes) {
       out << text("  %-9s %-8s %-3s g=%-6s ", node_label(n.plan).c_str(), dtype_name(n.plan.dtype),
                    output_name(n.plan.op, o.request.output), short_value(o.request.g, n.plan.dtype).c_str())
           << causes_text(n.plan, o.tally) << " (accepted outside: "
-          << reference::outside_domain_name(reference::swept(n.plan.op, n.plan.dtype).outside) << ")\n";
+          << reference::outside_domain_name(reference::accepted_outside_domain(n.plan.op, n.plan.dtype)) << ")\n";
       for (const Recheck& r : o.rechecks)
         if (r.why.ends_with(" example"))
           out << "      " << r.why << ": " << input_text(n.plan, r.in, r.index) << "  "
@@ -812,7 +812,7 @@ Json node_json(const NodeResult& n) {
   j["stride"] = p.job.case_stride;
   j["cases"] = p.cases();
   j["seconds"] = n.seconds;
-  j["outside_domain_accepted"] = reference::outside_domain_name(reference::swept(p.op, p.dtype).outside);
+  j["outside_domain_accepted"] = reference::outside_domain_name(reference::accepted_outside_domain(p.op, p.dtype));
   j["conforms"] = node_conforms(n);
   if (!n.error.empty()) j["error"] = n.error;
   j["outputs"] = Json::array();
