@@ -1,11 +1,11 @@
 // proptest/sweep_test.cpp — the sweep's own reference (tools/conform/sweep_reference.hpp, the host
-// copy of what the GPU grades with) against the MPFR reference within the reference's stated bound;
-// the causes it gives values above their bound, with a witness input for every cause spec/bounds.def
-// accepts; the maxima spec/bounds.def records against the committed sweep JSON (and its not-swept
-// nodes against what that JSON covers); and `tapewise-conform sweep --range` slices on the CPU
-// backend: report structure, causes, and worst cases re-derived with MPFR. Bounds come from
-// spec/bounds.def (via reference/) and the reference's own stated error (sweep_reference.hpp); no
-// tolerance is written here.
+// copy of what the GPU grades with) against the MPFR reference within the reference's stated bound,
+// for every node it transcribes; the causes it gives values above their bound, with a witness input
+// for every cause spec/bounds.def accepts; the maxima spec/bounds.def records against the committed
+// sweep JSON (and its not-swept nodes against what that JSON covers); and `tapewise-conform sweep
+// --range` slices on the CPU backend: report structure, causes, and worst cases re-derived with MPFR.
+// Bounds come from spec/bounds.def (via reference/) and the reference's own stated error
+// (sweep_reference.hpp); no tolerance is written here.
 #include <sys/wait.h>
 
 #include <atomic>
@@ -170,7 +170,7 @@ TEST(SweepReference, AgreesWithMpfrOnEveryUnaryNodeInFloat32) {
   std::int64_t total = 0, failures = 0;
   std::vector<std::string> examples;
   for (const OpInfo& info : kOps) {
-    if (info.arity != 1) continue;
+    if (info.arity != 1 || !sw::has_sweep_reference(info.op)) continue;
     for (const Scalars& s : run_scalar_sets(info.op)) {
       failures += check_job(job_for(info.op, DType::float32, s.s0, s.s1), s, kCasesPerUnaryNode, examples);
       total += kCasesPerUnaryNode;
@@ -185,6 +185,7 @@ TEST(SweepReference, AgreesWithMpfrOnBinaryFloat32AndIeeeFloat64) {
   std::int64_t failures = 0;
   std::vector<std::string> examples;
   for (const OpInfo& info : kOps) {
+    if (!sw::has_sweep_reference(info.op)) continue;
     const Scalars s = scalars_for(info.op);
     if (info.arity == 2) failures += check_job(job_for(info.op, DType::float32, s.s0, s.s1), s, kCasesPerOtherJob, examples);
     if (sw::ieee_float64(info.op))
@@ -216,7 +217,7 @@ TEST(SweepReference, AgreesWithMpfrOnEveryFloat64LibmNode) {
   std::vector<std::string> examples;
   std::mutex lock;
   for (const OpInfo& info : kOps) {
-    if (sw::ieee_float64(info.op)) continue;
+    if (sw::ieee_float64(info.op) || !sw::has_sweep_reference(info.op)) continue;
     const Scalars s = scalars_for(info.op);
     const sw::Job j = job_for(info.op, DType::float64, s.s0, s.s1);
     auto work = [&](std::int64_t first) {
@@ -579,6 +580,16 @@ TEST(SweepEvidence, BoundsDefRecordsTheCommittedSweepMaxima) {
     }
 }
 
+// A node recorded as swept was graded by the sweep, with its own transcription in
+// tools/conform/sweep_reference.hpp; without one the sweep would refuse it.
+TEST(SweepEvidence, EverySweptNodeHasASweepReference) {
+  for (const OpInfo& info : kOps)
+    for (DType d : {DType::float32, DType::float64})
+      EXPECT_TRUE(!ref::swept(info.op, d) || sw::has_sweep_reference(info.op))
+          << info.name << " " << dtype_name(d) << ": spec/bounds.def has its TAPEWISE_SWEPT row, but "
+          << "tools/conform/sweep_reference.hpp does not transcribe it (has_sweep_reference)";
+}
+
 #ifdef TAPEWISE_CONFORM_BIN
 namespace fs = std::filesystem;
 
@@ -720,6 +731,27 @@ TEST(SweepTool, Float64MpfrGradesTheLibmNodesOnTheHost) {
     const bool libm = node.at("op") == "exp";
     EXPECT_EQ(node.at("method").get<std::string>().starts_with("random subset"), libm) << node.at("method");
     EXPECT_EQ(node.at("cases"), libm ? 300u : 1024u);
+  }
+}
+
+// --ops unary sweeps every unary node that has a sweep reference and lists the others as not swept;
+// naming a node without one is a usage error that names the node.
+TEST(SweepTool, NodesWithoutASweepReferenceAreRefusedByNameAndListedAsNotSwept) {
+  const SweepRun run = run_sweep("--backend cpu --ops unary --dtype float32 --range 0x3f800000:0x3f800400 --validate 100");
+  ASSERT_FALSE(run.report.is_discarded()) << run.out;
+  EXPECT_EQ(run.status, 0) << run.out;
+  std::set<std::string> swept_nodes, not_swept;
+  for (const auto& node : run.report.at("nodes")) swept_nodes.insert(node.at("op").get<std::string>());
+  for (const auto& name : run.report.at("not_swept")) not_swept.insert(name.get<std::string>());
+  for (const OpInfo& info : kOps) {
+    const bool transcribed = sw::has_sweep_reference(info.op);
+    EXPECT_EQ(swept_nodes.contains(info.name), info.arity == 1 && transcribed) << info.name;
+    EXPECT_EQ(not_swept.contains(info.name), info.arity == 1 && !transcribed) << info.name;
+    if (transcribed) continue;
+    std::string out;
+    const std::string named = ::tapewise::testing::conform_binary() + " sweep --backend cpu --ops " + info.name;
+    EXPECT_EQ(run_command(named, &out), 2) << out;
+    EXPECT_NE(out.find(std::string(info.name) + " has no sweep reference"), std::string::npos) << out;
   }
 }
 

@@ -30,6 +30,7 @@ namespace tapewise::conform {
 
 struct SweepOptions {
   std::vector<Op> ops;        // in op-table order
+  std::vector<Op> not_swept;  // --ops all, unary or binary: the nodes left out, without a sweep reference
   std::vector<DType> dtypes;  // float32 first
   bool range_given = false;
   std::uint64_t range_lo = 0, range_hi = 0;  // case indices [lo, hi), clamped to each node's count
@@ -213,6 +214,12 @@ Plan make_plan(Op op, DType dtype, const Scalars& scalars, const SweepOptions& o
   j.case_stride = device ? o.stride : 1;
   p.outputs = output_requests(op, dtype);
   return p;
+}
+
+std::string op_names(const std::vector<Op>& ops) {
+  std::string names;
+  for (Op op : ops) names += (names.empty() ? "" : ", ") + std::string(op_name(op));
+  return names;
 }
 
 // The node as the report names it: "scale(c=0.37)", "exp" (a node can be swept at several scalar sets).
@@ -896,6 +903,7 @@ int sweep_command(const SweepOptions& o) {
             << (o.float64_mpfr ? text(" (IEEE nodes), %lld graded by MPFR (libm nodes)", static_cast<long long>(o.host_cases))
                                : std::string())
             << "\n";
+  if (!o.not_swept.empty()) std::cout << "not swept (no sweep reference yet): " << op_names(o.not_swept) << "\n";
 
   std::vector<Plan> plans;
   for (DType d : o.dtypes)
@@ -967,6 +975,8 @@ int sweep_command(const SweepOptions& o) {
     j["second_g"] = kSecondG;
     j["nodes"] = Json::array();
     for (const NodeResult& n : nodes) j["nodes"].push_back(node_json(n));
+    j["not_swept"] = Json::array();
+    for (Op op : o.not_swept) j["not_swept"].push_back(op_name(op));
     j["validation"] = validation_json(*validation);
     j["conforms"] = ok;
     if (auto r = write_json_file(o.json_path, j); !r) {
@@ -992,15 +1002,39 @@ int usage(const std::string& message) {
   return kUsageError;
 }
 
+// --ops: node names, each of which must have a sweep reference (sweep_reference.hpp); or all, unary
+// or binary: every node (of that arity) that has one, the others noted as not swept.
+Result<void> choose_nodes(const std::string& ops, const Selection& selection, SweepOptions& o) {
+  const bool by_arity = ops == "unary" || ops == "binary";
+  const bool every = ops.empty() || ops == "all" || by_arity;
+  for (const OpInfo& info : kOps) {
+    const bool selected = std::find(selection.ops.begin(), selection.ops.end(), info.op) != selection.ops.end();
+    if (!selected || (by_arity && info.arity != (ops == "unary" ? 1 : 2))) continue;
+    if (has_sweep_reference(info.op)) {
+      o.ops.push_back(info.op);
+    } else if (every) {
+      o.not_swept.push_back(info.op);
+    } else {
+      return fail(ErrorCode::InvalidArgument,
+                  std::string("--ops: ") + info.name +
+                      " has no sweep reference yet (tools/conform/sweep_reference.hpp transcribes each node the "
+                      "sweep grades; spec/bounds.def records it as TAPEWISE_NOT_SWEPT)");
+    }
+  }
+  if (o.ops.empty()) return fail(ErrorCode::InvalidArgument, "--ops '" + ops + "': no node with a sweep reference");
+  return {};
+}
+
 int run_sweep_cli(const SweepCli& cli) {
   SweepOptions o;
-  auto selection = parse_selection(cli.ops, cli.dtype);
+  const bool by_arity = cli.ops == "unary" || cli.ops == "binary";
+  auto selection = parse_selection(by_arity ? "all" : cli.ops, cli.dtype);
   if (!selection) return usage(selection.error().message);
   auto backend = parse_backend(cli.backend);
   if (!backend) return usage(backend.error().message);
   auto seed = parse_seed(cli.seed, "--seed");
   if (!seed) return usage(seed.error().message);
-  o.ops = selection->ops;
+  if (auto chosen = choose_nodes(cli.ops, *selection, o); !chosen) return usage(chosen.error().message);
   o.dtypes = selection->dtypes;
   o.backend = *backend;
   o.seed = *seed;
@@ -1048,10 +1082,15 @@ std::function<std::optional<int>()> add_sweep_subcommand(CLI::App& app) {
       "(a CPU slice, e.g. --backend cpu --range 0x3f000000:0x3f100000), --stride N to every N-th of them.\n"
       "Every value above its bound gets a cause: in_domain (inside spec/ops.def's domain), overflow or\n"
       "underflow (an exact intermediate of the staging leaves the dtype's range), or unexplained.\n"
+      "Only nodes with a sweep reference (tools/conform/sweep_reference.hpp) are swept: --ops naming\n"
+      "another is a usage error; all, unary and binary leave the others out and the report lists them.\n"
       "Exit status: 0 every node conforms (no value above its bound inside the domain, none unexplained,\n"
       "outside it only causes spec/bounds.def accepts), 1 otherwise or a failed validation, 2 a usage or\n"
       "backend error.");
-  sweep->add_option("--ops", cli->ops, "comma-separated node names, or all")->capture_default_str();
+  sweep->add_option("--ops", cli->ops,
+                    "comma-separated node names, or all, unary or binary (the nodes, of that arity, that have a "
+                    "sweep reference)")
+      ->capture_default_str();
   sweep->add_option("--dtype", cli->dtype, "float32, float64 or all")->capture_default_str();
   sweep->add_option("--backend", cli->backend, "auto, cpu or cuda")->capture_default_str();
   sweep->add_option("--range", cli->range, "case indices LO:HI (decimal or 0x hex; unary float32: the bit patterns)");
