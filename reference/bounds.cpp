@@ -5,6 +5,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace tapewise::reference {
 
@@ -56,8 +57,39 @@ constexpr SweptRow kSwept[] = {
 #undef TAPEWISE_SWEPT
 #undef TAPEWISE_BOUND
 
-static_assert(sizeof(kSwept) / sizeof(kSwept[0]) == sizeof(kBounds) / sizeof(kBounds[0]),
-              "spec/bounds.def: every TAPEWISE_BOUND row needs its TAPEWISE_SWEPT or TAPEWISE_NOT_SWEPT row");
+// --- compile-time rules of the table -----------------------------------------------------------
+// Each node of the op table has, per dtype, exactly one TAPEWISE_BOUND row and exactly one sweep
+// record (TAPEWISE_SWEPT or TAPEWISE_NOT_SWEPT). A missing or repeated row fails the build naming the
+// rule, the node and the dtype, e.g. "call to non-constexpr function 'void tapewise::reference::
+// {anonymous}::bounds_rule::one_sweep_record_per_node_and_dtype() [with Op op = Op::relu; DType
+// dtype = DType::float64]'".
+namespace bounds_rule {
+template <Op op, DType dtype> void one_bound_row_per_node_and_dtype();
+template <Op op, DType dtype> void one_sweep_record_per_node_and_dtype();
+
+template <class Row, std::size_t n>
+constexpr int rows_for(const Row (&rows)[n], Op op, DType dtype) {
+  int count = 0;
+  for (const Row& r : rows) count += r.op == op && r.dtype == dtype ? 1 : 0;
+  return count;
+}
+
+template <std::size_t i, DType dtype>
+constexpr bool node_has_its_rows() {
+  constexpr Op op = kOps[i].op;
+  if constexpr (rows_for(kBounds, op, dtype) != 1) one_bound_row_per_node_and_dtype<op, dtype>();
+  if constexpr (rows_for(kSwept, op, dtype) != 1) one_sweep_record_per_node_and_dtype<op, dtype>();
+  return true;
+}
+
+template <std::size_t... I>
+constexpr bool every_node_has_its_rows(std::index_sequence<I...>) {
+  return ((node_has_its_rows<I, DType::float32>() && node_has_its_rows<I, DType::float64>()) && ...);
+}
+}  // namespace bounds_rule
+
+static_assert(bounds_rule::every_node_has_its_rows(std::make_index_sequence<kOpCount>{}),
+              "spec/bounds.def: a node lacks a row, or has two");
 
 template <class Row, std::size_t n>
 const Row& row(const Row (&rows)[n], Op op, DType dtype, const char* kind) {
