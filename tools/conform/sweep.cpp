@@ -864,6 +864,106 @@ Json validation_json(const Validation& v) {
 
 std::int64_t default_chunk(const Workers& w) { return w.name == "cuda" ? std::int64_t{1} << 28 : std::int64_t{1} << 20; }
 
+// --- the command's steps ----------------------------------------------------------------------------
+
+// One sweep per dtype, node and run scalar set, dtypes first.
+std::vector<Plan> make_plans(const SweepOptions& o) {
+  std::vector<Plan> plans;
+  for (DType d : o.dtypes)
+    for (Op op : o.ops)
+      for (const Scalars& s : default_scalar_sets(op)) plans.push_back(make_plan(op, d, s, o));
+  return plans;
+}
+
+// The run's settings, the nodes left out, and one line per planned sweep.
+void print_plans(std::ostream& out, const Workers& w, const SweepOptions& o, std::int64_t chunk,
+                 const std::vector<Plan>& plans) {
+  out << "backend: " << w.name << " (" << w.why << "), " << w.backends.size() << " device(s): "
+      << w.backends.front()->describe() << "\n";
+  out << "seed " << o.seed << "; second g = R(0.7); chunk " << chunk << "; binary float32 pairs 2^" << o.pair_log2
+      << " per exponent pair; float64 2^" << o.float64_log2 << " cases"
+      << (o.float64_mpfr ? text(" (IEEE nodes), %lld graded by MPFR (libm nodes)", static_cast<long long>(o.host_cases))
+                         : std::string())
+      << "\n";
+  if (!o.not_swept.empty()) out << "not swept (no sweep reference yet): " << op_names(o.not_swept) << "\n";
+  for (const Plan& p : plans)
+    out << text("  %-9s %-8s %-40s ", op_name(p.op), dtype_name(p.dtype), scalars_text(p.op, p.scalars).c_str())
+        << method_name(p.method)
+        << text(", cases [%llu, %llu)", static_cast<unsigned long long>(p.lo), static_cast<unsigned long long>(p.hi))
+        << (p.job.case_stride > 1
+                ? text(" every %u-th: %llu", p.job.case_stride, static_cast<unsigned long long>(p.cases()))
+                : std::string())
+        << "\n";
+}
+
+// One plan swept (on the devices, or graded on the host with MPFR), its worst cases re-checked with
+// MPFR; an error is kept in the result rather than ending the run.
+NodeResult sweep_node(Workers& w, const Plan& p, std::int64_t chunk, Progress2& progress) {
+  NodeResult n;
+  n.plan = p;
+  const auto start = std::chrono::steady_clock::now();
+  auto tallies = p.method == Method::host_mpfr ? grade_on_host_with_mpfr(*w.backends.front(), p)
+                                               : sweep_on_devices(w, p, chunk, progress);
+  n.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!tallies) {
+    n.error = tallies.error().str();
+    return n;
+  }
+  for (std::size_t s = 0; s < p.outputs.size(); ++s) n.outputs.push_back({p.outputs[s], (*tallies)[s], {}});
+  if (auto r = recheck_with_mpfr(*w.backends.front(), n); !r) n.error = r.error().str();
+  return n;
+}
+
+std::vector<NodeResult> sweep_plans(Workers& w, const std::vector<Plan>& plans, std::int64_t chunk) {
+  std::int64_t total = 0;  // the progress line counts the device sweeps' cases
+  for (const Plan& p : plans)
+    if (p.method != Method::host_mpfr) total += static_cast<std::int64_t>(p.cases());
+  Progress2 progress{Progress(total, true)};
+  std::vector<NodeResult> nodes;
+  for (const Plan& p : plans) {
+    progress.line.set_label(node_label(p) + " " + dtype_name(p.dtype));
+    nodes.push_back(sweep_node(w, p, chunk, progress));
+  }
+  progress.line.clear();
+  return nodes;
+}
+
+void print_validation(std::ostream& out, const Validation& v) {
+  out << text("\nreference vs MPFR: %lld values, %lld outside the reference's stated bound, max %.3g ulp (host)",
+              static_cast<long long>(v.values), static_cast<long long>(v.failures), v.max_error_ulps);
+  if (v.device_checked) out << text(", %.3g ulp (device)", v.max_device_error_ulps);
+  out << "\n";
+  for (const std::string& e : v.examples) out << "  reference outside its bound: " << e << "\n";
+}
+
+// The closing line; whether the run conforms (every node sweep, and the reference's validation).
+bool print_verdict(std::ostream& out, const std::vector<NodeResult>& nodes, const Validation& v) {
+  int conforming = 0;
+  for (const NodeResult& n : nodes) conforming += node_conforms(n) ? 1 : 0;
+  out << conforming << "/" << nodes.size()
+      << " node sweeps conform (inside their domains within their bounds; outside them, every value above\n"
+         "its bound has a cause spec/bounds.def accepts)"
+      << (v.failures ? "; the reference failed its validation" : "") << "\n";
+  return conforming == static_cast<int>(nodes.size()) && v.failures == 0;
+}
+
+Json sweep_report_json(const Workers& w, const SweepOptions& o, const std::vector<NodeResult>& nodes,
+                       const Validation& v, bool conforms) {
+  Json j;
+  j["schema"] = "tapewise-conform.sweep/2";
+  j["backend"] = w.name;
+  j["devices"] = w.backends.size();
+  j["seed"] = o.seed;
+  j["second_g"] = kSecondG;
+  j["nodes"] = Json::array();
+  for (const NodeResult& n : nodes) j["nodes"].push_back(node_json(n));
+  j["not_swept"] = Json::array();
+  for (Op op : o.not_swept) j["not_swept"].push_back(op_name(op));
+  j["validation"] = validation_json(v);
+  j["conforms"] = conforms;
+  return j;
+}
+
 }  // namespace
 
 std::unique_ptr<ChunkEngine> sweep::make_host_engine(int slots) { return std::make_unique<HostEngine>(slots); }
@@ -896,50 +996,9 @@ int sweep_command(const SweepOptions& o) {
   }
   Workers& w = *workers;
   const std::int64_t chunk = o.chunk > 0 ? o.chunk : default_chunk(w);
-  std::cout << "backend: " << w.name << " (" << w.why << "), " << w.backends.size() << " device(s): "
-            << w.backends.front()->describe() << "\n";
-  std::cout << "seed " << o.seed << "; second g = R(0.7); chunk " << chunk << "; binary float32 pairs 2^" << o.pair_log2
-            << " per exponent pair; float64 2^" << o.float64_log2 << " cases"
-            << (o.float64_mpfr ? text(" (IEEE nodes), %lld graded by MPFR (libm nodes)", static_cast<long long>(o.host_cases))
-                               : std::string())
-            << "\n";
-  if (!o.not_swept.empty()) std::cout << "not swept (no sweep reference yet): " << op_names(o.not_swept) << "\n";
-
-  std::vector<Plan> plans;
-  for (DType d : o.dtypes)
-    for (Op op : o.ops)
-      for (const Scalars& s : default_scalar_sets(op)) plans.push_back(make_plan(op, d, s, o));
-  std::int64_t total = 0;
-  for (const Plan& p : plans)
-    if (p.method != Method::host_mpfr) total += static_cast<std::int64_t>(p.cases());
-  for (const Plan& p : plans)
-    std::cout << text("  %-9s %-8s %-40s ", op_name(p.op), dtype_name(p.dtype), scalars_text(p.op, p.scalars).c_str())
-              << method_name(p.method)
-              << text(", cases [%llu, %llu)", static_cast<unsigned long long>(p.lo), static_cast<unsigned long long>(p.hi))
-              << (p.job.case_stride > 1 ? text(" every %u-th: %llu", p.job.case_stride,
-                                               static_cast<unsigned long long>(p.cases()))
-                                        : std::string())
-              << "\n";
-
-  Progress2 progress{Progress(total, true)};
-  std::vector<NodeResult> nodes;
-  for (const Plan& p : plans) {
-    NodeResult n;
-    n.plan = p;
-    progress.line.set_label(node_label(p) + " " + dtype_name(p.dtype));
-    const auto start = std::chrono::steady_clock::now();
-    auto tallies = p.method == Method::host_mpfr ? grade_on_host_with_mpfr(*w.backends.front(), p)
-                                                 : sweep_on_devices(w, p, chunk, progress);
-    n.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (!tallies) {
-      n.error = tallies.error().str();
-    } else {
-      for (std::size_t s = 0; s < p.outputs.size(); ++s) n.outputs.push_back({p.outputs[s], (*tallies)[s], {}});
-      if (auto r = recheck_with_mpfr(*w.backends.front(), n); !r) n.error = r.error().str();
-    }
-    nodes.push_back(std::move(n));
-  }
-  progress.line.clear();
+  const std::vector<Plan> plans = make_plans(o);
+  print_plans(std::cout, w, o, chunk, plans);
+  const std::vector<NodeResult> nodes = sweep_plans(w, plans, chunk);
 
   auto validation = validate_reference(plans, o, w.name == "cuda");
   if (!validation) {
@@ -949,41 +1008,16 @@ int sweep_command(const SweepOptions& o) {
   print_table(std::cout, nodes);
   print_rechecks(std::cout, nodes);
   print_causes(std::cout, nodes);
-  std::cout << text("\nreference vs MPFR: %lld values, %lld outside the reference's stated bound, max %.3g ulp (host)",
-                     static_cast<long long>(validation->values), static_cast<long long>(validation->failures),
-                     validation->max_error_ulps);
-  if (validation->device_checked) std::cout << text(", %.3g ulp (device)", validation->max_device_error_ulps);
-  std::cout << "\n";
-  for (const std::string& e : validation->examples) std::cout << "  reference outside its bound: " << e << "\n";
+  print_validation(std::cout, *validation);
   for (const NodeResult& n : nodes)
     std::cout << text("time %-9s %-8s %.2f s\n", node_label(n.plan).c_str(), dtype_name(n.plan.dtype), n.seconds);
+  const bool ok = print_verdict(std::cout, nodes, *validation);
 
-  int conforming = 0;
-  for (const NodeResult& n : nodes) conforming += node_conforms(n) ? 1 : 0;
-  const bool ok = conforming == static_cast<int>(nodes.size()) && validation->failures == 0;
-  std::cout << conforming << "/" << nodes.size()
-            << " node sweeps conform (inside their domains within their bounds; outside them, every value above\n"
-               "its bound has a cause spec/bounds.def accepts)"
-            << (validation->failures ? "; the reference failed its validation" : "") << "\n";
-
-  if (!o.json_path.empty()) {
-    Json j;
-    j["schema"] = "tapewise-conform.sweep/2";
-    j["backend"] = w.name;
-    j["devices"] = w.backends.size();
-    j["seed"] = o.seed;
-    j["second_g"] = kSecondG;
-    j["nodes"] = Json::array();
-    for (const NodeResult& n : nodes) j["nodes"].push_back(node_json(n));
-    j["not_swept"] = Json::array();
-    for (Op op : o.not_swept) j["not_swept"].push_back(op_name(op));
-    j["validation"] = validation_json(*validation);
-    j["conforms"] = ok;
-    if (auto r = write_json_file(o.json_path, j); !r) {
+  if (!o.json_path.empty())
+    if (auto r = write_json_file(o.json_path, sweep_report_json(w, o, nodes, *validation, ok)); !r) {
       std::cerr << "tapewise-conform sweep: " << r.error().str() << "\n";
       return kUsageError;
     }
-  }
   return ok ? kConforms : kViolation;
 }
 
