@@ -1,11 +1,16 @@
 // proptest/special_points_test.cpp — every row of spec/special_points, checked bit for bit on the CPU
 // backend and (where a GPU exists) the CUDA backend, forward and both VJP paths; plus the strictness
-// of the reader. It holds no expected value of its own: the rows are the spec.
+// of the reader, and a section per node in spec/conventions.md, which the rows are derived from. It
+// holds no expected value of its own: the rows are the spec.
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -151,6 +156,26 @@ TEST(SpecialPointsFile, LoadsAndCoversEveryOp) {
     EXPECT_TRUE(f64) << info.name << " has no float64 row";
     EXPECT_TRUE(t->why.count(info.name)) << info.name << " has no `why` line";
   }
+}
+
+// spec/conventions.md states each node's conventions in words in its §1, one section per node in the
+// op table's order, headed "### 1.<k> <name>" (then its formula or form).
+TEST(ConventionsFile, HasASectionForEveryNodeInTableOrder) {
+  const std::filesystem::path path = std::filesystem::path(special_points_path()).parent_path() / "conventions.md";
+  std::ifstream doc(path);
+  ASSERT_TRUE(doc) << path << " cannot be read";
+  std::vector<std::string> sections;  // "1.<k> <name>"
+  for (std::string line; std::getline(doc, line);) {
+    if (!line.starts_with("### 1.")) continue;
+    const std::size_t number_end = std::min(line.find(' ', 4), line.size());
+    std::size_t name_end = number_end + 1;
+    while (name_end < line.size() && (std::isalnum(static_cast<unsigned char>(line[name_end])) || line[name_end] == '_'))
+      ++name_end;
+    sections.push_back(line.substr(4, name_end - 4));
+  }
+  std::vector<std::string> expected;
+  for (const OpInfo& info : kOps) expected.push_back("1." + std::to_string(static_cast<int>(info.op) + 1) + " " + info.name);
+  EXPECT_EQ(sections, expected) << path << ": the node sections of §1 differ from the op table's nodes";
 }
 
 // ---- the reader's strictness ------------------------------------------------------------------

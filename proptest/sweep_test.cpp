@@ -1,10 +1,11 @@
 // proptest/sweep_test.cpp — the sweep's own reference (tools/conform/sweep_reference.hpp, the host
-// copy of what the GPU grades with) against the MPFR reference within the reference's stated bound;
-// the causes it gives values above their bound, with a witness input for every cause spec/bounds.def
-// accepts; the maxima spec/bounds.def records against the committed sweep JSON; and
-// `tapewise-conform sweep --range` slices on the CPU backend: report structure, causes, and worst
-// cases re-derived with MPFR. Bounds come from spec/bounds.def (via reference/) and the reference's
-// own stated error (sweep_reference.hpp); no tolerance is written here.
+// copy of what the GPU grades with) against the MPFR reference within the reference's stated bound,
+// for every node it transcribes; the causes it gives values above their bound, with a witness input
+// for every cause spec/bounds.def accepts; the maxima spec/bounds.def records against the committed
+// sweep JSON (and its not-swept nodes against what that JSON covers); and `tapewise-conform sweep
+// --range` slices on the CPU backend: report structure, causes, and worst cases re-derived with MPFR.
+// Bounds come from spec/bounds.def (via reference/) and the reference's own stated error
+// (sweep_reference.hpp); no tolerance is written here.
 #include <sys/wait.h>
 
 #include <atomic>
@@ -14,6 +15,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -168,7 +170,7 @@ TEST(SweepReference, AgreesWithMpfrOnEveryUnaryNodeInFloat32) {
   std::int64_t total = 0, failures = 0;
   std::vector<std::string> examples;
   for (const OpInfo& info : kOps) {
-    if (info.arity != 1) continue;
+    if (info.arity != 1 || !sw::has_sweep_reference(info.op)) continue;
     for (const Scalars& s : run_scalar_sets(info.op)) {
       failures += check_job(job_for(info.op, DType::float32, s.s0, s.s1), s, kCasesPerUnaryNode, examples);
       total += kCasesPerUnaryNode;
@@ -183,6 +185,7 @@ TEST(SweepReference, AgreesWithMpfrOnBinaryFloat32AndIeeeFloat64) {
   std::int64_t failures = 0;
   std::vector<std::string> examples;
   for (const OpInfo& info : kOps) {
+    if (!sw::has_sweep_reference(info.op)) continue;
     const Scalars s = scalars_for(info.op);
     if (info.arity == 2) failures += check_job(job_for(info.op, DType::float32, s.s0, s.s1), s, kCasesPerOtherJob, examples);
     if (sw::ieee_float64(info.op))
@@ -214,7 +217,7 @@ TEST(SweepReference, AgreesWithMpfrOnEveryFloat64LibmNode) {
   std::vector<std::string> examples;
   std::mutex lock;
   for (const OpInfo& info : kOps) {
-    if (sw::ieee_float64(info.op)) continue;
+    if (sw::ieee_float64(info.op) || !sw::has_sweep_reference(info.op)) continue;
     const Scalars s = scalars_for(info.op);
     const sw::Job j = job_for(info.op, DType::float64, s.s0, s.s1);
     auto work = [&](std::int64_t first) {
@@ -443,7 +446,7 @@ TEST(SweepCauses, EveryAcceptedCauseHasAWitnessAboveItsBoundWithThatCause) {
   // Every cause a TAPEWISE_SWEPT row accepts is witnessed, and no witness is of an unaccepted cause.
   for (const OpInfo& info : kOps)
     for (DType d : {DType::float32, DType::float64}) {
-      const ref::OutsideDomain outside = ref::swept(info.op, d).outside;
+      const ref::OutsideDomain outside = ref::accepted_outside_domain(info.op, d);
       EXPECT_EQ(ref::accepts_overflow(outside), witnessed.contains({info.op, d, sw::kCauseOverflow}))
           << info.name << " " << dtype_name(d) << ": overflow accepted vs witnessed";
       EXPECT_EQ(ref::accepts_underflow(outside), witnessed.contains({info.op, d, sw::kCauseUnderflow}))
@@ -500,55 +503,91 @@ struct Maxima {
   double y = 0, g1 = 0, g07 = 0;
 };
 
-TEST(SweepEvidence, BoundsDefRecordsTheCommittedSweepMaxima) {
-  const std::filesystem::path folder = repository_root() / ref::swept_source();
-  ASSERT_TRUE(std::filesystem::is_directory(folder)) << folder << " (TAPEWISE_SWEPT_SOURCE) is not a folder";
-  std::map<std::pair<Op, DType>, Maxima> maxima;
+// One node of a sweep JSON against its spec/bounds.def record: no value above its bound inside the
+// domain, outside it only causes the record accepts; its maxima (over its scalar sets) go into m.
+void check_swept_node(const nlohmann::json& node, const ref::Swept& row, const std::string& where, Maxima& m) {
+  for (const auto& o : node.at("outputs")) {
+    ASSERT_FALSE(o.at("max_ulp_domain").is_null()) << where << ": no case inside the domain";
+    const double measured = o.at("max_ulp_domain");
+    if (o.at("output") == "y") m.y = std::max(m.y, measured);
+    else if (o.at("g").get<double>() == 1.0) m.g1 = std::max(m.g1, measured);
+    else m.g07 = std::max(m.g07, measured);
+    if (o.contains("above_bound_by_cause")) {
+      const auto& c = o.at("above_bound_by_cause");
+      EXPECT_EQ(c.at("in_domain"), 0) << where;
+      EXPECT_EQ(c.at("unexplained"), 0) << where;
+      EXPECT_TRUE(c.at("overflow") == 0 || ref::accepts_overflow(row.outside)) << where << ": overflow";
+      EXPECT_TRUE(c.at("underflow") == 0 || ref::accepts_underflow(row.outside)) << where << ": underflow";
+    } else {  // schema 1: no causes recorded; the row must accept some
+      EXPECT_EQ(o.at("above_bound_domain"), 0) << where;
+      EXPECT_TRUE(o.at("above_bound") == 0 || row.outside != ref::OutsideDomain::none) << where;
+    }
+  }
+}
+
+using SweepMaxima = std::map<std::pair<Op, DType>, Maxima>;
+
+// The maxima of every node and dtype in the sweep JSON files of the folder, each node checked against
+// its spec/bounds.def record on the way: a node they cover may not be recorded as not swept.
+SweepMaxima committed_sweep_maxima(const std::filesystem::path& folder) {
+  SweepMaxima maxima;
   for (const auto& file : std::filesystem::directory_iterator(folder)) {
     if (file.path().extension() != ".json") continue;
     std::ifstream in(file.path());
     const nlohmann::json j = nlohmann::json::parse(in);
     for (const auto& node : j.at("nodes")) {
-      const Op op = *op_from_name(node.at("op").get<std::string>());
-      const DType d = node.at("dtype") == "float64" ? DType::float64 : DType::float32;
-      const std::string where = std::string(op_name(op)) + " " + dtype_name(d) + " (" + file.path().filename().string() + ")";
-      const ref::Swept row = ref::swept(op, d);
-      EXPECT_EQ(std::string(row.evidence), evidence_of(node)) << where;
-      Maxima& m = maxima[{op, d}];  // over the node's scalar sets
-      double& y = m.y;
-      double& g1 = m.g1;
-      double& g07 = m.g07;
-      for (const auto& o : node.at("outputs")) {
-        ASSERT_FALSE(o.at("max_ulp_domain").is_null()) << where << ": no case inside the domain";
-        const double m = o.at("max_ulp_domain");
-        if (o.at("output") == "y") y = std::max(y, m);
-        else if (o.at("g").get<double>() == 1.0) g1 = std::max(g1, m);
-        else g07 = std::max(g07, m);
-        // Values above the bound: none inside the domain, and outside it only accepted causes.
-        if (o.contains("above_bound_by_cause")) {
-          const auto& c = o.at("above_bound_by_cause");
-          EXPECT_EQ(c.at("in_domain"), 0) << where;
-          EXPECT_EQ(c.at("unexplained"), 0) << where;
-          EXPECT_TRUE(c.at("overflow") == 0 || ref::accepts_overflow(row.outside)) << where << ": overflow";
-          EXPECT_TRUE(c.at("underflow") == 0 || ref::accepts_underflow(row.outside)) << where << ": underflow";
-        } else {  // schema 1: no causes recorded; the row must accept some
-          EXPECT_EQ(o.at("above_bound_domain"), 0) << where;
-          EXPECT_TRUE(o.at("above_bound") == 0 || row.outside != ref::OutsideDomain::none) << where;
-        }
+      const std::optional<Op> op = op_from_name(node.at("op").get<std::string>());
+      if (!op) {
+        ADD_FAILURE() << file.path() << ": node '" << node.at("op").get<std::string>() << "' is not in the op table";
+        continue;
       }
+      const DType d = node.at("dtype") == "float64" ? DType::float64 : DType::float32;
+      const std::string where = std::string(op_name(*op)) + " " + dtype_name(d) + " (" + file.path().filename().string() + ")";
+      const std::optional<ref::Swept> row = ref::swept(*op, d);
+      if (!row) {
+        ADD_FAILURE() << where << ": the committed sweep covers it, but spec/bounds.def records it as TAPEWISE_NOT_SWEPT";
+        continue;
+      }
+      EXPECT_EQ(std::string(row->evidence), evidence_of(node)) << where;
+      check_swept_node(node, *row, where, maxima[{*op, d}]);
     }
   }
-  EXPECT_EQ(maxima.size(), 2u * static_cast<std::size_t>(kOpCount)) << "every node, both dtypes, in " << folder;
-  for (const auto& [key, m] : maxima) {
-    const ref::Swept row = ref::swept(key.first, key.second);
-    const bool same = recorded_as(row.y_ulps, m.y) && recorded_as(row.vjp_g1_ulps, m.g1) && recorded_as(row.vjp_g07_ulps, m.g07);
-    char expected[160];  // the row's numbers as they should read
-    std::snprintf(expected, sizeof expected, "%s, %s: y %.3g, vjp_g1 %.3g, vjp_g07 %.3g", op_name(key.first),
-                  dtype_name(key.second), m.y, m.g1, m.g07);
-    EXPECT_TRUE(same) << "spec/bounds.def TAPEWISE_SWEPT(" << op_name(key.first) << ", " << dtype_name(key.second)
-                      << ") records y " << row.y_ulps << ", vjp_g1 " << row.vjp_g1_ulps << ", vjp_g07 " << row.vjp_g07_ulps
-                      << "; the sweep measured " << expected;
-  }
+  return maxima;
+}
+
+// Every TAPEWISE_SWEPT row holds the maxima of the committed sweep, and no row claims a sweep that
+// the committed JSON files do not hold; TAPEWISE_NOT_SWEPT rows are for nodes they do not cover.
+TEST(SweepEvidence, BoundsDefRecordsTheCommittedSweepMaxima) {
+  const std::filesystem::path folder = repository_root() / ref::swept_source();
+  ASSERT_TRUE(std::filesystem::is_directory(folder)) << folder << " (TAPEWISE_SWEPT_SOURCE) is not a folder";
+  const SweepMaxima maxima = committed_sweep_maxima(folder);
+  for (const OpInfo& info : kOps)
+    for (DType d : {DType::float32, DType::float64}) {
+      const std::optional<ref::Swept> row = ref::swept(info.op, d);
+      if (!row) continue;  // not swept yet (where the JSON covers it, that failed above)
+      const std::string record = std::string("spec/bounds.def TAPEWISE_SWEPT(") + info.name + ", " + dtype_name(d) + ")";
+      const auto measured = maxima.find({info.op, d});
+      if (measured == maxima.end()) {
+        ADD_FAILURE() << record << " records a sweep that no JSON file in " << folder << " holds";
+        continue;
+      }
+      const Maxima& m = measured->second;
+      const bool same = recorded_as(row->y_ulps, m.y) && recorded_as(row->vjp_g1_ulps, m.g1) && recorded_as(row->vjp_g07_ulps, m.g07);
+      char expected[160];  // the row's numbers as they should read
+      std::snprintf(expected, sizeof expected, "y %.3g, vjp_g1 %.3g, vjp_g07 %.3g", m.y, m.g1, m.g07);
+      EXPECT_TRUE(same) << record << " records y " << row->y_ulps << ", vjp_g1 " << row->vjp_g1_ulps << ", vjp_g07 "
+                        << row->vjp_g07_ulps << "; the sweep measured " << expected;
+    }
+}
+
+// A node recorded as swept was graded by the sweep, with its own transcription in
+// tools/conform/sweep_reference.hpp; without one the sweep would refuse it.
+TEST(SweepEvidence, EverySweptNodeHasASweepReference) {
+  for (const OpInfo& info : kOps)
+    for (DType d : {DType::float32, DType::float64})
+      EXPECT_TRUE(!ref::swept(info.op, d) || sw::has_sweep_reference(info.op))
+          << info.name << " " << dtype_name(d) << ": spec/bounds.def has its TAPEWISE_SWEPT row, but "
+          << "tools/conform/sweep_reference.hpp does not transcribe it (has_sweep_reference)";
 }
 
 #ifdef TAPEWISE_CONFORM_BIN
@@ -692,6 +731,27 @@ TEST(SweepTool, Float64MpfrGradesTheLibmNodesOnTheHost) {
     const bool libm = node.at("op") == "exp";
     EXPECT_EQ(node.at("method").get<std::string>().starts_with("random subset"), libm) << node.at("method");
     EXPECT_EQ(node.at("cases"), libm ? 300u : 1024u);
+  }
+}
+
+// --ops unary sweeps every unary node that has a sweep reference and lists the others as not swept;
+// naming a node without one is a usage error that names the node.
+TEST(SweepTool, NodesWithoutASweepReferenceAreRefusedByNameAndListedAsNotSwept) {
+  const SweepRun run = run_sweep("--backend cpu --ops unary --dtype float32 --range 0x3f800000:0x3f800400 --validate 100");
+  ASSERT_FALSE(run.report.is_discarded()) << run.out;
+  EXPECT_EQ(run.status, 0) << run.out;
+  std::set<std::string> swept_nodes, not_swept;
+  for (const auto& node : run.report.at("nodes")) swept_nodes.insert(node.at("op").get<std::string>());
+  for (const auto& name : run.report.at("not_swept")) not_swept.insert(name.get<std::string>());
+  for (const OpInfo& info : kOps) {
+    const bool transcribed = sw::has_sweep_reference(info.op);
+    EXPECT_EQ(swept_nodes.contains(info.name), info.arity == 1 && transcribed) << info.name;
+    EXPECT_EQ(not_swept.contains(info.name), info.arity == 1 && !transcribed) << info.name;
+    if (transcribed) continue;
+    std::string out;
+    const std::string named = ::tapewise::testing::conform_binary() + " sweep --backend cpu --ops " + info.name;
+    EXPECT_EQ(run_command(named, &out), 2) << out;
+    EXPECT_NE(out.find(std::string(info.name) + " has no sweep reference"), std::string::npos) << out;
   }
 }
 

@@ -2,8 +2,10 @@
 #include "bounds.hpp"
 
 #include <cstddef>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace tapewise::reference {
 
@@ -18,38 +20,76 @@ struct BoundRow {
 struct SweptRow {
   Op op;
   DType dtype;
-  Swept swept;
+  std::optional<Swept> swept;  // none: TAPEWISE_NOT_SWEPT
 };
 
-// spec/bounds.def holds three kinds of rows; each pass below reads one kind and skips the others.
+// spec/bounds.def holds four kinds of rows; each pass below reads one or two kinds and skips the
+// others.
 #define TAPEWISE_SWEPT_SOURCE(path)
 #define TAPEWISE_SWEPT(op, dtype, evidence, y, vjp_g1, vjp_g07, outside)
+#define TAPEWISE_NOT_SWEPT(op, dtype)
 constexpr BoundRow kBounds[] = {
 #define TAPEWISE_BOUND(op, dtype, fwd_ulp, fwd_abs, vjp_ulp, vjp_abs) \
   BoundRow{Op::op, DType::dtype, Bound{fwd_ulp, fwd_abs}, Bound{vjp_ulp, vjp_abs}},
 #include "../spec/bounds.def"
 #undef TAPEWISE_BOUND
 };
+#undef TAPEWISE_NOT_SWEPT
 #undef TAPEWISE_SWEPT
 
 #define TAPEWISE_BOUND(op, dtype, fwd_ulp, fwd_abs, vjp_ulp, vjp_abs)
 constexpr SweptRow kSwept[] = {
 #define TAPEWISE_SWEPT(op, dtype, evidence, y, vjp_g1, vjp_g07, outside) \
   SweptRow{Op::op, DType::dtype, Swept{evidence, y, vjp_g1, vjp_g07, OutsideDomain::outside}},
+#define TAPEWISE_NOT_SWEPT(op, dtype) SweptRow{Op::op, DType::dtype, std::nullopt},
 #include "../spec/bounds.def"
+#undef TAPEWISE_NOT_SWEPT
 #undef TAPEWISE_SWEPT
 };
 #undef TAPEWISE_SWEPT_SOURCE
 
 #define TAPEWISE_SWEPT(op, dtype, evidence, y, vjp_g1, vjp_g07, outside)
+#define TAPEWISE_NOT_SWEPT(op, dtype)
 #define TAPEWISE_SWEPT_SOURCE(path) constexpr const char* kSweptSource = path;
 #include "../spec/bounds.def"
 #undef TAPEWISE_SWEPT_SOURCE
+#undef TAPEWISE_NOT_SWEPT
 #undef TAPEWISE_SWEPT
 #undef TAPEWISE_BOUND
 
-static_assert(sizeof(kSwept) / sizeof(kSwept[0]) == sizeof(kBounds) / sizeof(kBounds[0]),
-              "spec/bounds.def: every TAPEWISE_BOUND row needs its TAPEWISE_SWEPT row");
+// --- compile-time rules of the table -----------------------------------------------------------
+// Each node of the op table has, per dtype, exactly one TAPEWISE_BOUND row and exactly one sweep
+// record (TAPEWISE_SWEPT or TAPEWISE_NOT_SWEPT). A missing or repeated row fails the build naming the
+// rule, the node and the dtype, e.g. "call to non-constexpr function 'void tapewise::reference::
+// {anonymous}::bounds_rule::one_sweep_record_per_node_and_dtype() [with Op op = Op::relu; DType
+// dtype = DType::float64]'".
+namespace bounds_rule {
+template <Op op, DType dtype> void one_bound_row_per_node_and_dtype();
+template <Op op, DType dtype> void one_sweep_record_per_node_and_dtype();
+
+template <class Row, std::size_t n>
+constexpr int rows_for(const Row (&rows)[n], Op op, DType dtype) {
+  int count = 0;
+  for (const Row& r : rows) count += r.op == op && r.dtype == dtype ? 1 : 0;
+  return count;
+}
+
+template <std::size_t i, DType dtype>
+constexpr bool node_has_its_rows() {
+  constexpr Op op = kOps[i].op;
+  if constexpr (rows_for(kBounds, op, dtype) != 1) one_bound_row_per_node_and_dtype<op, dtype>();
+  if constexpr (rows_for(kSwept, op, dtype) != 1) one_sweep_record_per_node_and_dtype<op, dtype>();
+  return true;
+}
+
+template <std::size_t... I>
+constexpr bool every_node_has_its_rows(std::index_sequence<I...>) {
+  return ((node_has_its_rows<I, DType::float32>() && node_has_its_rows<I, DType::float64>()) && ...);
+}
+}  // namespace bounds_rule
+
+static_assert(bounds_rule::every_node_has_its_rows(std::make_index_sequence<kOpCount>{}),
+              "spec/bounds.def: a node lacks a row, or has two");
 
 template <class Row, std::size_t n>
 const Row& row(const Row (&rows)[n], Op op, DType dtype, const char* kind) {
@@ -63,7 +103,13 @@ const Row& row(const Row (&rows)[n], Op op, DType dtype, const char* kind) {
 
 Bound forward_bound(Op op, DType dtype) { return row(kBounds, op, dtype, "TAPEWISE_BOUND").forward; }
 Bound vjp_bound(Op op, DType dtype) { return row(kBounds, op, dtype, "TAPEWISE_BOUND").vjp; }
-Swept swept(Op op, DType dtype) { return row(kSwept, op, dtype, "TAPEWISE_SWEPT").swept; }
+std::optional<Swept> swept(Op op, DType dtype) {
+  return row(kSwept, op, dtype, "TAPEWISE_SWEPT or TAPEWISE_NOT_SWEPT").swept;
+}
+OutsideDomain accepted_outside_domain(Op op, DType dtype) {
+  const std::optional<Swept> record = swept(op, dtype);
+  return record ? record->outside : OutsideDomain::none;
+}
 const char* swept_source() { return kSweptSource; }
 
 bool accepts_overflow(OutsideDomain outside) {

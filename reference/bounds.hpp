@@ -3,6 +3,8 @@
 // Not the check itself: that is measure.hpp.
 #pragma once
 
+#include <optional>
+
 #include "tapewise/core.hpp"
 #include "tapewise/op.hpp"
 
@@ -27,7 +29,8 @@ const char* outside_domain_name(OutsideDomain outside);  // "none", "overflow", 
 
 // What `tapewise-conform sweep` measured, recorded beside each bound (spec/bounds.def,
 // TAPEWISE_SWEPT): the largest error in ULPs inside the domain of y and of the VJP (the larger of
-// da and db for a binary node) at g = 1 and g = R(0.7), on the evidence named.
+// da and db for a binary node) at g = 1 and g = R(0.7), on the evidence named. None for a node
+// spec/bounds.def records as not swept yet (TAPEWISE_NOT_SWEPT).
 struct Swept {
   const char* evidence;  // "exhaustive 2^32", "2^32 exponent pairs", "2^32 random", "<N> random"
   double y_ulps;
@@ -35,7 +38,10 @@ struct Swept {
   double vjp_g07_ulps;
   OutsideDomain outside;
 };
-Swept swept(Op op, DType dtype);
+std::optional<Swept> swept(Op op, DType dtype);
+// The causes the sweep record accepts outside the domain; none for a node not swept yet, whose first
+// sweep reports every value above its bound there.
+OutsideDomain accepted_outside_domain(Op op, DType dtype);
 // The folder of the sweep JSON files those numbers were read from, relative to the repository.
 const char* swept_source();
 

@@ -108,6 +108,57 @@ Row run_row(const ChosenBackend& be, Op op, DType dtype, const RunOptions& optio
   return row;
 }
 
+// Every selected node and dtype, each row printed as soon as it is done.
+std::vector<Row> run_and_print_rows(const ChosenBackend& be, const RunOptions& options, const SpecialPoints& spec) {
+  print_table_header(std::cout);
+  const std::int64_t total = options.cases * static_cast<std::int64_t>(options.selection.ops.size() *
+                                                                       options.selection.dtypes.size());
+  Progress progress(total, true);
+  std::vector<Row> rows;
+  for (Op op : options.selection.ops) {
+    bool first = true;
+    for (DType dtype : options.selection.dtypes) {
+      progress.set_label(std::string(op_name(op)) + " " + dtype_name(dtype));
+      rows.push_back(run_row(be, op, dtype, options, spec, progress));
+      progress.clear();
+      print_table_row(std::cout, rows.back(), first);
+      std::cout << std::flush;
+      first = false;
+    }
+  }
+  progress.clear();
+  return rows;
+}
+
+void print_run_summary(std::ostream& out, const std::vector<Row>& rows, const Summary& summary, double elapsed) {
+  out << "\n";
+  print_table_legend(out, true);
+  print_violations(out, rows);
+  char timing[96];
+  std::snprintf(timing, sizeof timing, " (%d rows, %.1f s)", summary.rows, elapsed);
+  out << "\n" << summary.line() << timing << "\n";
+}
+
+Json run_report_json(const RunOptions& options, const std::string& spec_path, const ChosenBackend& be,
+                     const std::vector<Row>& rows, const Summary& summary, double elapsed) {
+  Json report{{"schema", kReportSchema},
+              {"command", "run"},
+              {"tapewise_version", kVersion},
+              {"spec_sha256", kSpecSha256},
+              {"special_points_file", spec_path},
+              {"backend", Json{{"name", be.name}, {"description", be.backend->describe()}, {"why", be.why}}},
+              {"seed", options.seed},
+              {"cases", options.cases},
+              {"ops", Json::array()},
+              {"dtypes", Json::array()},
+              {"rows", Json::array()},
+              {"summary", summary_json(summary, elapsed)}};
+  for (Op op : options.selection.ops) report["ops"].push_back(op_name(op));
+  for (DType d : options.selection.dtypes) report["dtypes"].push_back(dtype_name(d));
+  for (const Row& r : rows) report["rows"].push_back(row_json(r));
+  return report;
+}
+
 }  // namespace
 
 int run_command(const RunOptions& options) {
@@ -132,55 +183,17 @@ int run_command(const RunOptions& options) {
   std::cout << "backend: " << be->backend->describe() << " — " << be->why << "\n"
             << "seed: " << options.seed << " (reproduce with --seed " << options.seed << "), " << options.cases
             << " random cases per node and dtype\n\n";
-  print_table_header(std::cout);
-
-  const std::int64_t total = options.cases * static_cast<std::int64_t>(options.selection.ops.size() *
-                                                                       options.selection.dtypes.size());
-  Progress progress(total, true);
-  std::vector<Row> rows;
-  for (Op op : options.selection.ops) {
-    bool first = true;
-    for (DType dtype : options.selection.dtypes) {
-      progress.set_label(std::string(op_name(op)) + " " + dtype_name(dtype));
-      rows.push_back(run_row(*be, op, dtype, options, *spec, progress));
-      progress.clear();
-      print_table_row(std::cout, rows.back(), first);
-      std::cout << std::flush;
-      first = false;
-    }
-  }
-  progress.clear();
-
+  const std::vector<Row> rows = run_and_print_rows(*be, options, *spec);
   const Summary summary = summarize(rows);
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::cout << "\n";
-  print_table_legend(std::cout, true);
-  print_violations(std::cout, rows);
-  char timing[96];
-  std::snprintf(timing, sizeof timing, " (%d rows, %.1f s)", summary.rows, elapsed);
-  std::cout << "\n" << summary.line() << timing << "\n";
+  print_run_summary(std::cout, rows, summary, elapsed);
 
-  if (!options.json_path.empty()) {
-    Json report{{"schema", kReportSchema},
-                {"command", "run"},
-                {"tapewise_version", kVersion},
-                {"spec_sha256", kSpecSha256},
-                {"special_points_file", *spec_path},
-                {"backend", Json{{"name", be->name}, {"description", be->backend->describe()}, {"why", be->why}}},
-                {"seed", options.seed},
-                {"cases", options.cases},
-                {"ops", Json::array()},
-                {"dtypes", Json::array()},
-                {"rows", Json::array()},
-                {"summary", summary_json(summary, elapsed)}};
-    for (Op op : options.selection.ops) report["ops"].push_back(op_name(op));
-    for (DType d : options.selection.dtypes) report["dtypes"].push_back(dtype_name(d));
-    for (const Row& r : rows) report["rows"].push_back(row_json(r));
-    if (auto ok = write_json_file(options.json_path, report); !ok) {
+  if (!options.json_path.empty())
+    if (auto ok = write_json_file(options.json_path, run_report_json(options, *spec_path, *be, rows, summary, elapsed));
+        !ok) {
       std::cerr << "tapewise-conform: " << ok.error().message << "\n";
       return kUsageError;
     }
-  }
   return summary.conforms() ? kConforms : kViolation;
 }
 

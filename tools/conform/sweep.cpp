@@ -30,6 +30,7 @@ namespace tapewise::conform {
 
 struct SweepOptions {
   std::vector<Op> ops;        // in op-table order
+  std::vector<Op> not_swept;  // --ops all, unary or binary: the nodes left out, without a sweep reference
   std::vector<DType> dtypes;  // float32 first
   bool range_given = false;
   std::uint64_t range_lo = 0, range_hi = 0;  // case indices [lo, hi), clamped to each node's count
@@ -213,6 +214,12 @@ Plan make_plan(Op op, DType dtype, const Scalars& scalars, const SweepOptions& o
   j.case_stride = device ? o.stride : 1;
   p.outputs = output_requests(op, dtype);
   return p;
+}
+
+std::string op_names(const std::vector<Op>& ops) {
+  std::string names;
+  for (Op op : ops) names += (names.empty() ? "" : ", ") + std::string(op_name(op));
+  return names;
 }
 
 // The node as the report names it: "scale(c=0.37)", "exp" (a node can be swept at several scalar sets).
@@ -460,7 +467,7 @@ const char* cause_name(int cause) {
 
 // Whether spec/bounds.def accepts values above the bound for this cause (only outside the domain).
 bool cause_accepted(Op op, DType dtype, int cause) {
-  const reference::OutsideDomain outside = reference::swept(op, dtype).outside;
+  const reference::OutsideDomain outside = reference::accepted_outside_domain(op, dtype);
   if (cause == kCauseOverflow) return reference::accepts_overflow(outside);
   if (cause == kCauseUnderflow) return reference::accepts_underflow(outside);
   return false;
@@ -724,7 +731,7 @@ void print_causes(std::ostream& out, const std::vector<NodeResult>& nodes) {
       out << text("  %-9s %-8s %-3s g=%-6s ", node_label(n.plan).c_str(), dtype_name(n.plan.dtype),
                    output_name(n.plan.op, o.request.output), short_value(o.request.g, n.plan.dtype).c_str())
           << causes_text(n.plan, o.tally) << " (accepted outside: "
-          << reference::outside_domain_name(reference::swept(n.plan.op, n.plan.dtype).outside) << ")\n";
+          << reference::outside_domain_name(reference::accepted_outside_domain(n.plan.op, n.plan.dtype)) << ")\n";
       for (const Recheck& r : o.rechecks)
         if (r.why.ends_with(" example"))
           out << "      " << r.why << ": " << input_text(n.plan, r.in, r.index) << "  "
@@ -812,7 +819,7 @@ Json node_json(const NodeResult& n) {
   j["stride"] = p.job.case_stride;
   j["cases"] = p.cases();
   j["seconds"] = n.seconds;
-  j["outside_domain_accepted"] = reference::outside_domain_name(reference::swept(p.op, p.dtype).outside);
+  j["outside_domain_accepted"] = reference::outside_domain_name(reference::accepted_outside_domain(p.op, p.dtype));
   j["conforms"] = node_conforms(n);
   if (!n.error.empty()) j["error"] = n.error;
   j["outputs"] = Json::array();
@@ -857,6 +864,106 @@ Json validation_json(const Validation& v) {
 
 std::int64_t default_chunk(const Workers& w) { return w.name == "cuda" ? std::int64_t{1} << 28 : std::int64_t{1} << 20; }
 
+// --- the command's steps ----------------------------------------------------------------------------
+
+// One sweep per dtype, node and run scalar set, dtypes first.
+std::vector<Plan> make_plans(const SweepOptions& o) {
+  std::vector<Plan> plans;
+  for (DType d : o.dtypes)
+    for (Op op : o.ops)
+      for (const Scalars& s : default_scalar_sets(op)) plans.push_back(make_plan(op, d, s, o));
+  return plans;
+}
+
+// The run's settings, the nodes left out, and one line per planned sweep.
+void print_plans(std::ostream& out, const Workers& w, const SweepOptions& o, std::int64_t chunk,
+                 const std::vector<Plan>& plans) {
+  out << "backend: " << w.name << " (" << w.why << "), " << w.backends.size() << " device(s): "
+      << w.backends.front()->describe() << "\n";
+  out << "seed " << o.seed << "; second g = R(0.7); chunk " << chunk << "; binary float32 pairs 2^" << o.pair_log2
+      << " per exponent pair; float64 2^" << o.float64_log2 << " cases"
+      << (o.float64_mpfr ? text(" (IEEE nodes), %lld graded by MPFR (libm nodes)", static_cast<long long>(o.host_cases))
+                         : std::string())
+      << "\n";
+  if (!o.not_swept.empty()) out << "not swept (no sweep reference yet): " << op_names(o.not_swept) << "\n";
+  for (const Plan& p : plans)
+    out << text("  %-9s %-8s %-40s ", op_name(p.op), dtype_name(p.dtype), scalars_text(p.op, p.scalars).c_str())
+        << method_name(p.method)
+        << text(", cases [%llu, %llu)", static_cast<unsigned long long>(p.lo), static_cast<unsigned long long>(p.hi))
+        << (p.job.case_stride > 1
+                ? text(" every %u-th: %llu", p.job.case_stride, static_cast<unsigned long long>(p.cases()))
+                : std::string())
+        << "\n";
+}
+
+// One plan swept (on the devices, or graded on the host with MPFR), its worst cases re-checked with
+// MPFR; an error is kept in the result rather than ending the run.
+NodeResult sweep_node(Workers& w, const Plan& p, std::int64_t chunk, Progress2& progress) {
+  NodeResult n;
+  n.plan = p;
+  const auto start = std::chrono::steady_clock::now();
+  auto tallies = p.method == Method::host_mpfr ? grade_on_host_with_mpfr(*w.backends.front(), p)
+                                               : sweep_on_devices(w, p, chunk, progress);
+  n.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!tallies) {
+    n.error = tallies.error().str();
+    return n;
+  }
+  for (std::size_t s = 0; s < p.outputs.size(); ++s) n.outputs.push_back({p.outputs[s], (*tallies)[s], {}});
+  if (auto r = recheck_with_mpfr(*w.backends.front(), n); !r) n.error = r.error().str();
+  return n;
+}
+
+std::vector<NodeResult> sweep_plans(Workers& w, const std::vector<Plan>& plans, std::int64_t chunk) {
+  std::int64_t total = 0;  // the progress line counts the device sweeps' cases
+  for (const Plan& p : plans)
+    if (p.method != Method::host_mpfr) total += static_cast<std::int64_t>(p.cases());
+  Progress2 progress{Progress(total, true)};
+  std::vector<NodeResult> nodes;
+  for (const Plan& p : plans) {
+    progress.line.set_label(node_label(p) + " " + dtype_name(p.dtype));
+    nodes.push_back(sweep_node(w, p, chunk, progress));
+  }
+  progress.line.clear();
+  return nodes;
+}
+
+void print_validation(std::ostream& out, const Validation& v) {
+  out << text("\nreference vs MPFR: %lld values, %lld outside the reference's stated bound, max %.3g ulp (host)",
+              static_cast<long long>(v.values), static_cast<long long>(v.failures), v.max_error_ulps);
+  if (v.device_checked) out << text(", %.3g ulp (device)", v.max_device_error_ulps);
+  out << "\n";
+  for (const std::string& e : v.examples) out << "  reference outside its bound: " << e << "\n";
+}
+
+// The closing line; whether the run conforms (every node sweep, and the reference's validation).
+bool print_verdict(std::ostream& out, const std::vector<NodeResult>& nodes, const Validation& v) {
+  int conforming = 0;
+  for (const NodeResult& n : nodes) conforming += node_conforms(n) ? 1 : 0;
+  out << conforming << "/" << nodes.size()
+      << " node sweeps conform (inside their domains within their bounds; outside them, every value above\n"
+         "its bound has a cause spec/bounds.def accepts)"
+      << (v.failures ? "; the reference failed its validation" : "") << "\n";
+  return conforming == static_cast<int>(nodes.size()) && v.failures == 0;
+}
+
+Json sweep_report_json(const Workers& w, const SweepOptions& o, const std::vector<NodeResult>& nodes,
+                       const Validation& v, bool conforms) {
+  Json j;
+  j["schema"] = "tapewise-conform.sweep/2";
+  j["backend"] = w.name;
+  j["devices"] = w.backends.size();
+  j["seed"] = o.seed;
+  j["second_g"] = kSecondG;
+  j["nodes"] = Json::array();
+  for (const NodeResult& n : nodes) j["nodes"].push_back(node_json(n));
+  j["not_swept"] = Json::array();
+  for (Op op : o.not_swept) j["not_swept"].push_back(op_name(op));
+  j["validation"] = validation_json(v);
+  j["conforms"] = conforms;
+  return j;
+}
+
 }  // namespace
 
 std::unique_ptr<ChunkEngine> sweep::make_host_engine(int slots) { return std::make_unique<HostEngine>(slots); }
@@ -889,49 +996,9 @@ int sweep_command(const SweepOptions& o) {
   }
   Workers& w = *workers;
   const std::int64_t chunk = o.chunk > 0 ? o.chunk : default_chunk(w);
-  std::cout << "backend: " << w.name << " (" << w.why << "), " << w.backends.size() << " device(s): "
-            << w.backends.front()->describe() << "\n";
-  std::cout << "seed " << o.seed << "; second g = R(0.7); chunk " << chunk << "; binary float32 pairs 2^" << o.pair_log2
-            << " per exponent pair; float64 2^" << o.float64_log2 << " cases"
-            << (o.float64_mpfr ? text(" (IEEE nodes), %lld graded by MPFR (libm nodes)", static_cast<long long>(o.host_cases))
-                               : std::string())
-            << "\n";
-
-  std::vector<Plan> plans;
-  for (DType d : o.dtypes)
-    for (Op op : o.ops)
-      for (const Scalars& s : default_scalar_sets(op)) plans.push_back(make_plan(op, d, s, o));
-  std::int64_t total = 0;
-  for (const Plan& p : plans)
-    if (p.method != Method::host_mpfr) total += static_cast<std::int64_t>(p.cases());
-  for (const Plan& p : plans)
-    std::cout << text("  %-9s %-8s %-40s ", op_name(p.op), dtype_name(p.dtype), scalars_text(p.op, p.scalars).c_str())
-              << method_name(p.method)
-              << text(", cases [%llu, %llu)", static_cast<unsigned long long>(p.lo), static_cast<unsigned long long>(p.hi))
-              << (p.job.case_stride > 1 ? text(" every %u-th: %llu", p.job.case_stride,
-                                               static_cast<unsigned long long>(p.cases()))
-                                        : std::string())
-              << "\n";
-
-  Progress2 progress{Progress(total, true)};
-  std::vector<NodeResult> nodes;
-  for (const Plan& p : plans) {
-    NodeResult n;
-    n.plan = p;
-    progress.line.set_label(node_label(p) + " " + dtype_name(p.dtype));
-    const auto start = std::chrono::steady_clock::now();
-    auto tallies = p.method == Method::host_mpfr ? grade_on_host_with_mpfr(*w.backends.front(), p)
-                                                 : sweep_on_devices(w, p, chunk, progress);
-    n.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (!tallies) {
-      n.error = tallies.error().str();
-    } else {
-      for (std::size_t s = 0; s < p.outputs.size(); ++s) n.outputs.push_back({p.outputs[s], (*tallies)[s], {}});
-      if (auto r = recheck_with_mpfr(*w.backends.front(), n); !r) n.error = r.error().str();
-    }
-    nodes.push_back(std::move(n));
-  }
-  progress.line.clear();
+  const std::vector<Plan> plans = make_plans(o);
+  print_plans(std::cout, w, o, chunk, plans);
+  const std::vector<NodeResult> nodes = sweep_plans(w, plans, chunk);
 
   auto validation = validate_reference(plans, o, w.name == "cuda");
   if (!validation) {
@@ -941,39 +1008,16 @@ int sweep_command(const SweepOptions& o) {
   print_table(std::cout, nodes);
   print_rechecks(std::cout, nodes);
   print_causes(std::cout, nodes);
-  std::cout << text("\nreference vs MPFR: %lld values, %lld outside the reference's stated bound, max %.3g ulp (host)",
-                     static_cast<long long>(validation->values), static_cast<long long>(validation->failures),
-                     validation->max_error_ulps);
-  if (validation->device_checked) std::cout << text(", %.3g ulp (device)", validation->max_device_error_ulps);
-  std::cout << "\n";
-  for (const std::string& e : validation->examples) std::cout << "  reference outside its bound: " << e << "\n";
+  print_validation(std::cout, *validation);
   for (const NodeResult& n : nodes)
     std::cout << text("time %-9s %-8s %.2f s\n", node_label(n.plan).c_str(), dtype_name(n.plan.dtype), n.seconds);
+  const bool ok = print_verdict(std::cout, nodes, *validation);
 
-  int conforming = 0;
-  for (const NodeResult& n : nodes) conforming += node_conforms(n) ? 1 : 0;
-  const bool ok = conforming == static_cast<int>(nodes.size()) && validation->failures == 0;
-  std::cout << conforming << "/" << nodes.size()
-            << " node sweeps conform (inside their domains within their bounds; outside them, every value above\n"
-               "its bound has a cause spec/bounds.def accepts)"
-            << (validation->failures ? "; the reference failed its validation" : "") << "\n";
-
-  if (!o.json_path.empty()) {
-    Json j;
-    j["schema"] = "tapewise-conform.sweep/2";
-    j["backend"] = w.name;
-    j["devices"] = w.backends.size();
-    j["seed"] = o.seed;
-    j["second_g"] = kSecondG;
-    j["nodes"] = Json::array();
-    for (const NodeResult& n : nodes) j["nodes"].push_back(node_json(n));
-    j["validation"] = validation_json(*validation);
-    j["conforms"] = ok;
-    if (auto r = write_json_file(o.json_path, j); !r) {
+  if (!o.json_path.empty())
+    if (auto r = write_json_file(o.json_path, sweep_report_json(w, o, nodes, *validation, ok)); !r) {
       std::cerr << "tapewise-conform sweep: " << r.error().str() << "\n";
       return kUsageError;
     }
-  }
   return ok ? kConforms : kViolation;
 }
 
@@ -992,15 +1036,39 @@ int usage(const std::string& message) {
   return kUsageError;
 }
 
+// --ops: node names, each of which must have a sweep reference (sweep_reference.hpp); or all, unary
+// or binary: every node (of that arity) that has one, the others noted as not swept.
+Result<void> choose_nodes(const std::string& ops, const Selection& selection, SweepOptions& o) {
+  const bool by_arity = ops == "unary" || ops == "binary";
+  const bool every = ops.empty() || ops == "all" || by_arity;
+  for (const OpInfo& info : kOps) {
+    const bool selected = std::find(selection.ops.begin(), selection.ops.end(), info.op) != selection.ops.end();
+    if (!selected || (by_arity && info.arity != (ops == "unary" ? 1 : 2))) continue;
+    if (has_sweep_reference(info.op)) {
+      o.ops.push_back(info.op);
+    } else if (every) {
+      o.not_swept.push_back(info.op);
+    } else {
+      return fail(ErrorCode::InvalidArgument,
+                  std::string("--ops: ") + info.name +
+                      " has no sweep reference yet (tools/conform/sweep_reference.hpp transcribes each node the "
+                      "sweep grades; spec/bounds.def records it as TAPEWISE_NOT_SWEPT)");
+    }
+  }
+  if (o.ops.empty()) return fail(ErrorCode::InvalidArgument, "--ops '" + ops + "': no node with a sweep reference");
+  return {};
+}
+
 int run_sweep_cli(const SweepCli& cli) {
   SweepOptions o;
-  auto selection = parse_selection(cli.ops, cli.dtype);
+  const bool by_arity = cli.ops == "unary" || cli.ops == "binary";
+  auto selection = parse_selection(by_arity ? "all" : cli.ops, cli.dtype);
   if (!selection) return usage(selection.error().message);
   auto backend = parse_backend(cli.backend);
   if (!backend) return usage(backend.error().message);
   auto seed = parse_seed(cli.seed, "--seed");
   if (!seed) return usage(seed.error().message);
-  o.ops = selection->ops;
+  if (auto chosen = choose_nodes(cli.ops, *selection, o); !chosen) return usage(chosen.error().message);
   o.dtypes = selection->dtypes;
   o.backend = *backend;
   o.seed = *seed;
@@ -1048,10 +1116,15 @@ std::function<std::optional<int>()> add_sweep_subcommand(CLI::App& app) {
       "(a CPU slice, e.g. --backend cpu --range 0x3f000000:0x3f100000), --stride N to every N-th of them.\n"
       "Every value above its bound gets a cause: in_domain (inside spec/ops.def's domain), overflow or\n"
       "underflow (an exact intermediate of the staging leaves the dtype's range), or unexplained.\n"
+      "Only nodes with a sweep reference (tools/conform/sweep_reference.hpp) are swept: --ops naming\n"
+      "another is a usage error; all, unary and binary leave the others out and the report lists them.\n"
       "Exit status: 0 every node conforms (no value above its bound inside the domain, none unexplained,\n"
       "outside it only causes spec/bounds.def accepts), 1 otherwise or a failed validation, 2 a usage or\n"
       "backend error.");
-  sweep->add_option("--ops", cli->ops, "comma-separated node names, or all")->capture_default_str();
+  sweep->add_option("--ops", cli->ops,
+                    "comma-separated node names, or all, unary or binary (the nodes, of that arity, that have a "
+                    "sweep reference)")
+      ->capture_default_str();
   sweep->add_option("--dtype", cli->dtype, "float32, float64 or all")->capture_default_str();
   sweep->add_option("--backend", cli->backend, "auto, cpu or cuda")->capture_default_str();
   sweep->add_option("--range", cli->range, "case indices LO:HI (decimal or 0x hex; unary float32: the bit patterns)");

@@ -72,6 +72,21 @@ SWEEP_HD bool abs_root_output(Op op, int output) {
          (op == Op::safeLog && output == kY);
 }
 
+// The nodes this file transcribes: each has its case in the float32 switches (unary_* or binary_*)
+// and in the float64 ones (forward_f64 and vjp_f64 where ieee_float64, else libm_*_f64). The
+// switches answer NaN for any other node, which must never be graded: `sweep` refuses a node without
+// a transcription by name (spec/bounds.def records it as TAPEWISE_NOT_SWEPT).
+SWEEP_HD bool has_sweep_reference(Op op) {
+  switch (op) {
+    case Op::add: case Op::sub: case Op::mul: case Op::neg: case Op::scale: case Op::abs:
+    case Op::sqrt: case Op::clamp: case Op::max: case Op::min: case Op::div: case Op::relu:
+    case Op::exp: case Op::sin: case Op::cos: case Op::log: case Op::inv: case Op::safeLog:
+    case Op::sigmoid: case Op::tanh: case Op::silu: case Op::gelu: case Op::softplus:
+      return true;
+    default: return false;
+  }
+}
+
 // The float64 nodes whose exact values are IEEE arithmetic (forward_f64 / vjp_f64 below); the others
 // have libm stagings (libm_forward_f64 / libm_vjp_f64).
 SWEEP_HD bool ieee_float64(Op op) {
