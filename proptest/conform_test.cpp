@@ -443,14 +443,8 @@ void answer_every_suite(const fs::path& dir) {
   }
 }
 
-TEST_F(ConformTool, VectorsAndCheckGradeAnImplementation) {
-  const std::string suite = (dir_ / "suite").string();
-  const auto made = conform("vectors " + suite + " --ops relu,sin,max,clamp --cases 64 --seed 9");
-  ASSERT_EQ(made.status, 0) << made.out;
-  const nlohmann::json index = nlohmann::json::parse(std::ifstream(dir_ / "suite" / "index.json"));
-  EXPECT_EQ(index["schema"], "tapewise-conform.vectors/1");
-  EXPECT_EQ(index["seed"], 9);
-  // The expected values of a random suite are the reference's, rounded once.
+// The expected values of a random suite are the reference's, rounded once, for inputs in the domain.
+void expect_reference_values(const std::string& suite) {
   auto x = read_npy(suite + "/sin_float64_random0/x.npy");
   auto y = read_npy(suite + "/sin_float64_random0/expected_y.npy");
   ASSERT_TRUE(x && y);
@@ -461,18 +455,11 @@ TEST_F(ConformTool, VectorsAndCheckGradeAnImplementation) {
     const reference::Real in[1] = {reference::real(x->as_double(i))};
     EXPECT_EQ(y->as_double(i), reference::round_to_dtype(reference::forward(Op::sin, DType::float64, {}, in), DType::float64));
   }
+}
 
-  // Nothing answered yet: every node fails (missing outputs), exit 1.
-  EXPECT_EQ(conform("check " + suite).status, 1);
-
-  // tapewise itself, through eval: conforms.
-  answer_every_suite(dir_ / "suite");
-  const auto good = conform("check " + suite + " --json " + path("good.json"));
-  EXPECT_EQ(good.status, 0) << good.out;
-  EXPECT_NE(good.out.find("4/4 nodes conform"), std::string::npos) << good.out;
-
-  // A deliberately wrong implementation: sin's gradient off by 8 ulp, and relu'(0) = g.
-  const std::string dx_path = suite + "/sin_float32_random0/out_dx.npy";
+// Two deliberate faults in an answered suite: sin's float32 gradient 8 ulp high, and relu'(0) = g.
+void answer_wrongly(const fs::path& suite) {
+  const std::string dx_path = (suite / "sin_float32_random0" / "out_dx.npy").string();
   HostArray dx = must(read_npy(dx_path));
   for (std::int64_t i = 0; i < dx.numel(); ++i) {
     float v = dx.at<float>(i);
@@ -480,20 +467,21 @@ TEST_F(ConformTool, VectorsAndCheckGradeAnImplementation) {
     std::memcpy(dx.bytes.data() + i * 4, &v, 4);
   }
   ASSERT_TRUE(write_npy(dx_path, dx));
-  const nlohmann::json reread = nlohmann::json::parse(std::ifstream(dir_ / "suite" / "index.json"));
-  for (const auto& s : reread["suites"]) {
+  const nlohmann::json index = nlohmann::json::parse(std::ifstream(suite / "index.json"));
+  for (const auto& s : index["suites"]) {
     if (s["op"] != "relu" || s["kind"] != "special") continue;
-    const fs::path folder = dir_ / "suite" / s["id"].get<std::string>();
+    const fs::path folder = suite / s["id"].get<std::string>();
     HostArray xs = must(read_npy((folder / "x.npy").string())), gs = must(read_npy((folder / "g.npy").string()));
     HostArray out = must(read_npy((folder / "out_dx.npy").string()));
+    const std::size_t width = dtype_size(out.dtype);
     for (std::int64_t i = 0; i < xs.numel(); ++i)
-      if (xs.as_double(i) == 0.0) std::memcpy(out.bytes.data() + i * dtype_size(out.dtype), gs.bytes.data() + i * dtype_size(out.dtype), dtype_size(out.dtype));
+      if (xs.as_double(i) == 0.0) std::memcpy(out.bytes.data() + i * width, gs.bytes.data() + i * width, width);
     ASSERT_TRUE(write_npy((folder / "out_dx.npy").string(), out));
   }
-  const auto bad = conform("check " + suite + " --json " + path("bad.json"));
-  EXPECT_EQ(bad.status, 1) << bad.out;
-  EXPECT_NE(bad.out.find("2/4 nodes conform"), std::string::npos) << bad.out;
-  const nlohmann::json report = nlohmann::json::parse(std::ifstream(path("bad.json")));
+}
+
+// check's report on answer_wrongly's suite: exactly the two faulty nodes fail, each for its fault.
+void expect_the_two_faults(const nlohmann::json& report) {
   EXPECT_EQ(report["command"], "check");
   EXPECT_FALSE(report["summary"]["conforms"].get<bool>());
   for (const auto& row : report["rows"]) {
@@ -508,8 +496,39 @@ TEST_F(ConformTool, VectorsAndCheckGradeAnImplementation) {
     }
     EXPECT_TRUE(row["fused_vs_staged"].is_null()) << "check grades outputs only";
   }
+}
 
-  // A malformed output is the implementation's violation; a malformed suite is an input error.
+TEST_F(ConformTool, VectorsAndCheckGradeAnImplementation) {
+  const std::string suite = (dir_ / "suite").string();
+  const auto made = conform("vectors " + suite + " --ops relu,sin,max,clamp --cases 64 --seed 9");
+  ASSERT_EQ(made.status, 0) << made.out;
+  const nlohmann::json index = nlohmann::json::parse(std::ifstream(dir_ / "suite" / "index.json"));
+  EXPECT_EQ(index["schema"], "tapewise-conform.vectors/1");
+  EXPECT_EQ(index["seed"], 9);
+  expect_reference_values(suite);
+
+  // Nothing answered yet: every node fails (missing outputs), exit 1.
+  EXPECT_EQ(conform("check " + suite).status, 1);
+
+  // tapewise itself, through eval: conforms.
+  answer_every_suite(dir_ / "suite");
+  const auto good = conform("check " + suite + " --json " + path("good.json"));
+  EXPECT_EQ(good.status, 0) << good.out;
+  EXPECT_NE(good.out.find("4/4 nodes conform"), std::string::npos) << good.out;
+
+  answer_wrongly(dir_ / "suite");
+  const auto bad = conform("check " + suite + " --json " + path("bad.json"));
+  EXPECT_EQ(bad.status, 1) << bad.out;
+  EXPECT_NE(bad.out.find("2/4 nodes conform"), std::string::npos) << bad.out;
+  expect_the_two_faults(nlohmann::json::parse(std::ifstream(path("bad.json"))));
+}
+
+// A malformed output is the implementation's violation (exit 1); a malformed suite is an input
+// error (exit 2).
+TEST_F(ConformTool, MalformedOutputsFailTheNodeAndMalformedSuitesAreInputErrors) {
+  const std::string suite = (dir_ / "suite").string();
+  ASSERT_EQ(conform("vectors " + suite + " --ops max --cases 16 --seed 9").status, 0);
+  answer_every_suite(dir_ / "suite");
   write_bytes("suite/max_float32_random0/out_y.npy", bytes_of("garbage"));
   const auto garbage = conform("check " + suite);
   EXPECT_EQ(garbage.status, 1);
