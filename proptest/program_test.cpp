@@ -596,6 +596,46 @@ TEST_P(Programs, InterleavedDtypesRunAsPiecesWithThePerNodeBits) {
     ASSERT_TRUE(agree(results[1][k], results[0][k])) << "array " << k << ": " << first_difference(results[1][k], results[0][k]);
 }
 
+// Large pieces: past 2^16 elements the CUDA runner gives each thread four elements (lanes) that
+// share each step's decode (cuda/kernels/program.hpp, program_lanes). Two float32 chains of different
+// sizes in one piece (lanes that some steps do not cover), a float64 chain of its own, sizes that are
+// not a multiple of a tile: values and gradients keep the per-node bits.
+TEST_P(Programs, LargePiecesWithLanesGiveThePerNodeBits) {
+  constexpr std::int64_t kLarge = (std::int64_t{1} << 16) + 389, kShort = 300;
+  constexpr int kNodesPerChain = 40;
+  auto ramp = [](std::int64_t n, double scale) {
+    std::vector<double> v(static_cast<std::size_t>(n));
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(static_cast<int>(i % 509) - 254) * scale;
+    return v;
+  };
+  auto as_float = [](const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); };
+  std::array<std::vector<HostArray>, 2> results;
+  for (std::int64_t threshold : {std::int64_t{0}, std::int64_t{1} << 20}) {
+    ThresholdScope scope(*backend, threshold);
+    std::vector<HostArray>& out = results[threshold == 0 ? 0 : 1];
+    Tape t(backend);
+    NodeId big = must(t.leaf(host(as_float(ramp(kLarge, 1.0 / 64)))));
+    NodeId little = must(t.leaf(host(as_float(ramp(kShort, 1.0 / 32)))));
+    NodeId wide = must(t.leaf(HostArray::of<double>(Shape{kLarge}, ramp(kLarge, 1.0 / 128))));
+    for (int i = 0; i < kNodesPerChain; ++i) {
+      big = i % 2 ? must(t.add(big, big)) : must(t.sin(big));
+      little = i % 3 ? must(t.tanh(little)) : must(t.mul(little, little));
+      wide = i % 2 ? must(t.sigmoid(wide)) : must(t.scale(wide, 3.0));
+    }
+    for (NodeId out_id : {big, little, wide}) {
+      const Buffer& v = *must(t.value_buffer(out_id));
+      auto g = t.backward(out_id, must(backend->upload(must(backend->download(v)))));
+      ASSERT_TRUE(g) << g.error().str();
+      for (NodeId id = 0; id < static_cast<NodeId>(t.size()); ++id)
+        if (g->has(id)) out.push_back(must(g->host(id)));
+    }
+    for (NodeId id = 0; id < static_cast<NodeId>(t.size()); ++id) out.push_back(must(t.value(id)));
+  }
+  ASSERT_EQ(results[1].size(), results[0].size());
+  for (std::size_t k = 0; k < results[0].size(); ++k)
+    ASSERT_TRUE(agree(results[1][k], results[0][k])) << "array " << k << ": " << first_difference(results[1][k], results[0][k]);
+}
+
 // Slots carved from one allocation: each counted on its own, 16-byte aligned, disjoint; the
 // allocation lives while any of them does; a failure is one failed allocation.
 TEST_P(Programs, AllocateManyCountsEachBufferAndFreesWithTheLast) {

@@ -50,16 +50,19 @@ class CpuBackend final : public Backend {
     return detail::run_prim(loop, p, c, inputs, out);
   }
   // Each element runs every step in order through the interpreter the CUDA kernel runs, in the
-  // same pieces (program.hpp: run_steps_at, piece_at), so CI checks that code on the host.
+  // same pieces (program.hpp: run_steps_at, piece_at), so CI checks that code on the host: four
+  // neighbouring elements at a time, as the CUDA runner's lanes of a large piece (a piece's last
+  // elements then leave lanes that a step does not cover, as there).
   Result<void> run_program(const detail::Program& program) override {
+    constexpr int kLanes = 4;
     for (std::size_t first = 0; first < program.steps.size();) {
       const detail::Piece piece = detail::piece_at(program, first, detail::kStepsPerLaunch);
       first += static_cast<std::size_t>(piece.count);
-      for (std::int64_t i = 0; i < piece.numel; ++i) {
+      for (std::int64_t i = 0; i < piece.numel; i += kLanes) {
         if (piece.dtype == DType::float32)
-          detail::run_steps_at<float, std::int64_t>(piece.steps, piece.count, i);
+          detail::run_steps_at<float, std::int64_t, kLanes>(piece.steps, piece.count, i, 1);
         else
-          detail::run_steps_at<double, std::int64_t>(piece.steps, piece.count, i);
+          detail::run_steps_at<double, std::int64_t, kLanes>(piece.steps, piece.count, i, 1);
       }
     }
     return {};

@@ -195,25 +195,27 @@ TW_HD Operands<T> with_written(const Step& step, Operands<T> o, const Written<T>
 // is the slot's value before the step. Selects rather than branches: the three sums are cheap, and a
 // branch costs a warp that runs alone on its scheduler more than they do.
 template <class T, class Index>
-TW_HD void write_slot(const Step& step, int k, Index i, T c, T existing, Written<T>& written) {
+TW_HD void write_slot(const Step& step, int k, Index i, bool runs, T c, T existing, Written<T>& written) {
   const SlotWrite how = step.write[k];
   const T v = how == SlotWrite::accumulate ? existing + c : how == SlotWrite::store_dense ? c + T(0) : c;
-  if (how != SlotWrite::none) static_cast<T*>(step.out[k])[i] = v;
+  if (runs && how != SlotWrite::none) static_cast<T*>(step.out[k])[i] = v;
   written.value[k] = v;
 }
 
-// The four kinds of step at element i, each through the functors the per-node kernels run.
+// The four kinds of step at element i, each through the functors the per-node kernels run. `runs`
+// false (an element past the step's numel): the math runs on what is in hand, nothing is stored, and
+// what it returns is never read (the next step takes its operands from memory then).
 template <Op op, class T, class Index>
-TW_HD Written<T> forward_at(const Step& step, Index i, const Operands<T>& o) {
+TW_HD Written<T> forward_at(const Step& step, Index i, bool runs, const Operands<T>& o) {
   const T in[2] = {o.at[kIn0], o.at[kIn1]};
   T y[1];
   ForwardFn<op, T>{params_of<T>(Scalars{step.s0, step.s1})}(in, y);
-  static_cast<T*>(step.out[0])[i] = y[0];
+  if (runs) static_cast<T*>(step.out[0])[i] = y[0];
   return Written<T>{{y[0], T(0)}};
 }
 
 template <Op op, class T, class Index>
-TW_HD Written<T> vjp_at(const Step& step, Index i, const Operands<T>& o) {
+TW_HD Written<T> vjp_at(const Step& step, Index i, bool runs, const Operands<T>& o) {
   constexpr int arity = kArity<op>;
   T in[arity + 1];  // the inputs, then g: VjpFn's operand order
   in[0] = o.at[kIn0];
@@ -222,65 +224,99 @@ TW_HD Written<T> vjp_at(const Step& step, Index i, const Operands<T>& o) {
   T d[arity];
   VjpFn<op, T>{params_of<T>(Scalars{step.s0, step.s1})}(in, d);
   Written<T> written{{T(0), T(0)}};
-  write_slot(step, 0, i, d[0], o.at[kSlot0], written);
+  write_slot(step, 0, i, runs, d[0], o.at[kSlot0], written);
   if constexpr (arity == 2) {
     // Both inputs one node: slot 1 accumulates onto what slot 0 has just received.
     const bool onto_slot0 = step.out[1] == step.out[0] && step.write[0] != SlotWrite::none;
-    write_slot(step, 1, i, d[1], onto_slot0 ? written.value[0] : o.at[kSlot1], written);
+    write_slot(step, 1, i, runs, d[1], onto_slot0 ? written.value[0] : o.at[kSlot1], written);
   }
   return written;
 }
 
 template <class T, class Index>
-TW_HD Written<T> pass_at(const Step& step, Index i, const Operands<T>& o) {
+TW_HD Written<T> pass_at(const Step& step, Index i, bool runs, const Operands<T>& o) {
   Written<T> written{{T(0), T(0)}};
-  write_slot(step, 0, i, o.at[kIn0], o.at[kSlot0], written);
+  write_slot(step, 0, i, runs, o.at[kIn0], o.at[kSlot0], written);
   return written;
 }
 
 template <class T, class Index>
-TW_HD Written<T> zero_at(const Step& step, Index i) {
-  static_cast<T*>(step.out[0])[i] = T(0);
+TW_HD Written<T> zero_at(const Step& step, Index i, bool runs) {
+  if (runs) static_cast<T*>(step.out[0])[i] = T(0);
   return Written<T>{{T(0), T(0)}};
 }
 
-// One step at element i (i < step.numel) from its operands, by its code: one dispatch.
-template <class T, class Index>
-TW_HD Written<T> run_step(const Step& step, Index i, const Operands<T>& o) {
+// A thread's elements (its lanes): `Lanes` of them, `at[l]` each, `runs[l]` where the step covers it.
+// One decode of the step serves them all, and their math interleaves: the lanes are independent.
+template <class T, class Index, int Lanes>
+struct LaneSet {
+  Index at[Lanes];
+  bool runs[Lanes];
+  Operands<T> operands[Lanes];
+  // A single lane runs the step whenever it is dispatched (run_steps_at): stores need no predicate.
+  TW_HD bool stores(int l) const { return Lanes == 1 || runs[l]; }
+};
+
+// One step at a thread's lanes, by its code: one dispatch for all of them.
+template <class T, class Index, int Lanes>
+TW_HD void run_step(const Step& step, const LaneSet<T, Index, Lanes>& lanes, Written<T> (&written)[Lanes]) {
   switch (step.code) {
-#define TAPEWISE_OP(name, ...)                                                   \
-  case static_cast<int>(Op::name): return forward_at<Op::name, T, Index>(step, i, o); \
-  case kOpCount + static_cast<int>(Op::name): return vjp_at<Op::name, T, Index>(step, i, o);
+#define TAPEWISE_OP(name, ...)                                                                            \
+  case static_cast<int>(Op::name):                                                                        \
+    for (int l = 0; l < Lanes; ++l)                                                                       \
+      written[l] = forward_at<Op::name, T, Index>(step, lanes.at[l], lanes.stores(l), lanes.operands[l]); \
+    return;                                                                                               \
+  case kOpCount + static_cast<int>(Op::name):                                                             \
+    for (int l = 0; l < Lanes; ++l)                                                                       \
+      written[l] = vjp_at<Op::name, T, Index>(step, lanes.at[l], lanes.stores(l), lanes.operands[l]);     \
+    return;
 #include <tapewise/ops.def>
 #undef TAPEWISE_OP
-    case kCodePass: return pass_at<T, Index>(step, i, o);
-    default: return zero_at<T, Index>(step, i);
+    case kCodePass:
+      for (int l = 0; l < Lanes; ++l) written[l] = pass_at<T, Index>(step, lanes.at[l], lanes.stores(l), lanes.operands[l]);
+      return;
+    default:
+      for (int l = 0; l < Lanes; ++l) written[l] = zero_at<T, Index>(step, lanes.at[l], lanes.stores(l));
+      return;
   }
 }
 
-// Every step of a piece (steps of one dtype T) at element i, in order; a step shorter than i is
-// skipped. Elements are independent (each step reads and writes element i only), so a runner may
-// cover them in any order or in parallel, as long as each element sees the steps in order. While a
-// step runs, the next step's memory operands are being loaded and the load plan of the step after
-// that read, so neither latency waits for the step's math; what a step writes reaches the next in
-// registers (Step::sources). Same values, same order: the same bits as step by step. Index: the
-// type of element indices, 32 bits where the piece allows (cheaper address arithmetic).
-template <class T, class Index>
-TW_HD void run_steps_at(const Step* steps, int count, Index i) {
-  Operands<T> loaded{};  // step k's memory operands, loaded while step k - 1 ran
-  Written<T> written{};  // what step k - 1 wrote
-  bool previous_ran = false;
+// Every step of a piece (steps of one dtype T) at a thread's lanes, the elements first + l * stride
+// (l < Lanes), in order; a step shorter than an element skips it. Elements are independent (each step
+// reads and writes element i only), so a runner may cover them in any order or in parallel, as long
+// as each element sees the steps in order. While a step runs, the next step's memory operands are
+// being loaded and the load plan of the step after that read, so neither latency waits for the step's
+// math; what a step writes reaches the next in registers (Step::sources). Same values, same order: the
+// same bits as step by step. Index: the type of element indices, 32 bits where the piece allows
+// (cheaper address arithmetic). Lanes: one for small pieces (every thread a scheduler can get), more
+// for large ones (a step's decode is then shared by several elements).
+template <class T, class Index, int Lanes = 1>
+TW_HD void run_steps_at(const Step* steps, int count, Index first, Index stride = 0) {
+  LaneSet<T, Index, Lanes> lanes;
+  Operands<T> loaded[Lanes] = {};  // step k's memory operands, loaded while step k - 1 ran
+  Written<T> written[Lanes] = {};  // what step k - 1 wrote
+  bool previous_ran[Lanes] = {};
+  for (int l = 0; l < Lanes; ++l) lanes.at[l] = first + static_cast<Index>(l) * stride;
   LoadPlan<Index> next = count > 1 ? load_plan<Index>(steps[1]) : LoadPlan<Index>{};
-  if (count > 0 && i < static_cast<Index>(steps[0].numel)) load_operands(load_plan<Index>(steps[0]), i, false, loaded);
+  if (count > 0) {
+    const LoadPlan<Index> plan = load_plan<Index>(steps[0]);
+    for (int l = 0; l < Lanes; ++l)
+      if (lanes.at[l] < plan.numel) load_operands(plan, lanes.at[l], false, loaded[l]);
+  }
   for (int k = 0; k < count; ++k) {
     const Step& step = steps[k];
-    const bool runs = i < static_cast<Index>(step.numel);
-    const Operands<T> operands = with_written(step, loaded, written, previous_ran);
+    bool any_runs = false;
+    for (int l = 0; l < Lanes; ++l) {
+      lanes.runs[l] = lanes.at[l] < static_cast<Index>(step.numel);
+      any_runs = any_runs || lanes.runs[l];
+      lanes.operands[l] = with_written(step, loaded[l], written[l], previous_ran[l]);
+    }
     const LoadPlan<Index> plan = next;  // step k + 1's
     if (k + 2 < count) next = load_plan<Index>(steps[k + 2]);
-    if (k + 1 < count && i < plan.numel) load_operands(plan, i, runs, loaded);
-    if (runs) written = run_step(step, i, operands);
-    previous_ran = runs;
+    for (int l = 0; l < Lanes; ++l)
+      if (k + 1 < count && lanes.at[l] < plan.numel) load_operands(plan, lanes.at[l], lanes.runs[l], loaded[l]);
+    if (any_runs) run_step(step, lanes, written);
+    for (int l = 0; l < Lanes; ++l) previous_ran[l] = lanes.runs[l];
   }
 }
 
@@ -303,6 +339,12 @@ inline Piece piece_at(const Program& program, std::size_t first, int max_steps) 
   }
   return piece;
 }
+
+// Elements per thread in a CUDA launch of a piece this large: one up to kOneLanePiece (a small
+// tensor's steps are latency-bound: every thread a scheduler can get), four above (enough threads to
+// fill the GPU, and each step's decode shared by four elements).
+inline constexpr std::int64_t kOneLanePiece = std::int64_t{1} << 16;
+inline int program_lanes(std::int64_t piece_numel) { return piece_numel <= kOneLanePiece ? 1 : 4; }
 
 #if defined(__CUDACC__)
 // The CUDA runner (program_cuda.cu): queues the program on `stream`, a launch per piece (piece_at,

@@ -29,8 +29,9 @@ static_assert(sizeof(StepBlock<kStepsPerLaunch>) + sizeof(std::int64_t) <= 32764
 static_assert(sizeof(Step) % sizeof(std::uint64_t) == 0);
 
 // The block first copies the steps from the parameters to shared memory, where the loop reads each
-// step's fields: the design measured on the H200 (results/2026-12-01_H200_chain_interpreter/).
-template <int Capacity, class T, class Index>
+// step's fields: the design measured on the H200 (results/2026-12-01_H200_chain_interpreter/). A block
+// covers tiles of kProgramThreads * Lanes elements; thread t takes t, t + kProgramThreads, ... of each.
+template <int Capacity, class T, class Index, int Lanes>
 __global__ void __launch_bounds__(kProgramThreads)
     program_kernel(const __grid_constant__ StepBlock<Capacity> block, Index n) {
   __shared__ Step steps[Capacity];
@@ -39,9 +40,17 @@ __global__ void __launch_bounds__(kProgramThreads)
   const int words = block.count * static_cast<int>(sizeof(Step) / sizeof(std::uint64_t));
   for (int w = threadIdx.x; w < words; w += blockDim.x) to[w] = from[w];
   __syncthreads();
-  const Index stride = static_cast<Index>(gridDim.x) * blockDim.x;
-  for (Index i = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
-    run_steps_at<T, Index>(steps, block.count, i);
+  constexpr Index kTile = static_cast<Index>(kProgramThreads) * Lanes;
+  const Index stride = static_cast<Index>(gridDim.x) * kTile;
+  for (Index base = static_cast<Index>(blockIdx.x) * kTile; base < n; base += stride)
+    run_steps_at<T, Index, Lanes>(steps, block.count, base + static_cast<Index>(threadIdx.x), kProgramThreads);
+}
+
+template <int Capacity, class T, class Index, int Lanes>
+void launch_kernel(cudaStream_t stream, const StepBlock<Capacity>& block, std::int64_t numel) {
+  constexpr std::int64_t kTile = std::int64_t{kProgramThreads} * Lanes;
+  const auto blocks = static_cast<unsigned>(std::clamp<std::int64_t>((numel + kTile - 1) / kTile, 1, kMaxBlocks));
+  program_kernel<Capacity, T, Index, Lanes><<<blocks, kProgramThreads, 0, stream>>>(block, static_cast<Index>(numel));
 }
 
 template <int Capacity>
@@ -50,19 +59,15 @@ cudaError_t launch_piece(cudaStream_t stream, const Piece& piece) {
   std::copy(piece.steps, piece.steps + piece.count, block.steps);
   block.count = piece.count;
   if (piece.numel == 0) return cudaSuccess;
-  const auto blocks = static_cast<unsigned>(
-      std::clamp<std::int64_t>((piece.numel + kProgramThreads - 1) / kProgramThreads, 1, kMaxBlocks));
   // 32-bit indices while i + stride cannot overflow them (below 2^30 elements, one pass of the grid).
   const bool narrow = piece.numel < (std::int64_t{1} << 30);
-  const auto n32 = static_cast<std::int32_t>(narrow ? piece.numel : 0);
-  if (piece.dtype == DType::float32 && narrow)
-    program_kernel<Capacity, float, std::int32_t><<<blocks, kProgramThreads, 0, stream>>>(block, n32);
-  else if (piece.dtype == DType::float32)
-    program_kernel<Capacity, float, std::int64_t><<<blocks, kProgramThreads, 0, stream>>>(block, piece.numel);
-  else if (narrow)
-    program_kernel<Capacity, double, std::int32_t><<<blocks, kProgramThreads, 0, stream>>>(block, n32);
-  else
-    program_kernel<Capacity, double, std::int64_t><<<blocks, kProgramThreads, 0, stream>>>(block, piece.numel);
+  const bool f32 = piece.dtype == DType::float32, one_lane = program_lanes(piece.numel) == 1;
+  if (!narrow && f32) launch_kernel<Capacity, float, std::int64_t, 1>(stream, block, piece.numel);
+  else if (!narrow) launch_kernel<Capacity, double, std::int64_t, 1>(stream, block, piece.numel);
+  else if (f32 && one_lane) launch_kernel<Capacity, float, std::int32_t, 1>(stream, block, piece.numel);
+  else if (f32) launch_kernel<Capacity, float, std::int32_t, 4>(stream, block, piece.numel);
+  else if (one_lane) launch_kernel<Capacity, double, std::int32_t, 1>(stream, block, piece.numel);
+  else launch_kernel<Capacity, double, std::int32_t, 4>(stream, block, piece.numel);
   return cudaGetLastError();
 }
 
