@@ -131,7 +131,7 @@ TW_API tw_status tw_backend_synchronize(tw_backend* backend);
  * (wrap, DLPack) is not counted. */
 TW_API tw_status tw_backend_memory_stats(const tw_backend* backend, int tag, int64_t* live_count,
                                          int64_t* live_bytes);
-/* Nodes of at most this many elements run as tape programs (default 65536; 0: never). */
+/* Nodes of at most this many elements run as tape programs (default 1048576 = 2^20; 0: never). */
 TW_API tw_status tw_backend_set_program_threshold(tw_backend* backend, int64_t numel);
 TW_API tw_status tw_backend_program_threshold(const tw_backend* backend, int64_t* out);
 

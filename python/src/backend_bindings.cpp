@@ -162,7 +162,7 @@ void bind_backend(nb::module_& m) {
       .def_prop_rw("program_threshold", [](const PyBackend& b) { return b.backend->program_threshold(); },
                    [](PyBackend& b, std::int64_t n) { b.backend->set_program_threshold(n); },
                    "Nodes of at most this many elements are recorded as a tape program (deferred, batched\n"
-                   "into one kernel); 0 turns programs off. Default 2**16.")
+                   "into one kernel); 0 turns programs off. Default 2**20.")
       .def("_inject_allocation_failure", [](PyBackend& b, std::int64_t nth) { b.backend->inject_allocation_failure(nth); },
            "nth"_a, "Test hook: the nth allocation from now fails with OutOfMemory.")
       .def("wrap", [](const PyBackend& b, nb::handle array, bool copy) { return PyBuffer{import_array(b, array, copy ? Copy::always : Copy::never, "wrap")}; },

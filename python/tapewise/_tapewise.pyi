@@ -68,7 +68,7 @@ class Backend:
     def program_threshold(self) -> int:
         """
         Nodes of at most this many elements are recorded as a tape program (deferred, batched
-        into one kernel); 0 turns programs off. Default 2**16.
+        into one kernel); 0 turns programs off. Default 2**20.
         """
 
     @program_threshold.setter
