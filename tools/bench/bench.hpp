@@ -30,6 +30,7 @@ struct Options {
   bool staged = true, kernels = true;
   bool once = false;        // each fwd and fused vjp once, untimed: a pass for a profiler (ncu)
   int device = 0;
+  std::int64_t program_threshold = -1;  // the chain's backend's, in elements; -1: the library's default
   std::uint64_t seed = 20261130;
 };
 

@@ -281,6 +281,9 @@ Options parse_options(int argc, char** argv) {
   app.add_option("--reps", opt.reps, "timed runs (median) for sizes >= 2^20; 10x that below")
       ->capture_default_str()->check(CLI::Range(20, 100000));
   app.add_option("--chain-sizes", chain_sizes, "log2 element counts of the 1,000-node chain")->capture_default_str();
+  app.add_option("--program-threshold", opt.program_threshold,
+                 "elements up to which the chain's tapes run as programs (default: the library's, 2^20)")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 40));
   app.add_option("--map-shapes", shapes, "launch shapes to measure side by side (TAPEWISE_MAP_SHAPE names, "
                                          "comma-separated; default: the library's)");
   app.add_option("--json", opt.json_path, "write the results as JSON here");
@@ -510,6 +513,7 @@ bool measure_op(const Options& opt, const Opened& o, Device& dev, const std::str
 // The chain at every --chain-sizes size on `be`, with the peers' numbers for the same size.
 std::vector<ChainResult> measure_chains(const Options& opt, const std::shared_ptr<Backend>& be, const json& torch) {
   std::vector<ChainResult> out;
+  if (opt.program_threshold >= 0) be->set_program_threshold(opt.program_threshold);
   for (const int log2n : opt.chain_log2_sizes) {
     std::printf("  measuring the 1,000-node chain at 2^%d ...\n", log2n);
     std::fflush(stdout);
