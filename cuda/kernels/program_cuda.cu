@@ -42,8 +42,17 @@ __global__ void __launch_bounds__(kProgramThreads)
   __syncthreads();
   constexpr Index kTile = static_cast<Index>(kProgramThreads) * Lanes;
   const Index stride = static_cast<Index>(gridDim.x) * kTile;
-  for (Index base = static_cast<Index>(blockIdx.x) * kTile; base < n; base += stride)
-    run_steps_at<T, Index, Lanes>(steps, block.count, base + static_cast<Index>(threadIdx.x), kProgramThreads);
+  const Index thread = static_cast<Index>(threadIdx.x);
+  // Either loop covers the same elements; each is the faster for its lane count on the H200 (one
+  // lane, bounded by the thread's element: 0.648 against 0.678 us/node at 2^12; four, bounded by the
+  // tile: 8.66 against 9.45 at 2^20).
+  if constexpr (Lanes == 1) {
+    for (Index first = static_cast<Index>(blockIdx.x) * kTile + thread; first < n; first += stride)
+      run_steps_at<T, Index, Lanes>(steps, block.count, first, kProgramThreads);
+  } else {
+    for (Index base = static_cast<Index>(blockIdx.x) * kTile; base < n; base += stride)
+      run_steps_at<T, Index, Lanes>(steps, block.count, base + thread, kProgramThreads);
+  }
 }
 
 template <int Capacity, class T, class Index, int Lanes>
