@@ -59,8 +59,13 @@ class CpuBackend final : public Backend {
       const detail::Piece piece = detail::piece_at(program, first, detail::kStepsPerLaunch);
       first += static_cast<std::size_t>(piece.count);
       for (std::int64_t i = 0; i < piece.numel; i += kLanes) {
-        if (piece.dtype == DType::float32)
+        const bool every_step_runs = i + kLanes <= piece.covered;
+        if (piece.dtype == DType::float32 && every_step_runs)
+          detail::run_steps_at<float, std::int64_t, kLanes, true>(piece.steps, piece.count, i, 1);
+        else if (piece.dtype == DType::float32)
           detail::run_steps_at<float, std::int64_t, kLanes>(piece.steps, piece.count, i, 1);
+        else if (every_step_runs)
+          detail::run_steps_at<double, std::int64_t, kLanes, true>(piece.steps, piece.count, i, 1);
         else
           detail::run_steps_at<double, std::int64_t, kLanes>(piece.steps, piece.count, i, 1);
       }

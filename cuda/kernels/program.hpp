@@ -289,8 +289,9 @@ TW_HD void run_step(const Step& step, const LaneSet<T, Index, Lanes>& lanes, Wri
 // math; what a step writes reaches the next in registers (Step::sources). Same values, same order: the
 // same bits as step by step. Index: the type of element indices, 32 bits where the piece allows
 // (cheaper address arithmetic). Lanes: one for small pieces (every thread a scheduler can get), more
-// for large ones (a step's decode is then shared by several elements).
-template <class T, class Index, int Lanes = 1>
+// for large ones (a step's decode is then shared by several elements). EveryStepRuns: the caller knows
+// every step covers every lane (all lanes below Piece::covered), so no lane needs its own checks.
+template <class T, class Index, int Lanes = 1, bool EveryStepRuns = false>
 TW_HD void run_steps_at(const Step* steps, int count, Index first, Index stride = 0) {
   LaneSet<T, Index, Lanes> lanes;
   Operands<T> loaded[Lanes] = {};  // step k's memory operands, loaded while step k - 1 ran
@@ -301,20 +302,21 @@ TW_HD void run_steps_at(const Step* steps, int count, Index first, Index stride 
   if (count > 0) {
     const LoadPlan<Index> plan = load_plan<Index>(steps[0]);
     for (int l = 0; l < Lanes; ++l)
-      if (lanes.at[l] < plan.numel) load_operands(plan, lanes.at[l], false, loaded[l]);
+      if (EveryStepRuns || lanes.at[l] < plan.numel) load_operands(plan, lanes.at[l], false, loaded[l]);
   }
   for (int k = 0; k < count; ++k) {
     const Step& step = steps[k];
     bool any_runs = false;
     for (int l = 0; l < Lanes; ++l) {
-      lanes.runs[l] = lanes.at[l] < static_cast<Index>(step.numel);
+      lanes.runs[l] = EveryStepRuns || lanes.at[l] < static_cast<Index>(step.numel);
       any_runs = any_runs || lanes.runs[l];
       lanes.operands[l] = with_written(step, loaded[l], written[l], previous_ran[l]);
     }
     const LoadPlan<Index> plan = next;  // step k + 1's
     if (k + 2 < count) next = load_plan<Index>(steps[k + 2]);
     for (int l = 0; l < Lanes; ++l)
-      if (k + 1 < count && lanes.at[l] < plan.numel) load_operands(plan, lanes.at[l], lanes.runs[l], loaded[l]);
+      if (k + 1 < count && (EveryStepRuns || lanes.at[l] < plan.numel))
+        load_operands(plan, lanes.at[l], lanes.runs[l], loaded[l]);
     if (any_runs) run_step(step, lanes, written);
     for (int l = 0; l < Lanes; ++l) previous_ran[l] = lanes.runs[l];
   }
@@ -327,14 +329,16 @@ struct Piece {
   const Step* steps;
   int count;
   DType dtype;
-  std::int64_t numel;  // the elements it covers: its largest step's
+  std::int64_t numel;    // the elements it covers: its largest step's
+  std::int64_t covered;  // the elements every step of it covers: its smallest step's
 };
 // The piece starting at step `first` (< program.steps.size()).
 inline Piece piece_at(const Program& program, std::size_t first, int max_steps) {
   const std::size_t total = program.steps.size();
-  Piece piece{program.steps.data() + first, 0, program.steps[first].dtype, 0};
+  Piece piece{program.steps.data() + first, 0, program.steps[first].dtype, 0, program.steps[first].numel};
   while (first + piece.count < total && piece.count < max_steps && piece.steps[piece.count].dtype == piece.dtype) {
     piece.numel = std::max(piece.numel, piece.steps[piece.count].numel);
+    piece.covered = std::min(piece.covered, piece.steps[piece.count].numel);
     ++piece.count;
   }
   return piece;

@@ -33,7 +33,7 @@ static_assert(sizeof(Step) % sizeof(std::uint64_t) == 0);
 // covers tiles of kProgramThreads * Lanes elements; thread t takes t, t + kProgramThreads, ... of each.
 template <int Capacity, class T, class Index, int Lanes>
 __global__ void __launch_bounds__(kProgramThreads)
-    program_kernel(const __grid_constant__ StepBlock<Capacity> block, Index n) {
+    program_kernel(const __grid_constant__ StepBlock<Capacity> block, Index n, Index covered) {
   __shared__ Step steps[Capacity];
   const auto* from = reinterpret_cast<const std::uint64_t*>(block.steps);
   auto* to = reinterpret_cast<std::uint64_t*>(steps);
@@ -50,16 +50,22 @@ __global__ void __launch_bounds__(kProgramThreads)
     for (Index first = static_cast<Index>(blockIdx.x) * kTile + thread; first < n; first += stride)
       run_steps_at<T, Index, Lanes>(steps, block.count, first, kProgramThreads);
   } else {
-    for (Index base = static_cast<Index>(blockIdx.x) * kTile; base < n; base += stride)
-      run_steps_at<T, Index, Lanes>(steps, block.count, base + thread, kProgramThreads);
+    constexpr Index kLastLane = static_cast<Index>(kProgramThreads) * (Lanes - 1);
+    for (Index base = static_cast<Index>(blockIdx.x) * kTile; base < n; base += stride) {
+      if (base + thread + kLastLane < covered)  // all of the thread's lanes in every step
+        run_steps_at<T, Index, Lanes, true>(steps, block.count, base + thread, kProgramThreads);
+      else
+        run_steps_at<T, Index, Lanes, false>(steps, block.count, base + thread, kProgramThreads);
+    }
   }
 }
 
 template <int Capacity, class T, class Index, int Lanes>
-void launch_kernel(cudaStream_t stream, const StepBlock<Capacity>& block, std::int64_t numel) {
+void launch_kernel(cudaStream_t stream, const StepBlock<Capacity>& block, std::int64_t numel, std::int64_t covered) {
   constexpr std::int64_t kTile = std::int64_t{kProgramThreads} * Lanes;
   const auto blocks = static_cast<unsigned>(std::clamp<std::int64_t>((numel + kTile - 1) / kTile, 1, kMaxBlocks));
-  program_kernel<Capacity, T, Index, Lanes><<<blocks, kProgramThreads, 0, stream>>>(block, static_cast<Index>(numel));
+  program_kernel<Capacity, T, Index, Lanes><<<blocks, kProgramThreads, 0, stream>>>(block, static_cast<Index>(numel),
+                                                                                  static_cast<Index>(covered));
 }
 
 template <int Capacity>
@@ -71,12 +77,12 @@ cudaError_t launch_piece(cudaStream_t stream, const Piece& piece) {
   // 32-bit indices while i + stride cannot overflow them (below 2^30 elements, one pass of the grid).
   const bool narrow = piece.numel < (std::int64_t{1} << 30);
   const bool f32 = piece.dtype == DType::float32, one_lane = program_lanes(piece.numel) == 1;
-  if (!narrow && f32) launch_kernel<Capacity, float, std::int64_t, 1>(stream, block, piece.numel);
-  else if (!narrow) launch_kernel<Capacity, double, std::int64_t, 1>(stream, block, piece.numel);
-  else if (f32 && one_lane) launch_kernel<Capacity, float, std::int32_t, 1>(stream, block, piece.numel);
-  else if (f32) launch_kernel<Capacity, float, std::int32_t, 4>(stream, block, piece.numel);
-  else if (one_lane) launch_kernel<Capacity, double, std::int32_t, 1>(stream, block, piece.numel);
-  else launch_kernel<Capacity, double, std::int32_t, 4>(stream, block, piece.numel);
+  if (!narrow && f32) launch_kernel<Capacity, float, std::int64_t, 1>(stream, block, piece.numel, piece.covered);
+  else if (!narrow) launch_kernel<Capacity, double, std::int64_t, 1>(stream, block, piece.numel, piece.covered);
+  else if (f32 && one_lane) launch_kernel<Capacity, float, std::int32_t, 1>(stream, block, piece.numel, piece.covered);
+  else if (f32) launch_kernel<Capacity, float, std::int32_t, 4>(stream, block, piece.numel, piece.covered);
+  else if (one_lane) launch_kernel<Capacity, double, std::int32_t, 1>(stream, block, piece.numel, piece.covered);
+  else launch_kernel<Capacity, double, std::int32_t, 4>(stream, block, piece.numel, piece.covered);
   return cudaGetLastError();
 }
 
