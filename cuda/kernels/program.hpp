@@ -191,6 +191,21 @@ TW_HD Operands<T> with_written(const Step& step, Operands<T> o, const Written<T>
   return o;
 }
 
+// A step's operands at one element, each merged where it is read (with_written's rule, one operand
+// at a time): a node's case reads only the operands it has, so no other is merged.
+template <class T>
+struct StepOperands {
+  const Operands<T>& loaded;
+  const Written<T>& written;
+  unsigned sources;  // Step::sources where the step before ran at the element, else 0
+  TW_HD T operator[](int k) const {
+    T v = loaded.at[k];
+    if (sources & (1u << (kFromWritten0 + k))) v = written.value[0];
+    if (sources & (1u << (kFromWritten1 + k))) v = written.value[1];
+    return v;
+  }
+};
+
 // A contribution c reaching slot k of a step as the tape's per-node accumulate lands it; `existing`
 // is the slot's value before the step. Selects rather than branches: the three sums are cheap, and a
 // branch costs a warp that runs alone on its scheduler more than they do.
@@ -206,8 +221,8 @@ TW_HD void write_slot(const Step& step, int k, Index i, bool runs, T c, T existi
 // false (an element past the step's numel): the math runs on what is in hand, nothing is stored, and
 // what it returns is never read (the next step takes its operands from memory then).
 template <Op op, class T, class Index>
-TW_HD Written<T> forward_at(const Step& step, Index i, bool runs, const Operands<T>& o) {
-  const T in[2] = {o.at[kIn0], o.at[kIn1]};
+TW_HD Written<T> forward_at(const Step& step, Index i, bool runs, const StepOperands<T>& o) {
+  const T in[2] = {o[kIn0], kArity<op> == 2 ? o[kIn1] : T(0)};
   T y[1];
   ForwardFn<op, T>{params_of<T>(Scalars{step.s0, step.s1})}(in, y);
   if (runs) static_cast<T*>(step.out[0])[i] = y[0];
@@ -215,28 +230,28 @@ TW_HD Written<T> forward_at(const Step& step, Index i, bool runs, const Operands
 }
 
 template <Op op, class T, class Index>
-TW_HD Written<T> vjp_at(const Step& step, Index i, bool runs, const Operands<T>& o) {
+TW_HD Written<T> vjp_at(const Step& step, Index i, bool runs, const StepOperands<T>& o) {
   constexpr int arity = kArity<op>;
   T in[arity + 1];  // the inputs, then g: VjpFn's operand order
-  in[0] = o.at[kIn0];
-  if constexpr (arity == 2) in[1] = o.at[kIn1];
-  in[arity] = o.at[kGrad];
+  in[0] = o[kIn0];
+  if constexpr (arity == 2) in[1] = o[kIn1];
+  in[arity] = o[kGrad];
   T d[arity];
   VjpFn<op, T>{params_of<T>(Scalars{step.s0, step.s1})}(in, d);
   Written<T> written{{T(0), T(0)}};
-  write_slot(step, 0, i, runs, d[0], o.at[kSlot0], written);
+  write_slot(step, 0, i, runs, d[0], o[kSlot0], written);
   if constexpr (arity == 2) {
     // Both inputs one node: slot 1 accumulates onto what slot 0 has just received.
     const bool onto_slot0 = step.out[1] == step.out[0] && step.write[0] != SlotWrite::none;
-    write_slot(step, 1, i, runs, d[1], onto_slot0 ? written.value[0] : o.at[kSlot1], written);
+    write_slot(step, 1, i, runs, d[1], onto_slot0 ? written.value[0] : o[kSlot1], written);
   }
   return written;
 }
 
 template <class T, class Index>
-TW_HD Written<T> pass_at(const Step& step, Index i, bool runs, const Operands<T>& o) {
+TW_HD Written<T> pass_at(const Step& step, Index i, bool runs, const StepOperands<T>& o) {
   Written<T> written{{T(0), T(0)}};
-  write_slot(step, 0, i, runs, o.at[kIn0], o.at[kSlot0], written);
+  write_slot(step, 0, i, runs, o[kIn0], o[kSlot0], written);
   return written;
 }
 
@@ -252,7 +267,10 @@ template <class T, class Index, int Lanes>
 struct LaneSet {
   Index at[Lanes];
   bool runs[Lanes];
-  Operands<T> operands[Lanes];
+  Operands<T> loaded[Lanes];   // the step's memory operands
+  Written<T> handed[Lanes];    // what the step before wrote
+  unsigned sources[Lanes];     // Step::sources where the step before ran at the lane, else 0
+  TW_HD StepOperands<T> operands(int l) const { return {loaded[l], handed[l], sources[l]}; }
   // A single lane runs the step whenever it is dispatched (run_steps_at): stores need no predicate.
   TW_HD bool stores(int l) const { return Lanes == 1 || runs[l]; }
 };
@@ -264,16 +282,16 @@ TW_HD void run_step(const Step& step, const LaneSet<T, Index, Lanes>& lanes, Wri
 #define TAPEWISE_OP(name, ...)                                                                            \
   case static_cast<int>(Op::name):                                                                        \
     for (int l = 0; l < Lanes; ++l)                                                                       \
-      written[l] = forward_at<Op::name, T, Index>(step, lanes.at[l], lanes.stores(l), lanes.operands[l]); \
+      written[l] = forward_at<Op::name, T, Index>(step, lanes.at[l], lanes.stores(l), lanes.operands(l)); \
     return;                                                                                               \
   case kOpCount + static_cast<int>(Op::name):                                                             \
     for (int l = 0; l < Lanes; ++l)                                                                       \
-      written[l] = vjp_at<Op::name, T, Index>(step, lanes.at[l], lanes.stores(l), lanes.operands[l]);     \
+      written[l] = vjp_at<Op::name, T, Index>(step, lanes.at[l], lanes.stores(l), lanes.operands(l));     \
     return;
 #include <tapewise/ops.def>
 #undef TAPEWISE_OP
     case kCodePass:
-      for (int l = 0; l < Lanes; ++l) written[l] = pass_at<T, Index>(step, lanes.at[l], lanes.stores(l), lanes.operands[l]);
+      for (int l = 0; l < Lanes; ++l) written[l] = pass_at<T, Index>(step, lanes.at[l], lanes.stores(l), lanes.operands(l));
       return;
     default:
       for (int l = 0; l < Lanes; ++l) written[l] = zero_at<T, Index>(step, lanes.at[l], lanes.stores(l));
@@ -310,7 +328,9 @@ TW_HD void run_steps_at(const Step* steps, int count, Index first, Index stride 
     for (int l = 0; l < Lanes; ++l) {
       lanes.runs[l] = EveryStepRuns || lanes.at[l] < static_cast<Index>(step.numel);
       any_runs = any_runs || lanes.runs[l];
-      lanes.operands[l] = with_written(step, loaded[l], written[l], previous_ran[l]);
+      lanes.loaded[l] = loaded[l];
+      lanes.handed[l] = written[l];
+      lanes.sources[l] = previous_ran[l] ? step.sources : 0u;
     }
     const LoadPlan<Index> plan = next;  // step k + 1's
     if (k + 2 < count) next = load_plan<Index>(steps[k + 2]);
