@@ -179,20 +179,9 @@ TW_HD void load_operands(const LoadPlan<Index>& plan, Index i, bool previous_ran
     if (from_memory & (1u << k)) loaded.at[k] = static_cast<const T*>(plan.at[k])[i];
 }
 
-// `step`'s operands: those loaded, with what the step before wrote in place of the ones it hands
-// over (when it ran at the element). Done when the step runs, long after the loads were issued.
-template <class T>
-TW_HD Operands<T> with_written(const Step& step, Operands<T> o, const Written<T>& written, bool previous_ran) {
-  const unsigned s = previous_ran ? step.sources : 0u;
-  for (int k = 0; k < kOperandCount; ++k) {
-    if (s & (1u << (kFromWritten0 + k))) o.at[k] = written.value[0];
-    if (s & (1u << (kFromWritten1 + k))) o.at[k] = written.value[1];
-  }
-  return o;
-}
-
-// A step's operands at one element, each merged where it is read (with_written's rule, one operand
-// at a time): a node's case reads only the operands it has, so no other is merged.
+// A step's operands at one element: those loaded, with what the step before wrote in place of the
+// ones it hands over (when it ran at the element). Each is merged where a node's case reads it, long
+// after the loads were issued, and only the operands the node has are merged.
 template <class T>
 struct StepOperands {
   const Operands<T>& loaded;
