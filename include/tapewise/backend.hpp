@@ -97,7 +97,8 @@ struct BufferSpec {
 // Tapes defer the forward of nodes of at most this many elements and run them, and backward passes
 // over them, as programs (one kernel per flush instead of one per node); 0 turns that off. 2^20: on
 // an H200 the 1,000-node chain of README's Performance runs faster as programs up to 2^20 elements
-// (8.9 against 12.9 us per node at 2^20) and slower beyond (32.4 against 20.3 at 2^22).
+// (6.7 against 12.9 us per node at 2^20) and slower at 2^22 (32.4 against 20.3, measured before the
+// four-lane fast path).
 inline constexpr std::int64_t kDefaultProgramThreshold = std::int64_t{1} << 20;
 
 class Backend : public std::enable_shared_from_this<Backend> {
