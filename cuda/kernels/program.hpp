@@ -298,8 +298,8 @@ TW_HD void run_step(const Step& step, const LaneSet<T, Index, Lanes>& lanes, Wri
 // (cheaper address arithmetic). Lanes: one for small pieces (every thread a scheduler can get), more
 // for large ones (a step's decode is then shared by several elements). EveryStepRuns: the caller knows
 // every step covers every lane (all lanes below Piece::covered), so no lane needs its own checks.
-template <class T, class Index, int Lanes = 1, bool EveryStepRuns = false>
-TW_HD void run_steps_at(const Step* steps, int count, Index first, Index stride = 0) {
+template <class T, class Index, int Lanes, bool EveryStepRuns = false>
+TW_HD void run_steps_at(const Step* steps, int count, Index first, Index stride) {
   LaneSet<T, Index, Lanes> lanes;
   Operands<T> loaded[Lanes] = {};  // step k's memory operands, loaded while step k - 1 ran
   Written<T> written[Lanes] = {};  // what step k - 1 wrote
