@@ -4,10 +4,18 @@
 # (test_package.sh), the Python package (pip install . and pytest, with the framework adapters'
 # tests), the ASan+UBSan build (sanitize.sh) and a short fuzzing run (fuzz.sh). Runs every step,
 # then prints one line per step and "N passed, N failed"; exit status: the number of failed steps.
-# FUZZ_SECONDS (default 60) is the time per fuzz harness.
+# FUZZ_SECONDS (default 60) is the time per fuzz harness. Python is the virtual environment that
+# setup.sh --for-tests made ($TAPEWISE_VENV, default .venv/), first on the PATH for every step.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build="${TAPEWISE_BUILD:-build}"
+venv="${TAPEWISE_VENV:-.venv}"
+[[ "$venv" = /* ]] || venv="$PWD/$venv"
+if [ ! -x "$venv/bin/python3" ]; then
+  echo "test.sh: no virtual environment at $venv: run tools/setup.sh --for-tests first" >&2
+  exit 2
+fi
+export VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH"
 results=()
 failed=0
 step() {  # step NAME COMMAND...
