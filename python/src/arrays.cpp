@@ -2,6 +2,8 @@
 // torch, jax, cupy) or the buffer protocol becomes a borrowed Buffer over its memory (no copy), and
 // buffers go out as nanobind ndarrays (no copy) that keep their owner alive.
 #include <cstring>
+#include <limits>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -77,7 +79,15 @@ HostArray gather_host(const nb::ndarray<nb::ro>& a, DType dtype, const Shape& sh
   h.dtype = dtype;
   const std::size_t item = dtype_size(dtype);
   const std::size_t n = a.size();
-  h.bytes.resize(n * item);
+  // A zero-stride view can claim any shape: refuse a size that does not fit before allocating it.
+  if (!shape.valid() || n > std::numeric_limits<std::size_t>::max() / item)
+    raise(ErrorCode::InvalidShape, "copy: the array of shape " + shape.str() + " has too many elements to copy");
+  try {
+    h.bytes.resize(n * item);
+  } catch (const std::bad_alloc&) {
+    raise(ErrorCode::OutOfMemory, "copy: cannot allocate " + std::to_string(n * item) + " bytes for the array of shape " +
+                                      shape.str());
+  }
   const auto* base = static_cast<const std::byte*>(a.data());
   if (c_contiguous(a)) {
     if (n) std::memcpy(h.bytes.data(), base, n * item);
@@ -125,10 +135,17 @@ std::optional<std::intptr_t> PyBackend::dlpack_stream() const {
   return handle == 0 ? 1 : handle;
 }
 
-Buffer import_array(const PyBackend& be, nb::handle obj, Copy copy, const char* what) {
+Imported import_array(const PyBackend& be, nb::handle obj, Copy copy, const char* what) {
   nb::object source = dlpack_source(be, obj);
   nb::ndarray<nb::ro> a;
-  if (!nb::try_cast(source, a, /*convert=*/false)) {
+  // Asked for writable first: nanobind refuses a read-only source (buffer protocol, or DLPack's
+  // read-only flag), which is then taken read-only and stays so in every export of the view.
+  Access source_access = Access::writable;
+  if (nb::ndarray<> writable; nb::try_cast(source, writable, /*convert=*/false)) {
+    a = nb::ndarray<nb::ro>(writable);
+  } else if (nb::try_cast(source, a, /*convert=*/false)) {
+    source_access = Access::read_only;
+  } else {
     // nanobind swallows the producer's own refusal (e.g. torch's "Can't export tensors that require
     // gradient"): ask again so that its exception, which says what to do, reaches the caller.
     if (nb::hasattr(source, "__dlpack__")) source.attr("__dlpack__")();
@@ -149,10 +166,11 @@ Buffer import_array(const PyBackend& be, nb::handle obj, Copy copy, const char* 
   const bool contiguous = c_contiguous(a);
   if (in_place && contiguous) {
     Buffer view = unwrap(be.backend->wrap(const_cast<void*>(a.data()), shape, dtype, keep_alive(a)));
-    return copy == Copy::always ? copy_on_backend(be, view) : std::move(view);
+    if (copy == Copy::always) return Imported{copy_on_backend(be, view), Access::writable, true};
+    return Imported{std::move(view), source_access, false};
   }
   if (copy != Copy::never && host_accessible(a.device_type()))  // host data into a CUDA backend, or strided host data
-    return unwrap(be.backend->upload(gather_host(a, dtype, shape)));
+    return Imported{unwrap(be.backend->upload(gather_host(a, dtype, shape))), Access::writable, true};
   if (!in_place)
     raise(ErrorCode::BackendMismatch,
           std::string(what) + ": the array is on " + device_name(a.device_type(), a.device_id()) +
@@ -165,12 +183,42 @@ Buffer import_array(const PyBackend& be, nb::handle obj, Copy copy, const char* 
                                               : " (make it contiguous first, e.g. .contiguous())"));
 }
 
-ArrayOut export_array(const Buffer& buffer, nb::handle owner) {
+nb::object export_array(const Buffer& buffer, nb::handle owner, Access access) {
   std::vector<std::size_t> shape(buffer.shape().dims.begin(), buffer.shape().dims.end());
   const nb::dlpack::dtype dtype = buffer.dtype() == DType::float32 ? nb::dtype<float>() : nb::dtype<double>();
   const Backend* be = buffer.backend();
-  return ArrayOut(const_cast<void*>(buffer.data()), shape.size(), shape.data(), owner, nullptr, dtype,
-                       be->dlpack_device_type(), be->device_id());
+  if (access == Access::read_only)
+    return nb::cast(nb::ndarray<nb::array_api, nb::ro>(buffer.data(), shape.size(), shape.data(), owner, nullptr, dtype,
+                                                       be->dlpack_device_type(), be->device_id()));
+  return nb::cast(nb::ndarray<nb::array_api>(const_cast<void*>(buffer.data()), shape.size(), shape.data(), owner,
+                                             nullptr, dtype, be->dlpack_device_type(), be->device_id()));
+}
+
+nb::object export_buffer(const PyBuffer& holder, const std::string& what) {
+  const Buffer& buffer = holder.get(what);
+  // The capsule holds a share of the memory: a release() while the array lives leaves it valid.
+  auto* share = new std::shared_ptr<Buffer>(holder.memory);
+  nb::capsule owner(share, [](void* p) noexcept { delete static_cast<std::shared_ptr<Buffer>*>(p); });
+  return export_array(buffer, owner, holder.access);
+}
+
+const Buffer& PyBuffer::get(const std::string& what) const {
+  if (!live()) raise(ErrorCode::InvalidArgument, what + ": the buffer was released");
+  return *memory;
+}
+
+Buffer& PyBuffer::output(const std::string& what) {
+  get(what);
+  if (access == Access::read_only)
+    raise(ErrorCode::InvalidArgument, what + ": the buffer views read-only memory; it cannot be an output");
+  return *memory;
+}
+
+std::vector<NodeId> node_ids(const std::vector<NodeIdArg>& ids) {
+  std::vector<NodeId> out;
+  out.reserve(ids.size());
+  for (const NodeIdArg& id : ids) out.push_back(id.value);
+  return out;
 }
 
 nb::ndarray<nb::numpy> host_numpy(HostArray host) {

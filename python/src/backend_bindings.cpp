@@ -57,8 +57,9 @@ void forward_buffers(PyBackend& be, const std::string& op_name_, const std::vect
   const Op op = op_from_python(op_name_);
   check_arity(op, inputs.size(), inputs.size(), "forward");
   std::vector<const Buffer*> in;
-  for (PyBuffer* b : inputs) in.push_back(&b->buffer);
-  unwrap(be.backend->forward(op, scalars_from(scalars, op), in, out.buffer));
+  for (PyBuffer* b : inputs) in.push_back(&b->get("forward: input"));
+  Buffer& result = out.output("forward: out");
+  unwrap(be.backend->forward(op, scalars_from(scalars, op), in, result));
 }
 
 void vjp_buffers(PyBackend& be, const std::string& op_name_, const std::vector<PyBuffer*>& inputs, PyBuffer& g,
@@ -67,9 +68,9 @@ void vjp_buffers(PyBackend& be, const std::string& op_name_, const std::vector<P
   check_arity(op, inputs.size(), grads.size(), "vjp_fused");
   std::vector<const Buffer*> in;
   std::vector<Buffer*> out;
-  for (PyBuffer* b : inputs) in.push_back(&b->buffer);
-  for (PyBuffer* b : grads) out.push_back(&b->buffer);
-  unwrap(be.backend->vjp_fused(op, scalars_from(scalars, op), in, g.buffer, out));
+  for (PyBuffer* b : inputs) in.push_back(&b->get("vjp_fused: input"));
+  for (PyBuffer* b : grads) out.push_back(&b->output("vjp_fused: grads"));
+  unwrap(be.backend->vjp_fused(op, scalars_from(scalars, op), in, g.get("vjp_fused: g"), out));
 }
 
 // The pointer-level kernels (tapewise.torch's fast path): raw addresses of contiguous framework
@@ -114,7 +115,8 @@ void vjp_pointers(PyBackend& be, int op_index, double s0, double s1, const std::
 }
 
 PyBuffer allocate_buffer(PyBackend& be, const std::vector<std::int64_t>& shape, const std::string& dtype) {
-  return PyBuffer{unwrap(be.backend->allocate(Shape(shape), dtype_from_python(dtype), AllocTag::value))};
+  return PyBuffer{unwrap(be.backend->allocate(Shape(shape), dtype_from_python(dtype), AllocTag::value)),
+                  Access::writable};
 }
 
 nb::tuple shape_tuple(const Shape& s) {
@@ -123,10 +125,13 @@ nb::tuple shape_tuple(const Shape& s) {
   return nb::tuple(dims);
 }
 
-const Backend& backend_of(const PyBuffer& b) {
-  if (!b.buffer) raise(ErrorCode::InvalidArgument, "the buffer is empty (released)");
-  return *b.buffer.backend();
+PyBuffer wrap_array(const PyBackend& be, nb::handle array, bool copy) {
+  Imported in = import_array(be, array, copy ? Copy::always : Copy::never, "wrap");
+  return PyBuffer{std::move(in.buffer), in.access};
 }
+
+// Properties of a released buffer describe no memory: they say so rather than invent a shape.
+const Buffer& live_buffer(const PyBuffer& b) { return b.get("Buffer"); }
 
 }  // namespace
 
@@ -160,22 +165,23 @@ void bind_backend(nb::module_& m) {
       .def("synchronize", [](const PyBackend& b) { unwrap(b.backend->synchronize()); },
            "Waits for all queued work; raises CudaFailureError for an asynchronous failure.")
       .def_prop_rw("program_threshold", [](const PyBackend& b) { return b.backend->program_threshold(); },
-                   [](PyBackend& b, std::int64_t n) { b.backend->set_program_threshold(n); },
+                   [](PyBackend& b, std::int64_t n) { unwrap(b.backend->set_program_threshold(n)); },
                    "Nodes of at most this many elements are recorded as a tape program (deferred, batched\n"
                    "into one kernel); 0 turns programs off. Default 2**20.")
       .def("_inject_allocation_failure", [](PyBackend& b, std::int64_t nth) { b.backend->inject_allocation_failure(nth); },
            "nth"_a, "Test hook: the nth allocation from now fails with OutOfMemory.")
-      .def("wrap", [](const PyBackend& b, nb::handle array, bool copy) { return PyBuffer{import_array(b, array, copy ? Copy::always : Copy::never, "wrap")}; },
-           "array"_a, "copy"_a = false,
-           "A Buffer over `array`'s memory, no copy (see Tape.leaf for what is accepted); copy=True copies.")
+      .def("wrap", &wrap_array, "array"_a, "copy"_a = false,
+           "A Buffer over `array`'s memory, no copy (see Tape.leaf for what is accepted); copy=True copies.\n"
+           "A view of read-only memory is read-only: its array() refuses writes and it cannot be an output.")
       .def("allocate", &allocate_buffer, "shape"_a, "dtype"_a = "float32",
            "A fresh, uninitialised Buffer of this backend (tag \"value\").")
       .def("forward", &forward_buffers, "op"_a, "inputs"_a, "out"_a, "scalars"_a = std::vector<double>{},
            "Low level: out = op(*inputs, *scalars), one kernel on the backend's stream (not synchronised).\n"
-           "Every buffer belongs to this backend and has one shape and dtype.")
+           "Every buffer belongs to this backend and has one shape and dtype; a released buffer, or a\n"
+           "read-only one as `out`, raises InvalidArgumentError.")
       .def("vjp_fused", &vjp_buffers, "op"_a, "inputs"_a, "g"_a, "grads"_a, "scalars"_a = std::vector<double>{},
            "Low level: writes the node's fused VJP of upstream `g` into `grads` (one per input), one\n"
-           "kernel on the backend's stream (not synchronised).")
+           "kernel on the backend's stream (not synchronised). Read-only `grads` raise InvalidArgumentError.")
       .def("forward_ptrs", &forward_pointers, "op_index"_a, "s0"_a, "s1"_a, "inputs"_a, "out"_a, "numel"_a, "dtype"_a,
            "Low level, for framework adapters: forward on raw addresses of contiguous memory of this\n"
            "backend, each holding `numel` elements of `dtype` (\"float32\"/\"float64\"). The caller keeps\n"
@@ -185,34 +191,41 @@ void bind_backend(nb::module_& m) {
 
   nb::class_<PyBuffer>(m, "Buffer",
       "A tapewise buffer owned by Python (a gradient, or Backend.wrap/allocate): move-only device or\n"
-      "host memory. array() (or __dlpack__) exports it without a copy.")
-      .def_prop_ro("shape", [](const PyBuffer& b) { return shape_tuple(b.buffer.shape()); })
-      .def_prop_ro("dtype", [](const PyBuffer& b) { return std::string(dtype_name(b.buffer.dtype())); })
-      .def_prop_ro("nbytes", [](const PyBuffer& b) { return b.buffer.bytes(); })
-      .def_prop_ro("borrowed", [](const PyBuffer& b) { return b.buffer.borrowed(); },
+      "host memory. array() (or __dlpack__) exports it without a copy; the arrays share the memory, so\n"
+      "it stays valid while any of them lives, even after release(). A view of read-only memory\n"
+      "(Backend.wrap of a read-only array) is exported read-only.")
+      .def_prop_ro("shape", [](const PyBuffer& b) { return shape_tuple(live_buffer(b).shape()); })
+      .def_prop_ro("dtype", [](const PyBuffer& b) { return std::string(dtype_name(live_buffer(b).dtype())); })
+      .def_prop_ro("nbytes", [](const PyBuffer& b) { return live_buffer(b).bytes(); })
+      .def_prop_ro("borrowed", [](const PyBuffer& b) { return live_buffer(b).borrowed(); },
                    "True for a view of caller memory (wrap): not counted in Backend.stats().")
-      .def_prop_ro("tag", [](const PyBuffer& b) { return std::string(alloc_tag_name(b.buffer.tag())); })
-      .def_prop_ro("data_ptr", [](const PyBuffer& b) { return reinterpret_cast<std::uintptr_t>(b.buffer.data()); },
+      .def_prop_ro("read_only", [](const PyBuffer& b) { return b.access == Access::read_only; },
+                   "True for a view of read-only memory: exported read-only, refused as an output.")
+      .def_prop_ro("released", [](const PyBuffer& b) { return !b.live(); }, "True after release().")
+      .def_prop_ro("tag", [](const PyBuffer& b) { return std::string(alloc_tag_name(live_buffer(b).tag())); })
+      .def_prop_ro("data_ptr", [](const PyBuffer& b) { return reinterpret_cast<std::uintptr_t>(live_buffer(b).data()); },
                    "The address of the first element (host or device), as an int.")
-      .def("array", [](nb::handle self) {
-             const PyBuffer& b = nb::cast<const PyBuffer&>(self);
-             backend_of(b);
+      .def("array", [](const PyBuffer& b) {
+             const Buffer& buffer = live_buffer(b);
              // A Buffer does not know its Python backend; waiting for the device is always correct.
-             unwrap(const_cast<Backend*>(b.buffer.backend())->synchronize());
-             return export_array(b.buffer, self); },
-           "The buffer as an array object (no copy, keeps the buffer alive) exporting __dlpack__ and, on\n"
-           "the host, the buffer protocol (numpy.asarray works). Synchronises the backend first.")
+             unwrap(const_cast<Backend*>(buffer.backend())->synchronize());
+             return export_buffer(b, "Buffer"); },
+           "The buffer as an array object (no copy, shares the memory) exporting __dlpack__ and, on the\n"
+           "host, the buffer protocol (numpy.asarray works). Synchronises the backend first.")
       .def("host", [](const PyBuffer& b) {
-             const Backend& be = backend_of(b);
-             return host_numpy(unwrap(const_cast<Backend&>(be).download(b.buffer))); },
+             const Buffer& buffer = live_buffer(b);
+             return host_numpy(unwrap(const_cast<Backend*>(buffer.backend())->download(buffer))); },
            "A host copy as a new numpy array.")
       .def("__dlpack_device__", [](const PyBuffer& b) {
-             const Backend& be = backend_of(b);
+             const Backend& be = *live_buffer(b).backend();
              return std::make_tuple(be.dlpack_device_type(), be.device_id()); })
       .def("__dlpack__", [](nb::handle self, nb::kwargs kwargs) {
              return self.attr("array")().attr("__dlpack__")(**kwargs); },
            "DLPack export of array() (torch.from_dlpack(buffer) works).")
-      .def("release", [](PyBuffer& b) { b.buffer.reset(); }, "Frees the memory now (a wrap: drops the view).");
+      .def("release", [](PyBuffer& b) { b.release(); },
+           "Drops this Buffer's memory: freed now, or when the last array exported from it goes. The\n"
+           "Buffer is then empty (its properties raise InvalidArgumentError), and a gradient's Buffer\n"
+           "leaves its Gradients.");
 
   m.def("cpu", [] { return PyBackend{make_cpu_backend(), false}; },
         "A new CPU backend: the same per-element code as the CUDA kernels, compiled for the host.");

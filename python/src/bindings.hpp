@@ -25,7 +25,6 @@
 namespace tapewise::py {
 
 namespace nb = nanobind;
-using ArrayOut = nb::ndarray<nb::array_api>;
 
 // A tapewise Error on its way to Python; the module's translator raises tapewise.<Code>Error.
 struct ErrorException : std::exception {
@@ -64,20 +63,50 @@ struct PyBackend {
   std::optional<std::intptr_t> dlpack_stream() const;
 };
 
+// Whether an exported array may be written through: read-only memory stays read-only, and so does
+// memory the tape reads again (a node's value), so that no write can corrupt a later backward.
+enum class Access { read_only, writable };
+
 // A buffer Python owns: gradients taken out of a Gradients object, Backend.allocate/wrap results.
+// The memory is shared with every array exported from it, so release() never frees memory that an
+// array still shows: the last of them frees it.
 struct PyBuffer {
-  Buffer buffer;
+  std::shared_ptr<Buffer> memory;  // null once released
+  Access access = Access::writable;
+
+  PyBuffer(Buffer b, Access a) : memory(std::make_shared<Buffer>(std::move(b))), access(a) {}
+  bool live() const { return memory && *memory; }
+  // The buffer, or InvalidArgumentError naming `what` when it was released.
+  const Buffer& get(const std::string& what) const;
+  // The buffer as an output: also refuses read-only memory.
+  Buffer& output(const std::string& what);
+  void release() { memory.reset(); }
 };
+
+// A node id from Python: an int or an object with __index__ (numpy integers), never a bool.
+struct NodeIdArg {
+  NodeId value = -1;
+};
+std::vector<NodeId> node_ids(const std::vector<NodeIdArg>& ids);
 
 // Python object -> buffer: zero-copy (Backend::wrap) when the array lives where the backend can use
 // it, is float32/float64 and C-contiguous; otherwise a copy when the mode allows one, else an error
-// that names what is wrong. `what` names the argument in messages ("leaf", "seed", ...).
+// that names what is wrong. `what` names the argument in messages ("leaf", "seed", ...). `access`
+// is writable for a copy (fresh memory) and for a view of writable memory.
 enum class Copy { never, always, if_needed };
-Buffer import_array(const PyBackend& be, nb::handle obj, Copy copy, const char* what);
+struct Imported {
+  Buffer buffer;
+  Access access = Access::writable;
+  bool copied = false;
+};
+Imported import_array(const PyBackend& be, nb::handle obj, Copy copy, const char* what);
 
 // Buffer -> array object exporting __dlpack__ (and the buffer protocol on the host), no copy; `owner`
-// is kept alive by the array (the Tape for values, the PyBuffer holder for gradients).
-ArrayOut export_array(const Buffer& buffer, nb::handle owner);
+// is kept alive by the array (the Tape for values). A read-only export refuses writes through the
+// buffer protocol and carries DLPack's read-only flag in versioned capsules.
+nb::object export_array(const Buffer& buffer, nb::handle owner, Access access);
+// The same for a PyBuffer's memory: the array shares it, so it outlives a release().
+nb::object export_buffer(const PyBuffer& holder, const std::string& what);
 
 // A host copy as a new numpy array (owning its bytes): Tape.host, Gradients.host.
 nb::ndarray<nb::numpy> host_numpy(HostArray host);
@@ -90,3 +119,32 @@ void bind_backend(nb::module_& m);
 void bind_tape(nb::module_& m);
 
 }  // namespace tapewise::py
+
+namespace nanobind::detail {
+// Refuses bool (an int subclass) so that tape.sin(True) is a TypeError, not node 1.
+template <>
+struct type_caster<tapewise::py::NodeIdArg> {
+  NB_TYPE_CASTER(tapewise::py::NodeIdArg, const_name("int"))
+  bool from_python(handle src, uint8_t, cleanup_list*) noexcept {
+    PyObject* o = src.ptr();
+    if (PyBool_Check(o) || !PyIndex_Check(o) || PyFloat_Check(o)) return false;
+    PyObject* index = PyNumber_Index(o);
+    if (!index) {
+      PyErr_Clear();
+      return false;
+    }
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(index, &overflow);
+    Py_DECREF(index);
+    if (overflow || (v == -1 && PyErr_Occurred())) {
+      PyErr_Clear();
+      return false;
+    }
+    value.value = static_cast<tapewise::NodeId>(v);
+    return true;
+  }
+  static handle from_cpp(const tapewise::py::NodeIdArg& id, rv_policy, cleanup_list*) noexcept {
+    return PyLong_FromLongLong(id.value);
+  }
+};
+}  // namespace nanobind::detail

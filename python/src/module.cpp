@@ -1,5 +1,7 @@
 // python/src/module.cpp — the nanobind extension tapewise._tapewise: registers the classes and turns
 // a tapewise Error into the Python exception of its code (tapewise._errors).
+#include <new>
+
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -10,18 +12,25 @@
 namespace tapewise::py {
 namespace {
 
-// Raises tapewise.<Code>Error(code, message); if even that fails, the import error stands.
+void raise_python(const Error& error) {
+  try {
+    nb::object errors = nb::module_::import_("tapewise._errors");
+    nb::object exc = errors.attr("make_error")(error_code_name(error.code), error.message);
+    PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
+  } catch (nb::python_error& pe) {
+    pe.restore();
+  }
+}
+
+// Raises tapewise.<Code>Error(code, message); if even that fails, the import error stands. A
+// std::bad_alloc from a host allocation in the module becomes OutOfMemoryError, like the backend's.
 void translate(const std::exception_ptr& p, void*) {
   try {
     std::rethrow_exception(p);
   } catch (const ErrorException& e) {
-    try {
-      nb::object errors = nb::module_::import_("tapewise._errors");
-      nb::object exc = errors.attr("make_error")(error_code_name(e.error.code), e.error.message);
-      PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
-    } catch (nb::python_error& pe) {
-      pe.restore();
-    }
+    raise_python(e.error);
+  } catch (const std::bad_alloc&) {
+    raise_python(Error{ErrorCode::OutOfMemory, "a host allocation failed (std::bad_alloc)"});
   }
 }
 

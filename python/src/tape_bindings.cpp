@@ -19,6 +19,9 @@ using namespace nb::literals;
 struct PyTape {
   PyBackend be;
   Tape tape;
+  // Leaves that view writable caller memory: the only values exported writable (the caller may
+  // write that memory anyway). Every other value is read-only: a write would corrupt the backward.
+  std::vector<bool> writable_leaf;
   explicit PyTape(const PyBackend& b) : be(b), tape(b.backend) {}
   // Leaves may view framework memory that is freed right after the tape: let queued reads finish.
   ~PyTape() {
@@ -28,10 +31,15 @@ struct PyTape {
   PyTape& operator=(const PyTape&) = delete;
 
   const Node& node_checked(NodeId id) const { return *unwrap(tape.node(id)); }
+  Access access_of(NodeId id) const {
+    const auto i = static_cast<std::size_t>(id);
+    return i < writable_leaf.size() && writable_leaf[i] ? Access::writable : Access::read_only;
+  }
 };
 
 // Gradients as Python sees them. A gradient handed out is moved into a Buffer holder first, so the
-// array owns it (no copy) and later reads of the same id return views of the same memory.
+// array owns it (no copy) and later reads of the same id return views of the same memory. A holder
+// released by the caller (grads.buffer(id).release()) takes its gradient out of this object.
 struct PyGradients {
   Gradients grads;
   std::vector<nb::object> taken;  // the holder (a tapewise.Buffer) of each gradient handed out
@@ -43,19 +51,27 @@ struct PyGradients {
   PyGradients(PyGradients&&) = default;
   PyGradients& operator=(PyGradients&&) = default;
 
-  bool has(NodeId id) const {
-    if (id < 0 || static_cast<std::size_t>(id) >= taken.size()) return false;
-    return grads.has(id) || taken[static_cast<std::size_t>(id)].is_valid();
+  bool in_range(NodeId id) const { return id >= 0 && static_cast<std::size_t>(id) < taken.size(); }
+  bool released(NodeId id) const {
+    if (!in_range(id)) return false;
+    const nb::object& slot = taken[static_cast<std::size_t>(id)];
+    return slot.is_valid() && !nb::cast<const PyBuffer&>(slot).live();
   }
+  bool has(NodeId id) const {
+    if (!in_range(id)) return false;
+    const nb::object& slot = taken[static_cast<std::size_t>(id)];
+    return slot.is_valid() ? nb::cast<const PyBuffer&>(slot).live() : grads.has(id);
+  }
+  // The holder of a gradient that is there; KeyError otherwise, saying whether it was released.
   nb::object holder(NodeId id) {
+    if (!has(id))
+      throw nb::key_error(("node " + std::to_string(id) +
+                           (released(id) ? "'s gradient was released" : " received no gradient")).c_str());
     nb::object& slot = taken[static_cast<std::size_t>(id)];
-    if (!slot.is_valid()) slot = nb::cast(PyBuffer{grads.take(id)});
+    if (!slot.is_valid()) slot = nb::cast(PyBuffer{grads.take(id), Access::writable});
     return slot;
   }
-  ArrayOut array(NodeId id) {
-    nb::object h = holder(id);
-    return export_array(nb::cast<PyBuffer&>(h).buffer, h);
-  }
+  nb::object array(NodeId id) { return export_buffer(nb::cast<const PyBuffer&>(holder(id)), "gradient"); }
 };
 
 std::deque<std::string>& docs() {  // stable storage for generated docstrings
@@ -75,9 +91,8 @@ const char* node_doc(const OpInfo& info) {
   return docs().back().c_str();
 }
 
-NodeId record(PyTape& t, Op op, std::initializer_list<NodeId> parents, Scalars s) {
-  std::vector<NodeId> ids(parents);
-  return unwrap(t.tape.apply(op, ids, s));
+NodeId record(PyTape& t, Op op, std::initializer_list<NodeIdArg> parents, Scalars s) {
+  return unwrap(t.tape.apply(op, node_ids(parents), s));
 }
 
 void bind_nodes(nb::class_<PyTape>& cls) {
@@ -85,22 +100,22 @@ void bind_nodes(nb::class_<PyTape>& cls) {
     const Op op = info.op;
     const char* doc = node_doc(info);
     if (info.arity == 2) {
-      cls.def(info.name, [op](PyTape& t, NodeId a, NodeId b) { return record(t, op, {a, b}, {}); }, "a"_a, "b"_a, doc);
+      cls.def(info.name, [op](PyTape& t, NodeIdArg a, NodeIdArg b) { return record(t, op, {a, b}, {}); }, "a"_a, "b"_a, doc);
     } else if (info.scalar_count() == 0) {
-      cls.def(info.name, [op](PyTape& t, NodeId x) { return record(t, op, {x}, {}); }, "x"_a, doc);
+      cls.def(info.name, [op](PyTape& t, NodeIdArg x) { return record(t, op, {x}, {}); }, "x"_a, doc);
     } else if (info.scalar_count() == 1) {
-      cls.def(info.name, [op](PyTape& t, NodeId x, double s0) { return record(t, op, {x}, {s0, 0.0}); }, "x"_a,
+      cls.def(info.name, [op](PyTape& t, NodeIdArg x, double s0) { return record(t, op, {x}, {s0, 0.0}); }, "x"_a,
               nb::arg(info.scalar_names[0]), doc);
     } else {
-      cls.def(info.name, [op](PyTape& t, NodeId x, double s0, double s1) { return record(t, op, {x}, {s0, s1}); },
+      cls.def(info.name, [op](PyTape& t, NodeIdArg x, double s0, double s1) { return record(t, op, {x}, {s0, s1}); },
               "x"_a, nb::arg(info.scalar_names[0]), nb::arg(info.scalar_names[1]), doc);
     }
   }
-  cls.def("safe_log", [](PyTape& t, NodeId x, double eps) { return record(t, Op::safeLog, {x}, {eps, 0.0}); },
+  cls.def("safe_log", [](PyTape& t, NodeIdArg x, double eps) { return record(t, Op::safeLog, {x}, {eps, 0.0}); },
           "x"_a, "eps"_a, "Alias of safeLog.");
 }
 
-NodeId apply(PyTape& t, const std::string& op_name_, const std::vector<NodeId>& parents, const std::vector<double>& scalars) {
+NodeId apply(PyTape& t, const std::string& op_name_, const std::vector<NodeIdArg>& parents, const std::vector<double>& scalars) {
   const Op op = op_from_python(op_name_);
   const OpInfo& info = op_info(op);
   if (static_cast<int>(scalars.size()) != info.scalar_count())
@@ -108,19 +123,25 @@ NodeId apply(PyTape& t, const std::string& op_name_, const std::vector<NodeId>& 
                                           std::to_string(info.scalar_count()) + " scalar(s), got " +
                                           std::to_string(scalars.size()));
   const Scalars s{scalars.size() > 0 ? scalars[0] : 0.0, scalars.size() > 1 ? scalars[1] : 0.0};
-  return unwrap(t.tape.apply(op, parents, s));
+  return unwrap(t.tape.apply(op, node_ids(parents), s));
 }
 
 NodeId leaf(PyTape& t, nb::handle array, bool requires_grad, bool copy) {
-  return unwrap(t.tape.leaf(import_array(t.be, array, copy ? Copy::always : Copy::never, "leaf"), requires_grad));
+  Imported in = import_array(t.be, array, copy ? Copy::always : Copy::never, "leaf");
+  const bool writable = !in.copied && in.access == Access::writable;
+  t.writable_leaf.reserve(t.tape.size() + 1);  // so that recording the id below cannot fail
+  const NodeId id = unwrap(t.tape.leaf(std::move(in.buffer), requires_grad));
+  t.writable_leaf.resize(static_cast<std::size_t>(id) + 1, false);
+  t.writable_leaf[static_cast<std::size_t>(id)] = writable;
+  return id;
 }
 
-ArrayOut value(nb::handle self, NodeId id) {
+nb::object value(nb::handle self, NodeIdArg id) {
   PyTape& t = nb::cast<PyTape&>(self);
-  t.node_checked(id);
-  const Buffer* b = unwrap(t.tape.value_buffer(id));
+  t.node_checked(id.value);
+  const Buffer* b = unwrap(t.tape.value_buffer(id.value));
   t.be.settle();
-  return export_array(*b, self);
+  return export_array(*b, self, t.access_of(id.value));
 }
 
 // One backward entry point for both conventions; seed None means ones of the output's shape.
@@ -139,7 +160,7 @@ PyGradients run_backward(PyTape& t, NodeId out, nb::handle seed, const std::stri
     }
     grads = dense ? t.tape.backward_dense(out, ones, path) : t.tape.backward(out, ones, path);
   } else {
-    Buffer s = import_array(t.be, seed, Copy::if_needed, "seed");
+    Buffer s = import_array(t.be, seed, Copy::if_needed, "seed").buffer;
     grads = dense ? t.tape.backward_dense(out, s, path) : t.tape.backward(out, s, path);
     // The seed's memory may be released once we return: let the backward finish reading it.
     t.be.settle();
@@ -167,16 +188,52 @@ constexpr const char* kBackwardDoc =
     "Reverse pass from node `out` with upstream gradient `seed` (an array of the output's shape and dtype,\n"
     "used in place like a leaf, or copied when it is not on the backend's device or not contiguous;\n"
     "None: ones). path: \"fused\" (one kernel per node, the default) or \"staged\"\n"
-    "(the spec's stages); both give the same bits. Returns a Gradients object; its arrays are ready to\n"
-    "read (see Backend for the stream rule).";
+    "(the spec's stages); both give results identical up to NaN: equal bits, or both NaN (a NaN's sign\n"
+    "and payload may differ between the paths). Returns a Gradients object; its arrays are ready to\n"
+    "read (see Backend for the stream rule). On error the nodes, ids and values are as before; only\n"
+    "`pending` may change: a backward whose arguments were valid but that failed later (e.g.\n"
+    "OutOfMemoryError) on path \"staged\", or with an output of more than program_threshold elements,\n"
+    "had already run the pending forwards, so `pending` is then 0.";
+
+constexpr const char* kTapeDoc =
+    "A reverse-mode tape on one backend. Nodes are recorded by method (tape.sin(x), tape.max(a, b),\n"
+    "tape.clamp(x, lo, hi), ...) and named by int ids (a bool is not an id: TypeError). Every method\n"
+    "either succeeds or raises (a TapewiseError, or TypeError for an argument of the wrong type) and\n"
+    "leaves the tape's nodes, ids, values and requires_grad as they were. The one state a failing call\n"
+    "can change is `pending`: a backward that fails after flushing (see backward) has run the pending\n"
+    "forwards. Not thread-safe.";
+
+nb::object gradient_host(PyGradients& g, NodeIdArg id) {
+  const Buffer& b = nb::cast<const PyBuffer&>(g.holder(id.value)).get("gradient");
+  return nb::cast(host_numpy(unwrap(const_cast<Backend*>(b.backend())->download(b))));
+}
+
+void bind_gradients(nb::module_& m) {
+  nb::class_<PyGradients>(m, "Gradients",
+      "The gradients of one backward pass, by node id: grads[id], grads.get(id), id in grads. Each array\n"
+      "is exported without a copy, is writable, and shares its memory with the gradient's Buffer\n"
+      "(grads.buffer(id)): the memory lives while either does, so it outlives this object. Releasing\n"
+      "that Buffer takes the gradient out of this object (grads[id] then raises KeyError); arrays read\n"
+      "before the release stay valid.")
+      .def("__getitem__", [](PyGradients& g, NodeIdArg id) { return g.array(id.value); }, "id"_a)
+      .def("get", [](PyGradients& g, NodeIdArg id, nb::object fallback) -> nb::object {
+             return g.has(id.value) ? g.array(id.value) : fallback; },
+           "id"_a, "default"_a = nb::none(), "The gradient of node `id`, or `default` when it has none.")
+      .def("buffer", [](PyGradients& g, NodeIdArg id) { return g.holder(id.value); }, "id"_a,
+           "The gradient as a tapewise.Buffer (no copy).")
+      .def("host", &gradient_host, "id"_a, "A host copy of the gradient as a new numpy array (from any backend).")
+      .def("__contains__", [](const PyGradients& g, NodeIdArg id) { return g.has(id.value); }, "id"_a)
+      .def("__len__", [](const PyGradients& g) { return nb::len(ids_of(g)); }, "How many nodes have a gradient.")
+      .def("__iter__", [](const PyGradients& g) { return nb::iter(ids_of(g)); }, "The ids with a gradient, ascending.")
+      .def("ids", &ids_of, "The ids with a gradient, ascending.")
+      .def_prop_ro("slots", [](const PyGradients& g) { return g.taken.size(); },
+                   "The tape's node count at the backward pass (ids 0 .. slots-1).");
+}
 
 }  // namespace
 
 void bind_tape(nb::module_& m) {
-  nb::class_<PyTape> tape(m, "Tape",
-      "A reverse-mode tape on one backend. Nodes are recorded by method (tape.sin(x), tape.max(a, b),\n"
-      "tape.clamp(x, lo, hi), ...) and named by int ids. Every method either succeeds or raises a\n"
-      "TapewiseError and leaves the tape exactly as it was. Not thread-safe.");
+  nb::class_<PyTape> tape(m, "Tape", kTapeDoc);
   tape.def(nb::init<const PyBackend&>(), "backend"_a, "An empty tape on `backend` (tapewise.cpu() or tapewise.cuda()).")
       .def_prop_ro("backend", [](const PyTape& t) { return t.be; }, "The tape's backend.")
       .def("__len__", [](const PyTape& t) { return t.tape.size(); }, "The number of nodes (leaves included).")
@@ -188,60 +245,40 @@ void bind_tape(nb::module_& m) {
            "Records `array` as a leaf and returns its id. Any object exporting __dlpack__ or the buffer\n"
            "protocol (numpy, torch, jax, cupy), float32 or float64, C-contiguous, on the backend's device\n"
            "(host memory for the CPU backend) is used in place, without a copy: it must stay unchanged\n"
-           "while the tape lives (the tape keeps the object alive). copy=True copies it instead, also\n"
-           "from host memory into a CUDA backend, and from a non-contiguous host array. Anything else\n"
-           "raises a TapewiseError naming what is wrong (DTypeMismatchError, BackendMismatchError,\n"
-           "InvalidArgumentError); an object that is not an array raises TypeError.")
+           "while the tape lives (the tape keeps the object alive), and value(id) is writable only when\n"
+           "the array is. copy=True copies it instead (value(id) is then read-only), also from host\n"
+           "memory into a CUDA backend, and from a non-contiguous host array. Anything else raises a\n"
+           "TapewiseError naming what is wrong (DTypeMismatchError, BackendMismatchError,\n"
+           "InvalidArgumentError, OutOfMemoryError); an object that is not an array raises TypeError.")
       .def("apply", &apply, "op"_a, "parents"_a, "scalars"_a = std::vector<double>{},
            "Records node `op` (its name, e.g. \"clamp\") of `parents` (ids) with `scalars` (floats).")
       .def("value", &value, "id"_a,
            "The node's value as an array (no copy) exporting __dlpack__ and __dlpack_device__, and on the\n"
            "host the buffer protocol: numpy.asarray(v), torch.from_dlpack(v), jax.dlpack.from_dlpack(v).\n"
-           "It keeps the tape alive; do not write into it. Flushes pending nodes first.")
-      .def("host", [](const PyTape& t, NodeId id) {
-             t.node_checked(id);
-             return host_numpy(unwrap(t.tape.value(id))); }, "id"_a,
+           "It keeps the tape alive. Read-only (the buffer protocol refuses writes, versioned DLPack\n"
+           "capsules carry the read-only flag), except for a leaf that views writable caller memory.\n"
+           "Flushes pending nodes first.")
+      .def("host", [](const PyTape& t, NodeIdArg id) {
+             t.node_checked(id.value);
+             return host_numpy(unwrap(t.tape.value(id.value))); }, "id"_a,
            "A host copy of the node's value as a new numpy array (from any backend).")
-      .def("shape", [](const PyTape& t, NodeId id) { return shape_of(t.node_checked(id).value); }, "id"_a,
+      .def("shape", [](const PyTape& t, NodeIdArg id) { return shape_of(t.node_checked(id.value).value); }, "id"_a,
            "The node's shape.")
-      .def("dtype", [](const PyTape& t, NodeId id) { return std::string(dtype_name(t.node_checked(id).value.dtype())); },
+      .def("dtype", [](const PyTape& t, NodeIdArg id) {
+             return std::string(dtype_name(t.node_checked(id.value).value.dtype())); },
            "id"_a, "The node's dtype: \"float32\" or \"float64\".")
-      .def("backward", [](PyTape& t, NodeId out, nb::handle seed, const std::string& path) {
-             return run_backward(t, out, seed, path, false); },
+      .def("backward", [](PyTape& t, NodeIdArg out, nb::handle seed, const std::string& path) {
+             return run_backward(t, out.value, seed, path, false); },
            "out"_a, "seed"_a = nb::none(), "path"_a = "fused",
            (std::string(kBackwardDoc) + "\nSparse (training) convention: only nodes reachable from `out` that "
             "require grad get a gradient; the first contribution is kept bit-exact, later ones add.").c_str())
-      .def("backward_dense", [](PyTape& t, NodeId out, nb::handle seed, const std::string& path) {
-             return run_backward(t, out, seed, path, true); },
+      .def("backward_dense", [](PyTape& t, NodeIdArg out, nb::handle seed, const std::string& path) {
+             return run_backward(t, out.value, seed, path, true); },
            "out"_a, "seed"_a = nb::none(), "path"_a = "fused",
            (std::string(kBackwardDoc) + "\nDense convention: every node that requires grad gets a gradient, "
             "starting from +0.").c_str());
   bind_nodes(tape);
-
-  nb::class_<PyGradients>(m, "Gradients",
-      "The gradients of one backward pass, by node id: grads[id], grads.get(id), id in grads. Each array\n"
-      "is exported without a copy and owns its memory (it outlives this object).")
-      .def("__getitem__", [](PyGradients& g, NodeId id) {
-             if (!g.has(id)) throw nb::key_error(("node " + std::to_string(id) + " received no gradient").c_str());
-             return g.array(id); }, "id"_a)
-      .def("get", [](PyGradients& g, NodeId id, nb::object fallback) -> nb::object {
-             return g.has(id) ? nb::cast(g.array(id)) : fallback; },
-           "id"_a, "default"_a = nb::none(), "The gradient of node `id`, or `default` when it received none.")
-      .def("buffer", [](PyGradients& g, NodeId id) {
-             if (!g.has(id)) throw nb::key_error(("node " + std::to_string(id) + " received no gradient").c_str());
-             return g.holder(id); }, "id"_a, "The gradient as a tapewise.Buffer (no copy).")
-      .def("host", [](PyGradients& g, NodeId id) {
-             if (!g.has(id)) throw nb::key_error(("node " + std::to_string(id) + " received no gradient").c_str());
-             nb::object h = g.holder(id);
-             const Buffer& b = nb::cast<PyBuffer&>(h).buffer;
-             return host_numpy(unwrap(const_cast<Backend*>(b.backend())->download(b))); },
-           "id"_a, "A host copy of the gradient as a new numpy array (from any backend).")
-      .def("__contains__", [](const PyGradients& g, NodeId id) { return g.has(id); }, "id"_a)
-      .def("__len__", [](const PyGradients& g) { return nb::len(ids_of(g)); }, "How many nodes received a gradient.")
-      .def("__iter__", [](const PyGradients& g) { return nb::iter(ids_of(g)); }, "The ids with a gradient, ascending.")
-      .def("ids", &ids_of, "The ids with a gradient, ascending.")
-      .def_prop_ro("slots", [](const PyGradients& g) { return g.taken.size(); },
-                   "The tape's node count at the backward pass (ids 0 .. slots-1).");
+  bind_gradients(m);
 }
 
 }  // namespace tapewise::py

@@ -142,3 +142,35 @@ def test_bad_allocations_are_named():
         backend.allocate([-1], "float64")
     with pytest.raises(tapewise.DTypeMismatchError):
         backend.allocate([3], "int8")
+
+
+@pytest.mark.parametrize("call", [
+    lambda t, x: t.sin(True),
+    lambda t, x: t.add(x, False),
+    lambda t, x: t.apply("neg", [True]),
+    lambda t, x: t.value(True),
+    lambda t, x: t.host(False),
+    lambda t, x: t.backward(True),
+    lambda t, x: t.backward(x)[True],
+])
+def test_a_bool_is_not_a_node_id(call):
+    tape = tapewise.Tape(tapewise.cpu())
+    x = tape.leaf(np.ones(2))
+    tape.leaf(np.ones(2))
+    with pytest.raises(TypeError, match="incompatible function arguments"):
+        call(tape, x)
+    assert len(tape) == 2
+
+
+def test_numpy_integers_are_node_ids():
+    tape = tapewise.Tape(tapewise.cpu())
+    x = tape.leaf(np.ones(2))
+    assert tape.neg(np.int64(x)) == 1 and tape.apply("neg", [np.int32(x)]) == 2
+
+
+def test_an_oversized_copy_is_an_out_of_memory_error_with_a_code():
+    tape = tapewise.Tape(tapewise.cpu())
+    claims_8_tib = np.lib.stride_tricks.as_strided(np.zeros(1), shape=(2**40,), strides=(0,))
+    with pytest.raises(tapewise.OutOfMemoryError) as info:
+        tape.leaf(claims_8_tib, copy=True)
+    assert info.value.code == "OutOfMemory" and len(tape) == 0
