@@ -127,3 +127,164 @@ def test_check_graph_grades_a_composite_and_rejects_a_bad_one():
     with pytest.raises(conform.ConformError) as info:
         conform.check_graph(graph, backend="cpu", binary=binary)
     assert "maximum" in info.value.stderr
+
+
+# A vectors folder is another implementation's, possibly hostile: answer_vectors reads it by the
+# runner's rule (schema file names, plain ids, every path inside) and touches nothing outside it.
+
+def hostile_folder(tmp_path, edit):
+    """tmp_path/vec holding one valid sin suite, edited by edit(suite, root) before index.json is
+    written, and tmp_path/victim.npy, a file outside that no answer may touch."""
+    root = tmp_path / "vec"
+    root.mkdir()
+    suite = write_suite(root, "sin_float64_random0", "sin", "float64", {"x": [0.5, 1.0]}, [1.0, 1.0])
+    victim = tmp_path / "victim.npy"
+    np.save(victim, np.float64([7.0]))
+    edit(suite, root, tmp_path)
+    (root / "index.json").write_text(json.dumps({"schema": conform.VECTORS_SCHEMA, "seed": 1, "cases": 2,
+                                                 "suites": [suite]}))
+    return root, victim
+
+
+def answer_with_numpy(op, inputs, g, scalars, same):
+    return {"y": np.sin(inputs["x"]), "dx": np.cos(inputs["x"]) * g}
+
+
+def files_under(folder):
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+
+
+@pytest.mark.parametrize("name", ["../../victim.npy", "VICTIM_ABSOLUTE", "out_y.npy/../../../victim.npy"])
+def test_outputs_that_leave_the_folder_are_refused_and_nothing_is_deleted(tmp_path, name):
+    def edit(suite, root, outside):
+        suite["outputs"]["y"] = str(outside / "victim.npy") if name == "VICTIM_ABSOLUTE" else name
+    root, victim = hostile_folder(tmp_path, edit)
+    before = victim.read_bytes()
+    with pytest.raises(conform.VectorsIndexError, match=r"suites\[0\] \(id 'sin_float64_random0'\): 'outputs'"):
+        conform.answer_vectors(str(root), answer_with_numpy)
+    assert victim.read_bytes() == before
+
+
+@pytest.mark.parametrize("field", ["inputs", "expected"])
+def test_files_other_than_the_schemas_names_are_refused(tmp_path, field):
+    def edit(suite, root, outside):
+        suite[field]["x" if field == "inputs" else "y"] = str(outside / "victim.npy")
+    root, _ = hostile_folder(tmp_path, edit)
+    with pytest.raises(conform.VectorsIndexError, match=f"'{field}' must name exactly"):
+        conform.answer_vectors(str(root), answer_with_numpy)
+
+
+def test_a_suite_id_that_leaves_the_folder_is_refused(tmp_path):
+    def edit(suite, root, outside):
+        (root / suite["id"]).rename(outside / "elsewhere")  # a real suite folder, outside
+        suite["id"] = "../elsewhere"
+    root, _ = hostile_folder(tmp_path, edit)
+    with pytest.raises(conform.VectorsIndexError, match="'id' '../elsewhere' is not a plain folder name"):
+        conform.answer_vectors(str(root), answer_with_numpy)
+    assert files_under(tmp_path / "elsewhere") == ["g.npy", "x.npy"]  # no out_*.npy written there
+
+
+def test_a_suite_folder_linked_outside_is_refused(tmp_path):
+    def edit(suite, root, outside):
+        (root / suite["id"]).rename(outside / "elsewhere")
+        (root / suite["id"]).symlink_to(outside / "elsewhere")
+    root, _ = hostile_folder(tmp_path, edit)
+    with pytest.raises(conform.VectorsIndexError, match="'id': .* leads outside"):
+        conform.answer_vectors(str(root), answer_with_numpy)
+    assert files_under(tmp_path / "elsewhere") == ["g.npy", "x.npy"]
+
+
+def test_an_input_linked_outside_is_refused(tmp_path):
+    def edit(suite, root, outside):
+        x = root / suite["id"] / "x.npy"
+        x.unlink()
+        np.save(outside / "secret.npy", np.float64([0.25, 0.5]))
+        x.symlink_to(outside / "secret.npy")
+    root, _ = hostile_folder(tmp_path, edit)
+    with pytest.raises(conform.VectorsIndexError, match="'inputs': .* leads outside"):
+        conform.answer_vectors(str(root), answer_with_numpy)
+
+
+def test_an_input_linked_inside_its_suite_folder_is_read(tmp_path):
+    def edit(suite, root, outside):
+        folder = root / suite["id"]
+        (folder / "x.npy").rename(folder / "x_values.npy")
+        (folder / "x.npy").symlink_to("x_values.npy")
+    root, _ = hostile_folder(tmp_path, edit)
+    assert conform.answer_vectors(str(root), answer_with_numpy)["errors"] == []
+
+
+def test_an_output_that_is_a_symbolic_link_is_never_written_through(tmp_path):
+    def edit(suite, root, outside):
+        (root / suite["id"] / "out_y.npy").symlink_to(outside / "victim.npy")
+    root, victim = hostile_folder(tmp_path, edit)
+    before = victim.read_bytes()
+    with pytest.raises(conform.VectorsIndexError, match="'outputs': .*out_y.npy is a symbolic link"):
+        conform.answer_vectors(str(root), answer_with_numpy)
+    assert victim.read_bytes() == before and (root / "sin_float64_random0" / "out_y.npy").is_symlink()
+
+
+def test_an_absurdly_nested_index_is_a_clear_error(tmp_path):
+    depth = 200_000
+    (tmp_path / "index.json").write_text('{"schema": "%s", "suites": %s%s}' % (
+        conform.VECTORS_SCHEMA, "[" * depth, "]" * depth))
+    with pytest.raises(conform.VectorsIndexError, match="nested too deeply"):
+        conform.answer_vectors(str(tmp_path), answer_with_numpy)
+
+
+def test_answers_are_written_whole_or_not_at_all(tmp_path):
+    from tapewise._files import write_file
+    path = tmp_path / "out_y.npy"
+    path.write_bytes(b"the previous answer")
+
+    def interrupted(f):
+        f.write(b"half an ans")
+        raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt):
+        write_file(str(path), interrupted)
+    assert path.read_bytes() == b"the previous answer" and files_under(tmp_path) == ["out_y.npy"]
+    write_file(str(path), lambda f: f.write(b"the new answer"))
+    assert path.read_bytes() == b"the new answer" and files_under(tmp_path) == ["out_y.npy"]
+
+
+def test_the_writer_refuses_a_symbolic_link(tmp_path):
+    from tapewise._files import write_file
+    target = tmp_path / "target"
+    target.write_bytes(b"kept")
+    (tmp_path / "link").symlink_to(target)
+    with pytest.raises(ValueError, match="symbolic link"):
+        write_file(str(tmp_path / "link"), lambda f: f.write(b"lost"))
+    assert target.read_bytes() == b"kept"
+
+
+@pytest.fixture
+def recorded_cli(monkeypatch):
+    """Replaces the runner: records each command line and writes an empty report where asked."""
+    calls = []
+
+    def fake_run_cli(binary, args):
+        calls.append(args)
+        if "--json" in args:
+            with open(args[args.index("--json") + 1], "w") as f:
+                f.write("{}")
+    monkeypatch.setattr(conform, "_run_cli", fake_run_cli)
+    return calls
+
+
+@pytest.mark.parametrize("ops, expected", [("sin", "sin"), ("max,div", "max,div"), (["max", "div"], "max,div"),
+                                           (("sin",), "sin")])
+def test_ops_as_a_str_is_one_name_or_a_comma_list(recorded_cli, tmp_path, ops, expected):
+    conform.run(ops=ops)
+    conform.export_vectors(str(tmp_path / "vec"), ops=ops)
+    for args in recorded_cli:
+        assert args[args.index("--ops") + 1] == expected
+
+
+def test_ops_of_non_strings_and_extra_args_as_a_str_are_type_errors(recorded_cli, tmp_path):
+    with pytest.raises(TypeError, match="ops"):
+        conform.run(ops=[1, 2])
+    with pytest.raises(TypeError, match="ops"):
+        conform.export_vectors(str(tmp_path), ops=[b"sin"])
+    with pytest.raises(TypeError, match="extra_args"):
+        conform.run(extra_args="--quiet")
+    assert recorded_cli == []
