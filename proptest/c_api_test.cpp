@@ -312,6 +312,12 @@ TEST(CApi, BackendQueries) {
   std::int64_t threshold = -1;
   TW_EXPECT_OK(tw_backend_program_threshold(raw, &threshold));
   EXPECT_EQ(threshold, 0);
+  // A negative threshold is refused and the threshold stays as it was.
+  TW_EXPECT_OK(tw_backend_set_program_threshold(raw, 4096));
+  EXPECT_EQ(tw_backend_set_program_threshold(raw, -1), TW_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(tw_last_error()).find("-1 is negative"), std::string::npos) << tw_last_error();
+  TW_EXPECT_OK(tw_backend_program_threshold(raw, &threshold));
+  EXPECT_EQ(threshold, 4096);
   std::int64_t count = -1, bytes = -1;
   TW_EXPECT_OK(tw_backend_memory_stats(raw, TW_TAG_VALUE, &count, &bytes));
   EXPECT_EQ(count, 0);
@@ -750,6 +756,90 @@ TEST(CApiViews, FailedDlpackImportLeavesTheTensorWithTheCaller) {
   EXPECT_EQ(deleted, 1);
   TW_ASSERT_OK(tw_buffer_destroy(b));
   EXPECT_EQ(deleted, 2);
+}
+
+// A caller's DLPack tensor with every field settable (OwnedTensor's are always well formed).
+struct RawTensor {
+  DLManagedTensor managed{};
+  std::vector<std::int64_t> shape, strides;
+  int deleted = 0;
+  RawTensor(void* data, std::vector<std::int64_t> dims) : shape(std::move(dims)) {
+    DLTensor& t = managed.dl_tensor;
+    t.data = data;
+    t.device = DLDevice{kDLCPU, 0};
+    t.ndim = static_cast<int>(shape.size());
+    t.dtype = DLDataType{kDLFloat, 32, 1};
+    t.shape = shape.data();
+    managed.manager_ctx = this;
+    managed.deleter = [](DLManagedTensor* self) { static_cast<RawTensor*>(self->manager_ctx)->deleted += 1; };
+  }
+};
+
+// Malformed tensors through both DLPack doors: the status, a message naming the field, no leaf,
+// no buffer, and the tensor still the caller's.
+TEST(CApiViews, MalformedDlpackTensorsAreRefusedNamingTheField) {
+  tw_backend* be = nullptr;
+  TW_ASSERT_OK(tw_backend_create_cpu(&be));
+  BackendHandle backend(be);
+  tw_tape* raw = nullptr;
+  TW_ASSERT_OK(tw_tape_create(be, &raw));
+  TapeHandle tape(raw);
+  float data[6] = {1.f, 2.f, 3.f, 4.f, 5.f, 6.f};
+  auto expect_refused = [&](RawTensor& t, tw_status want, const std::string& words) {
+    std::int64_t id = -7;
+    tw_buffer* buffer = nullptr;
+    EXPECT_EQ(tw_tape_leaf_dlpack(raw, &t.managed, 1, &id), want) << words << ": " << tw_last_error();
+    EXPECT_NE(std::string(tw_last_error()).find(words), std::string::npos) << tw_last_error();
+    EXPECT_EQ(tw_buffer_from_dlpack(be, &t.managed, &buffer), want) << words << ": " << tw_last_error();
+    EXPECT_NE(std::string(tw_last_error()).find(words), std::string::npos) << tw_last_error();
+    EXPECT_EQ(id, -7);
+    EXPECT_EQ(buffer, nullptr);
+    EXPECT_EQ(t.deleted, 0);
+    std::int64_t size = -1;
+    TW_EXPECT_OK(tw_tape_size(raw, &size));
+    EXPECT_EQ(size, 0);
+  };
+  RawTensor null_data(nullptr, {6});
+  null_data.managed.dl_tensor.byte_offset = 4096;
+  expect_refused(null_data, TW_INVALID_ARGUMENT, "data is NULL (byte_offset 4096)");
+  RawTensor wrapping(data, {6});
+  wrapping.managed.dl_tensor.byte_offset = std::uint64_t{1} << 63;
+  expect_refused(wrapping, TW_INVALID_ARGUMENT, "byte_offset 9223372036854775808");
+  RawTensor too_many_dims(data, std::vector<std::int64_t>(TW_MAX_NDIM + 1, 1));
+  expect_refused(too_many_dims, TW_INVALID_SHAPE, "ndim 33 is outside [0, 32]");
+  RawTensor hundred_dims(data, std::vector<std::int64_t>(100, 1));
+  expect_refused(hundred_dims, TW_INVALID_SHAPE, "ndim 100");
+  RawTensor unknown_device(data, {6});
+  const std::int32_t device_type = 99;  // not a DLDeviceType: stored as the int a producer writes
+  std::memcpy(&unknown_device.managed.dl_tensor.device.device_type, &device_type, sizeof device_type);
+  expect_refused(unknown_device, TW_BACKEND_MISMATCH, "device_type 99");
+}
+
+// A tensor of no elements is contiguous whatever its strides (PyTorch gives empty tensors such
+// strides), and its data may be NULL.
+TEST(CApiViews, EmptyDlpackTensorWithAnyStridesIsALeaf) {
+  tw_backend* be = nullptr;
+  TW_ASSERT_OK(tw_backend_create_cpu(&be));
+  BackendHandle backend(be);
+  tw_tape* raw = nullptr;
+  TW_ASSERT_OK(tw_tape_create(be, &raw));
+  TapeHandle tape(raw);
+  RawTensor empty(nullptr, {0, 3});
+  empty.strides = {1, 1};
+  empty.managed.dl_tensor.strides = empty.strides.data();
+  std::int64_t id = -1;
+  TW_ASSERT_OK(tw_tape_leaf_dlpack(raw, &empty.managed, 1, &id));
+  int ndim = 0;
+  std::int64_t dims[TW_MAX_NDIM] = {};
+  TW_EXPECT_OK(tw_tape_value_shape(raw, id, &ndim, dims, TW_MAX_NDIM));
+  EXPECT_EQ(ndim, 2);
+  EXPECT_EQ(dims[0], 0);
+  EXPECT_EQ(dims[1], 3);
+  std::size_t bytes = 1;
+  TW_EXPECT_OK(tw_tape_value_bytes(raw, id, &bytes));
+  EXPECT_EQ(bytes, 0u);
+  tape.reset();
+  EXPECT_EQ(empty.deleted, 1);
 }
 
 TEST(CApiViews, PendingNodesAndFlush) {

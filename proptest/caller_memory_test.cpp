@@ -155,6 +155,68 @@ TEST_P(CallerMemory, RejectedDlpackTensorsStayWithTheirCaller) {
   ASSERT_FALSE(null);
 }
 
+// Fields a producer can get wrong that the checks above do not see: each is refused with an error
+// naming the field, before any element is read, and the tensor stays with its caller.
+TEST_P(CallerMemory, MalformedDlpackTensorsAreRefusedNamingTheField) {
+  CallerArray a(backend, kA);
+  auto expect_rejected = [&](CallerTensor& t, ErrorCode code, const std::string& words) {
+    auto r = backend->import_dlpack(&t.managed);
+    ASSERT_FALSE(r) << "accepted: " << words;
+    EXPECT_EQ(r.error().code, code) << r.error().str();
+    EXPECT_NE(r.error().message.find(words), std::string::npos) << r.error().message;
+    EXPECT_EQ(t.deleted, 0);
+  };
+  CallerTensor null_data(*backend, nullptr, {6});
+  null_data.managed.dl_tensor.byte_offset = 4096;  // a non-NULL first element, but no memory
+  expect_rejected(null_data, ErrorCode::InvalidArgument, "data is NULL");
+  CallerTensor wrapping(*backend, a.data, {6});
+  wrapping.managed.dl_tensor.byte_offset = std::uint64_t{1} << 63;
+  expect_rejected(wrapping, ErrorCode::InvalidArgument, "byte_offset 9223372036854775808");
+  CallerTensor too_many_dims(*backend, a.data, std::vector<std::int64_t>(kMaxNdim + 1, 1));
+  expect_rejected(too_many_dims, ErrorCode::InvalidShape, "ndim 33");
+  CallerTensor unknown_device(*backend, a.data, {6});
+  const std::int32_t device_type = 99;  // not a DLDeviceType: written as the int a producer stores
+  std::memcpy(&unknown_device.managed.dl_tensor.device.device_type, &device_type, sizeof device_type);
+  expect_rejected(unknown_device, ErrorCode::BackendMismatch, "device_type 99");
+}
+
+// No elements: nothing is laid out, so any strides (and NULL data) describe the tensor.
+TEST_P(CallerMemory, EmptyDlpackTensorsTakeAnyStrides) {
+  CallerTensor empty(*backend, nullptr, {0, 3});
+  empty.strides = {1, 1};
+  empty.managed.dl_tensor.strides = empty.strides.data();
+  auto buffer = backend->import_dlpack(&empty.managed);
+  ASSERT_TRUE(buffer) << buffer.error().str();
+  EXPECT_EQ(buffer->shape(), (Shape{0, 3}));
+  EXPECT_EQ(buffer->bytes(), 0u);
+}
+
+// Every way a shape comes in refuses more than kMaxNdim dims, so a shape always fits a buffer of
+// kMaxNdim dims when it is read back (the C ABI's TW_MAX_NDIM).
+TEST_P(CallerMemory, ShapesOfMoreThanMaxNdimDimsAreRefused) {
+  const Shape too_many(std::vector<std::int64_t>(kMaxNdim + 1, 1));
+  const Shape most(std::vector<std::int64_t>(kMaxNdim, 1));
+  const MemoryStats before = backend->stats();
+  EXPECT_FALSE(too_many.valid());
+  EXPECT_TRUE(most.valid());
+  auto allocated = backend->allocate(too_many, DType::float32, AllocTag::value);
+  ASSERT_FALSE(allocated);
+  EXPECT_EQ(allocated.error().code, ErrorCode::InvalidShape);
+  EXPECT_NE(allocated.error().message.find("33 dims, more than the 32 allowed"), std::string::npos)
+      << allocated.error().message;
+  CallerArray a(backend, kA);
+  auto wrapped = backend->wrap(a.data, too_many, DType::float32);
+  ASSERT_FALSE(wrapped);
+  EXPECT_EQ(wrapped.error().code, ErrorCode::InvalidShape);
+  Tape t(backend);
+  auto leaf = t.leaf(HostArray::of<float>(too_many, std::vector<float>{1.f}));
+  ASSERT_FALSE(leaf);
+  EXPECT_EQ(leaf.error().code, ErrorCode::InvalidShape);
+  EXPECT_EQ(t.size(), 0u);
+  EXPECT_TRUE(backend->allocate(most, DType::float32, AllocTag::value));
+  EXPECT_EQ(backend->stats(), before);
+}
+
 TEST_P(CallerMemory, GradientsExportWithTheirMemoryAndValuesAsViews) {
   Tape t(backend);
   const NodeId x = must(t.leaf(host(kA)));

@@ -119,7 +119,7 @@ TEST(CudaLimits, ProgramsPast2To31Elements) {
   ASSERT_TRUE(enough_memory<float>(5)) << "not enough free GPU memory";
   std::array<std::vector<float>, 2> values, grads;  // [0]: the programs on kHuge elements, [1]: per node
   for (int side = 0; side < 2; ++side) {
-    be->set_program_threshold(side == 0 ? kHuge : 0);
+    must(be->set_program_threshold(side == 0 ? kHuge : 0));
     Buffer x = must(huge_input<float>(*be, 0.5f, 0));
     Buffer seed = must(huge_input<float>(*be, 1.5f, 10));
     if (side == 1) {  // the probes alone

@@ -20,9 +20,9 @@ namespace {
 class ThresholdScope {
  public:
   ThresholdScope(Backend& be, std::int64_t threshold) : be_(be), saved_(be.program_threshold()) {
-    be.set_program_threshold(threshold);
+    must(be.set_program_threshold(threshold));
   }
-  ~ThresholdScope() { be_.set_program_threshold(saved_); }
+  ~ThresholdScope() { must(be_.set_program_threshold(saved_)); }
   ThresholdScope(const ThresholdScope&) = delete;
   ThresholdScope& operator=(const ThresholdScope&) = delete;
 

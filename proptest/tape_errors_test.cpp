@@ -153,6 +153,16 @@ TEST_P(TapeErrors, InjectedAllocationFailuresLeaveNothingBehind) {
   }
 }
 
+// A threshold is an element count: a negative one is refused, not read back as some other number.
+TEST_P(TapeErrors, NegativeProgramThresholdIsRefused) {
+  const std::int64_t saved = backend->program_threshold();
+  auto r = backend->set_program_threshold(-1);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::InvalidArgument);
+  EXPECT_NE(r.error().message.find("-1 is negative"), std::string::npos) << r.error().message;
+  EXPECT_EQ(backend->program_threshold(), saved);
+}
+
 TEST_P(TapeErrors, AnOpOutsideTheTableIsRejected) {
   Tape t(backend);
   const NodeId x = must(t.leaf(host<float>({1, 2, 3})));

@@ -167,6 +167,9 @@ T must(Result<T> r) {
   if (!r) throw std::runtime_error("unexpected error from tapewise: " + r.error().str());
   return std::move(*r);
 }
+inline void must(Result<void> r) {
+  if (!r) throw std::runtime_error("unexpected error from tapewise: " + r.error().str());
+}
 
 template <class T>
 HostArray host(const std::vector<T>& v) {

@@ -1,6 +1,7 @@
 // cuda/backends/backend.cpp — what both backends share: tagged, counted allocation with fault
 // injection, host transfers, Buffer's RAII, operand checks, and the names of tags and prims.
 #include <limits>
+#include <mutex>
 #include <string>
 
 #include <tapewise/backend.hpp>
@@ -95,6 +96,7 @@ struct Buffer::SharedAllocation {
 
 void Backend::release(Buffer& b) {
   if (b.borrowed_) return;  // the caller's memory: its keep-alive goes with the buffer
+  std::lock_guard lock(allocation_mutex_);
   if (b.shared_) {
     if (--b.shared_->live_buffers == 0) {
       raw_release(b.shared_->base);
@@ -110,9 +112,9 @@ void Backend::release(Buffer& b) {
 
 namespace {
 // The byte size of shape x dtype, or InvalidShape when it cannot be addressed.
-Result<std::size_t> byte_size(const Shape& shape, DType dtype) {
+[[nodiscard]] Result<std::size_t> byte_size(const Shape& shape, DType dtype) {
+  TAPEWISE_CHECK(shape.check());
   const std::int64_t n = shape.numel();
-  if (n < 0) return fail(ErrorCode::InvalidShape, "invalid shape " + shape.str() + " (negative dim or element count overflows int64)");
   if (n > std::numeric_limits<std::int64_t>::max() / static_cast<std::int64_t>(dtype_size(dtype)))
     return fail(ErrorCode::InvalidShape, "shape " + shape.str() + " is too large to address in bytes");
   return static_cast<std::size_t>(n) * dtype_size(dtype);
@@ -121,18 +123,39 @@ Result<std::size_t> byte_size(const Shape& shape, DType dtype) {
 
 bool Backend::take_injected_failure() { return fail_countdown_ > 0 && --fail_countdown_ == 0; }
 
+void Backend::inject_allocation_failure(std::int64_t nth) {
+  std::lock_guard lock(allocation_mutex_);
+  fail_countdown_ = nth;
+}
+
+MemoryStats Backend::stats() const {
+  std::lock_guard lock(allocation_mutex_);
+  return stats_;
+}
+
+Result<void> Backend::set_program_threshold(std::int64_t numel) {
+  if (numel < 0)
+    return fail(ErrorCode::InvalidArgument, "set_program_threshold: " + std::to_string(numel) +
+                                                " is negative (an element count: 0 turns programs off)");
+  program_threshold_.store(numel, std::memory_order_relaxed);
+  return {};
+}
+
 Result<Buffer> Backend::allocate(const Shape& shape, DType dtype, AllocTag tag) {
   auto size = byte_size(shape, dtype);
   TAPEWISE_CHECK(size);
   const std::size_t bytes = *size;
-  if (take_injected_failure())
-    return fail(ErrorCode::OutOfMemory, std::string("injected allocation failure (") +
-                                           alloc_tag_name(tag) + ", " + std::to_string(bytes) + " bytes)");
   void* p = nullptr;
-  if (bytes > 0) {
-    auto got = raw_allocate(bytes);
-    TAPEWISE_CHECK(got);
-    p = *got;
+  {
+    std::lock_guard lock(allocation_mutex_);
+    if (take_injected_failure())
+      return fail(ErrorCode::OutOfMemory, std::string("injected allocation failure (") +
+                                             alloc_tag_name(tag) + ", " + std::to_string(bytes) + " bytes)");
+    if (bytes > 0) {
+      auto got = raw_allocate(bytes);
+      TAPEWISE_CHECK(got);
+      p = *got;
+    }
   }
   return adopt(p, nullptr, shape, dtype, tag);
 }
@@ -154,16 +177,21 @@ Result<std::vector<Buffer>> Backend::allocate_many(std::span<const BufferSpec> p
     total += *size;
   }
   if (parts.empty()) return std::vector<Buffer>{};
-  if (take_injected_failure())
-    return fail(ErrorCode::OutOfMemory, std::string("injected allocation failure (") + alloc_tag_name(tag) + ", " +
-                                           std::to_string(parts.size()) + " buffers in one allocation of " +
-                                           std::to_string(total) + " bytes)");
   Buffer::SharedAllocation* shared = nullptr;
-  if (total > 0) {
-    auto got = raw_allocate(total);
-    TAPEWISE_CHECK(got);
-    shared = new Buffer::SharedAllocation{*got, 0};
+  {
+    std::lock_guard lock(allocation_mutex_);
+    if (take_injected_failure())
+      return fail(ErrorCode::OutOfMemory, std::string("injected allocation failure (") + alloc_tag_name(tag) + ", " +
+                                             std::to_string(parts.size()) + " buffers in one allocation of " +
+                                             std::to_string(total) + " bytes)");
+    if (total > 0) {
+      auto got = raw_allocate(total);
+      TAPEWISE_CHECK(got);
+      shared = new Buffer::SharedAllocation{*got, 0};
+    }
   }
+  // The parts' counts in `shared` change without the lock until the buffers are returned: no
+  // other thread can reach them before that.
   std::vector<Buffer> buffers;
   buffers.reserve(parts.size());
   std::size_t offset = 0;
@@ -187,6 +215,7 @@ Buffer Backend::adopt(void* data, Buffer::SharedAllocation* shared, const Shape&
   b.dtype_ = dtype;
   b.numel_ = shape.numel();
   b.tag_ = tag;
+  std::lock_guard lock(allocation_mutex_);
   stats_.live_count[static_cast<int>(tag)] += 1;
   stats_.live_bytes[static_cast<int>(tag)] += static_cast<std::int64_t>(b.bytes());
   return b;

@@ -15,7 +15,7 @@ namespace {
 
 struct HostLoop {
   template <class Fn, class T>
-  Result<void> run(const Fn& fn, std::int64_t n, const T* const* in, T* const* out, const char*) {
+  [[nodiscard]] Result<void> run(const Fn& fn, std::int64_t n, const T* const* in, T* const* out, const char*) {
     T x[Fn::nin > 0 ? Fn::nin : 1];
     T y[Fn::nout];
     for (std::int64_t i = 0; i < n; ++i) {
@@ -35,17 +35,17 @@ class CpuBackend final : public Backend {
   BackendKind kind() const override { return BackendKind::cpu; }
   std::string describe() const override { return "CPU (host loop over the production per-element code)"; }
 
-  Result<void> forward(Op op, const Scalars& s, std::span<const Buffer* const> inputs,
+  [[nodiscard]] Result<void> forward(Op op, const Scalars& s, std::span<const Buffer* const> inputs,
                        Buffer& out) override {
     HostLoop loop;
     return detail::run_forward(loop, op, s, inputs, out);
   }
-  Result<void> vjp_fused(Op op, const Scalars& s, std::span<const Buffer* const> inputs,
+  [[nodiscard]] Result<void> vjp_fused(Op op, const Scalars& s, std::span<const Buffer* const> inputs,
                          const Buffer& g, std::span<Buffer* const> grads) override {
     HostLoop loop;
     return detail::run_vjp(loop, op, s, inputs, g, grads);
   }
-  Result<void> prim(Prim p, double c, std::span<const Buffer* const> inputs, Buffer& out) override {
+  [[nodiscard]] Result<void> prim(Prim p, double c, std::span<const Buffer* const> inputs, Buffer& out) override {
     HostLoop loop;
     return detail::run_prim(loop, p, c, inputs, out);
   }
@@ -53,7 +53,7 @@ class CpuBackend final : public Backend {
   // same pieces (program.hpp: run_steps_at, piece_at), so CI checks that code on the host: four
   // neighbouring elements at a time, as the CUDA runner's lanes of a large piece (a piece's last
   // elements then leave lanes that a step does not cover, as there).
-  Result<void> run_program(const detail::Program& program) override {
+  [[nodiscard]] Result<void> run_program(const detail::Program& program) override {
     constexpr int kLanes = 4;
     for (std::size_t first = 0; first < program.steps.size();) {
       const detail::Piece piece = detail::piece_at(program, first, detail::kStepsPerLaunch);
@@ -72,32 +72,32 @@ class CpuBackend final : public Backend {
     }
     return {};
   }
-  Result<void> synchronize() override { return {}; }
+  [[nodiscard]] Result<void> synchronize() override { return {}; }
   int dlpack_device_type() const override { return 1; }  // kDLCPU
   int device_id() const override { return 0; }
 
  protected:
   // Small buffers come from slabs (slab.hpp), as on the CUDA backend.
-  Result<void*> raw_allocate(std::size_t bytes) override {
+  [[nodiscard]] Result<void*> raw_allocate(std::size_t bytes) override {
     if (detail::SlabAllocator::carves(bytes)) return slabs_.allocate(bytes, host_allocate);
     return host_allocate(bytes);
   }
   void raw_release(void* p) override {
     if (!slabs_.release(p, host_release)) host_release(p);
   }
-  Result<void> copy_to_device(void* dst, const void* src, std::size_t bytes) override {
+  [[nodiscard]] Result<void> copy_to_device(void* dst, const void* src, std::size_t bytes) override {
     std::memcpy(dst, src, bytes);
     return {};
   }
-  Result<void> copy_to_host(void* dst, const void* src, std::size_t bytes) override {
+  [[nodiscard]] Result<void> copy_to_host(void* dst, const void* src, std::size_t bytes) override {
     std::memcpy(dst, src, bytes);
     return {};
   }
   // Host memory cannot be told from other memory here: the caller's word is taken (wrap's contract).
-  Result<void> check_caller_memory(const void*) const override { return {}; }
+  [[nodiscard]] Result<void> check_caller_memory(const void*) const override { return {}; }
 
  private:
-  static Result<void*> host_allocate(std::size_t bytes) {
+  [[nodiscard]] static Result<void*> host_allocate(std::size_t bytes) {
     void* p = ::operator new(bytes, std::align_val_t{detail::SlabAllocator::kAlign}, std::nothrow);
     if (!p) return fail(ErrorCode::OutOfMemory, "host allocation of " + std::to_string(bytes) + " bytes failed");
     return p;

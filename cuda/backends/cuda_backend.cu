@@ -20,7 +20,7 @@
 namespace tapewise {
 namespace {
 
-Result<void> cuda_check(cudaError_t err, const std::string& what) {
+[[nodiscard]] Result<void> cuda_check(cudaError_t err, const std::string& what) {
   if (err == cudaSuccess) return {};
   cudaGetLastError();  // clear the sticky-free error state so later calls are not blamed
   const ErrorCode code = err == cudaErrorMemoryAllocation ? ErrorCode::OutOfMemory
@@ -164,7 +164,7 @@ struct KernelLaunch {
   MapShape shape;
 
   template <class Fn, class T>
-  Result<void> run(const Fn& fn, std::int64_t n, const T* const* in, T* const* out,
+  [[nodiscard]] Result<void> run(const Fn& fn, std::int64_t n, const T* const* in, T* const* out,
                    const char* what) {
     if (n == 0) return {};
     Pointers<const T, Fn::nin> ins{};
@@ -188,7 +188,7 @@ struct KernelLaunch {
   }
 
   template <class Fn, class T, int Threads, int Vectors>
-  Result<void> launch(const Fn& fn, std::int64_t n, const Pointers<const T, Fn::nin>& ins,
+  [[nodiscard]] Result<void> launch(const Fn& fn, std::int64_t n, const Pointers<const T, Fn::nin>& ins,
                       const Pointers<T, Fn::nout>& outs, bool vectorized, const char* what) {
     constexpr int V = 16 / sizeof(T);
     const std::int64_t nvec = vectorized ? n / V : 0;
@@ -204,7 +204,7 @@ struct KernelLaunch {
 
 // TAPEWISE_MAP_SHAPE: a launch shape by name (kMapShapes) for every kernel, for benchmarking the
 // alternatives; unset or empty: each kernel's tuned shape.
-Result<MapShape> map_shape_from_environment() {
+[[nodiscard]] Result<MapShape> map_shape_from_environment() {
   const char* name = std::getenv("TAPEWISE_MAP_SHAPE");
   if (!name || !*name) return kDefaultMapShape;
   std::string known;
@@ -262,30 +262,30 @@ class CudaBackend final : public Backend {
   int dlpack_device_type() const override { return 2; }  // kDLCUDA
   int device_id() const override { return device_; }
 
-  Result<void> forward(Op op, const Scalars& s, std::span<const Buffer* const> inputs,
+  [[nodiscard]] Result<void> forward(Op op, const Scalars& s, std::span<const Buffer* const> inputs,
                        Buffer& out) override {
     DeviceGuard guard(device_);
     KernelLaunch launch = launcher();
     return detail::run_forward(launch, op, s, inputs, out);
   }
-  Result<void> vjp_fused(Op op, const Scalars& s, std::span<const Buffer* const> inputs,
+  [[nodiscard]] Result<void> vjp_fused(Op op, const Scalars& s, std::span<const Buffer* const> inputs,
                          const Buffer& g, std::span<Buffer* const> grads) override {
     DeviceGuard guard(device_);
     KernelLaunch launch = launcher();
     return detail::run_vjp(launch, op, s, inputs, g, grads);
   }
-  Result<void> prim(Prim p, double c, std::span<const Buffer* const> inputs, Buffer& out) override {
+  [[nodiscard]] Result<void> prim(Prim p, double c, std::span<const Buffer* const> inputs, Buffer& out) override {
     DeviceGuard guard(device_);
     KernelLaunch launch = launcher();
     return detail::run_prim(launch, p, c, inputs, out);
   }
-  Result<void> run_program(const detail::Program& program) override {
+  [[nodiscard]] Result<void> run_program(const detail::Program& program) override {
     DeviceGuard guard(device_);
     const cudaError_t err = detail::launch_program(stream_, program);
     if (err == cudaSuccess) return {};
     return cuda_check(err, "tape program (" + std::to_string(program.steps.size()) + " steps) kernel launch");
   }
-  Result<void> synchronize() override {
+  [[nodiscard]] Result<void> synchronize() override {
     DeviceGuard guard(device_);
     return cuda_check(cudaStreamSynchronize(stream_), "synchronize");
   }
@@ -294,7 +294,7 @@ class CudaBackend final : public Backend {
  protected:
   // Small buffers come from slabs (slab.hpp): no CUDA call. Memory is reused in stream order either
   // way: every kernel of this backend runs on its one stream.
-  Result<void*> raw_allocate(std::size_t bytes) override {
+  [[nodiscard]] Result<void*> raw_allocate(std::size_t bytes) override {
     if (detail::SlabAllocator::carves(bytes)) return slabs_.allocate(bytes, [&](std::size_t b) { return pool_allocate(b); });
     return pool_allocate(bytes);
   }
@@ -302,20 +302,20 @@ class CudaBackend final : public Backend {
     if (slabs_.release(p, [&](void* slab) { pool_release(slab); })) return;
     pool_release(p);
   }
-  Result<void> copy_to_device(void* dst, const void* src, std::size_t bytes) override {
+  [[nodiscard]] Result<void> copy_to_device(void* dst, const void* src, std::size_t bytes) override {
     DeviceGuard guard(device_);
     if (auto ok = cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "copy to device"); !ok)
       return ok;
     // The host source may be freed as soon as we return.
     return cuda_check(cudaStreamSynchronize(stream_), "copy to device");
   }
-  Result<void> copy_to_host(void* dst, const void* src, std::size_t bytes) override {
+  [[nodiscard]] Result<void> copy_to_host(void* dst, const void* src, std::size_t bytes) override {
     DeviceGuard guard(device_);
     if (auto ok = cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_), "copy to host"); !ok)
       return ok;
     return cuda_check(cudaStreamSynchronize(stream_), "copy to host");
   }
-  Result<void> check_caller_memory(const void* data) const override {
+  [[nodiscard]] Result<void> check_caller_memory(const void* data) const override {
     cudaPointerAttributes attributes{};
     if (auto ok = cuda_check(cudaPointerGetAttributes(&attributes, data), "wrap: cudaPointerGetAttributes"); !ok)
       return ok;
@@ -331,7 +331,7 @@ class CudaBackend final : public Backend {
 
  private:
   KernelLaunch launcher() const { return KernelLaunch{stream_, map_shape_}; }
-  Result<void*> pool_allocate(std::size_t bytes) {
+  [[nodiscard]] Result<void*> pool_allocate(std::size_t bytes) {
     DeviceGuard guard(device_);
     void* p = nullptr;
     TAPEWISE_CHECK(cuda_check(cudaMallocFromPoolAsync(&p, bytes, pool_, stream_),
@@ -377,7 +377,7 @@ bool cuda_available(std::string* why) {
 
 namespace {
 // A pool of the backend's own on `device`, keeping freed blocks (no driver call per allocation).
-Result<cudaMemPool_t> create_pool(int device) {
+[[nodiscard]] Result<cudaMemPool_t> create_pool(int device) {
   cudaMemPoolProps props{};
   props.allocType = cudaMemAllocationTypePinned;
   props.handleTypes = cudaMemHandleTypeNone;
@@ -395,7 +395,7 @@ Result<cudaMemPool_t> create_pool(int device) {
 }
 
 // The caller's stream must belong to the backend's device: kernels launched on it run there.
-Result<void> check_caller_stream(cudaStream_t stream, int device) {
+[[nodiscard]] Result<void> check_caller_stream(cudaStream_t stream, int device) {
   int stream_device = -1;
   TAPEWISE_CHECK(cuda_check(cudaStreamGetDevice(stream, &stream_device), "make_cuda_backend: cudaStreamGetDevice"));
   if (stream_device != device)
@@ -405,7 +405,7 @@ Result<void> check_caller_stream(cudaStream_t stream, int device) {
 }
 }  // namespace
 
-Result<std::shared_ptr<Backend>> make_cuda_backend(const CudaOptions& options) {
+[[nodiscard]] Result<std::shared_ptr<Backend>> make_cuda_backend(const CudaOptions& options) {
   std::string why;
   if (!cuda_available(&why)) return fail(ErrorCode::DeviceUnavailable, "no usable CUDA device (" + why + ")");
   int count = 0;

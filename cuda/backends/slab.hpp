@@ -37,7 +37,7 @@ class SlabAllocator {
   // `bytes` (carves(bytes)) from the current slab, or from a new one that raw_allocate(kSlabBytes)
   // returns (Result<void*>); its error is returned as is.
   template <class RawAllocate>
-  Result<void*> allocate(std::size_t bytes, RawAllocate&& raw_allocate) {
+  [[nodiscard]] Result<void*> allocate(std::size_t bytes, RawAllocate&& raw_allocate) {
     const std::size_t size = (bytes + kAlign - 1) / kAlign * kAlign;
     if (!current_ || current_->used + size > kSlabBytes) {
       if (current_ && current_->live == 0) {
@@ -94,7 +94,7 @@ class SlabAllocator {
   };
 
   template <class RawAllocate>
-  Result<Slab*> next_slab(RawAllocate& raw_allocate) {
+  [[nodiscard]] Result<Slab*> next_slab(RawAllocate& raw_allocate) {
     if (!empty_.empty()) {
       Slab* slab = empty_.back();
       empty_.pop_back();

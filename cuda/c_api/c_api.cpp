@@ -51,6 +51,7 @@ struct tw_gradients {
 #include <tapewise/ops.def>
 #undef TAPEWISE_OP
 static_assert(kOpCount == TW_OP_COUNT);
+static_assert(kMaxNdim == TW_MAX_NDIM, "the C ABI's shape limit is the core's");
 
 // The documented numbering: tw_status = ErrorCode + 1.
 static_assert(TW_INVALID_NODE_ID == 1 + static_cast<int>(ErrorCode::InvalidNodeId));
@@ -416,7 +417,7 @@ tw_status tw_backend_memory_stats(const tw_backend* backend, int tag, int64_t* l
 }
 
 tw_status tw_backend_set_program_threshold(tw_backend* backend, int64_t numel) {
-  return guarded(__func__, [&] { live(backend).backend->set_program_threshold(numel); });
+  return guarded(__func__, [&] { unwrap(live(backend).backend->set_program_threshold(numel)); });
 }
 
 tw_status tw_backend_program_threshold(const tw_backend* backend, int64_t* out) {

@@ -66,7 +66,7 @@ TW_HD math::Params<T> params_of(const Scalars& s) {
 // Runner: template <class Fn, class T> Result<void> run(const Fn&, std::int64_t n,
 //                                                        const T* const* in, T* const* out, const char* what)
 template <class T, class Runner>
-Result<void> dispatch_forward(Runner& runner, Op op, const Scalars& s, std::int64_t n,
+[[nodiscard]] Result<void> dispatch_forward(Runner& runner, Op op, const Scalars& s, std::int64_t n,
                               const T* const* in, T* const* out) {
   switch (op) {
 #define TAPEWISE_OP(name, ...) \
@@ -79,7 +79,7 @@ Result<void> dispatch_forward(Runner& runner, Op op, const Scalars& s, std::int6
 }
 
 template <class T, class Runner>
-Result<void> dispatch_vjp(Runner& runner, Op op, const Scalars& s, std::int64_t n,
+[[nodiscard]] Result<void> dispatch_vjp(Runner& runner, Op op, const Scalars& s, std::int64_t n,
                           const T* const* in, T* const* out) {
   switch (op) {
 #define TAPEWISE_OP(name, ...) \
@@ -92,19 +92,19 @@ Result<void> dispatch_vjp(Runner& runner, Op op, const Scalars& s, std::int64_t 
 }
 
 // Checks what every kernel entry point needs: matching shapes and dtypes, outputs allocated.
-Result<void> check_operands(const char* what, std::span<const Buffer* const> inputs,
+[[nodiscard]] Result<void> check_operands(const char* what, std::span<const Buffer* const> inputs,
                             std::span<Buffer* const> outputs);
 
 // Calls fn.template operator()<T>() for the buffers' dtype.
 template <class F>
-Result<void> with_dtype(DType d, F&& fn) {
+[[nodiscard]] Result<void> with_dtype(DType d, F&& fn) {
   if (d == DType::float32) return fn.template operator()<float>();
   return fn.template operator()<double>();
 }
 
 // Runs forward / fused VJP / prim on any runner, from buffers.
 template <class Runner>
-Result<void> run_forward(Runner& runner, Op op, const Scalars& s,
+[[nodiscard]] Result<void> run_forward(Runner& runner, Op op, const Scalars& s,
                          std::span<const Buffer* const> inputs, Buffer& out) {
   const OpInfo& info = op_info(op);
   if (static_cast<int>(inputs.size()) != info.arity)
@@ -120,7 +120,7 @@ Result<void> run_forward(Runner& runner, Op op, const Scalars& s,
 }
 
 template <class Runner>
-Result<void> run_vjp(Runner& runner, Op op, const Scalars& s, std::span<const Buffer* const> inputs,
+[[nodiscard]] Result<void> run_vjp(Runner& runner, Op op, const Scalars& s, std::span<const Buffer* const> inputs,
                      const Buffer& g, std::span<Buffer* const> grads) {
   const OpInfo& info = op_info(op);
   if (static_cast<int>(inputs.size()) != info.arity || static_cast<int>(grads.size()) != info.arity)
@@ -139,7 +139,7 @@ Result<void> run_vjp(Runner& runner, Op op, const Scalars& s, std::span<const Bu
 }
 
 template <class Runner>
-Result<void> run_prim(Runner& runner, Prim p, double c, std::span<const Buffer* const> inputs,
+[[nodiscard]] Result<void> run_prim(Runner& runner, Prim p, double c, std::span<const Buffer* const> inputs,
                       Buffer& out) {
   if (static_cast<int>(inputs.size()) != prim_arity(p))
     return fail(ErrorCode::InvalidArgument, std::string(prim_name(p)) + ": wrong number of inputs");

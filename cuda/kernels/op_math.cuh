@@ -1,6 +1,7 @@
 // cuda/kernels/op_math.cuh — each node's forward and fused VJP for one element, side by side, in the
 // spec's staging (spec/ops.def): every named intermediate is one rounding, in the same order as
-// the staged path's buffer ops, so fused and staged agree bit for bit. Host and device alike.
+// the staged path's buffer ops, so fused and staged agree up to NaN (equal bits, or both NaN: a
+// NaN's sign and payload may differ). Host and device alike.
 #pragma once
 
 #include <tapewise/backend.hpp>

@@ -2,7 +2,8 @@
 // a whole backward pass) and the per-element interpreter both runners execute (a host loop on the
 // CPU backend, one kernel per piece on CUDA). Not a new formula: each step calls the
 // per-node path's own functors (dispatch.hpp: ForwardFn, VjpFn) and accumulates as the tape's
-// per-node accumulate does, in the same order, so a program gives the per-node path's bits.
+// per-node accumulate does, in the same order, so a program gives the per-node path's results,
+// identical up to NaN (equal bits, or both NaN: a NaN's sign and payload may differ).
 #pragma once
 
 #include <algorithm>
@@ -293,8 +294,8 @@ TW_HD void run_step(const Step& step, const LaneSet<T, Index, Lanes>& lanes, Wri
 // reads and writes element i only), so a runner may cover them in any order or in parallel, as long
 // as each element sees the steps in order. While a step runs, the next step's memory operands are
 // being loaded and the load plan of the step after that read, so neither latency waits for the step's
-// math; what a step writes reaches the next in registers (Step::sources). Same values, same order: the
-// same bits as step by step. Index: the type of element indices, 32 bits where the piece allows
+// math; what a step writes reaches the next in registers (Step::sources). Same values, same order:
+// identical up to NaN to step by step. Index: the type of element indices, 32 bits where the piece allows
 // (cheaper address arithmetic). Lanes: one for small pieces (every thread a scheduler can get), more
 // for large ones (a step's decode is then shared by several elements). EveryStepRuns: the caller knows
 // every step covers every lane (all lanes below Piece::covered), so no lane needs its own checks.

@@ -15,6 +15,15 @@ std::int64_t Shape::numel() const {
   return n;
 }
 
+Result<void> Shape::check() const {
+  if (dims.size() > static_cast<std::size_t>(kMaxNdim))
+    return fail(ErrorCode::InvalidShape, "shape has " + std::to_string(dims.size()) + " dims, more than the " +
+                                             std::to_string(kMaxNdim) + " allowed");
+  if (numel() < 0)
+    return fail(ErrorCode::InvalidShape, "invalid shape " + str() + " (negative dim or element count overflows int64)");
+  return {};
+}
+
 std::string Shape::str() const {
   std::string s = "[";
   for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);

@@ -15,14 +15,14 @@ class Stager {
   Stager(Backend& be, const Buffer& like) : be_(be), like_(like) {}
 
   // A new workspace buffer holding p(inputs, c).
-  Result<Buffer> ws(Prim p, std::initializer_list<const Buffer*> inputs, double c = 0.0) {
+  [[nodiscard]] Result<Buffer> ws(Prim p, std::initializer_list<const Buffer*> inputs, double c = 0.0) {
     auto out = be_.allocate(like_.shape(), like_.dtype(), AllocTag::workspace);
     if (!out) return out;
     TAPEWISE_CHECK(into(*out, p, inputs, c));
     return out;
   }
   // Writes p(inputs, c) into an existing buffer (a returned gradient).
-  Result<void> into(Buffer& out, Prim p, std::initializer_list<const Buffer*> inputs, double c = 0.0) {
+  [[nodiscard]] Result<void> into(Buffer& out, Prim p, std::initializer_list<const Buffer*> inputs, double c = 0.0) {
     return be_.prim(p, c, std::span<const Buffer* const>(inputs.begin(), inputs.size()), out);
   }
 
@@ -33,7 +33,7 @@ class Stager {
 
 
 // TorchLean's softplusBuf, stage by stage: max(x, 0) + log(1 + exp(-|x|)).
-Result<Buffer> staged_softplus(Stager& st, const Buffer& x) {
+[[nodiscard]] Result<Buffer> staged_softplus(Stager& st, const Buffer& x) {
   TAPEWISE_TRY(zeros, st.ws(Prim::fill, {}, 0.0));
   TAPEWISE_TRY(ones, st.ws(Prim::fill, {}, 1.0));
   TAPEWISE_TRY(m, st.ws(Prim::fmax, {&x, &zeros}));
@@ -47,7 +47,7 @@ Result<Buffer> staged_softplus(Stager& st, const Buffer& x) {
 
 }  // namespace
 
-Result<void> staged_vjp(Backend& be, Op op, const Scalars& s, std::span<const Buffer* const> inputs,
+[[nodiscard]] Result<void> staged_vjp(Backend& be, Op op, const Scalars& s, std::span<const Buffer* const> inputs,
                         const Buffer& g, std::span<Buffer* const> grads) {
   const OpInfo& info = op_info(op);
   if (static_cast<int>(inputs.size()) != info.arity || static_cast<int>(grads.size()) != info.arity)

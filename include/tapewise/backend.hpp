@@ -1,11 +1,18 @@
 // tapewise/backend.hpp — device memory and the kernels a tape runs on: a CUDA backend (production)
 // and a CPU backend (the same per-element code compiled for the host). Buffers are move-only
 // RAII handles; every allocation is tagged and counted so that leaks are observable.
+//
+// Threads: one backend may be shared by threads that each use their own tapes, buffers and
+// gradients (allocation, release, statistics, the program threshold and the kernels are safe to
+// call concurrently; on CUDA the work of all threads queues on the backend's one stream, in the
+// order it is issued). A Tape, a Buffer or a Gradients is not safe to use from two threads at once.
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -107,14 +114,15 @@ class Backend : public std::enable_shared_from_this<Backend> {
   virtual BackendKind kind() const = 0;
   virtual std::string describe() const = 0;  // e.g. "CUDA device 0: NVIDIA H200, 132 SMs"
 
-  // Tagged, counted allocation. Fails with InvalidShape or OutOfMemory; never throws.
-  Result<Buffer> allocate(const Shape& shape, DType dtype, AllocTag tag);
+  // Tagged, counted allocation. Fails with InvalidShape (a shape that is not Shape::valid) or
+  // OutOfMemory; never throws.
+  [[nodiscard]] Result<Buffer> allocate(const Shape& shape, DType dtype, AllocTag tag);
   // One allocation carved into one buffer per part, each 16-byte aligned, tagged and counted as a
   // buffer of its own; the allocation is freed when the last of them is released. Counts as a
   // single allocation for inject_allocation_failure.
-  Result<std::vector<Buffer>> allocate_many(std::span<const BufferSpec> parts, AllocTag tag);
-  Result<Buffer> upload(const HostArray& host, AllocTag tag = AllocTag::value);
-  Result<HostArray> download(const Buffer& buffer);
+  [[nodiscard]] Result<std::vector<Buffer>> allocate_many(std::span<const BufferSpec> parts, AllocTag tag);
+  [[nodiscard]] Result<Buffer> upload(const HostArray& host, AllocTag tag = AllocTag::value);
+  [[nodiscard]] Result<HostArray> download(const Buffer& buffer);
 
   // A non-owning view of caller memory, usable as a leaf or a seed with no copy: host memory for the
   // CPU backend, device memory of the backend's device for CUDA (checked), aligned to the dtype's
@@ -124,67 +132,87 @@ class Backend : public std::enable_shared_from_this<Backend> {
   // CUDA synchronize() (or order the caller's stream after it) before freeing or overwriting it.
   // `keep_alive`, when given, is held by the buffer and dropped when it is released (e.g. a reference
   // to the framework tensor that owns the memory).
-  Result<Buffer> wrap(void* data, const Shape& shape, DType dtype, std::shared_ptr<void> keep_alive = nullptr);
+  [[nodiscard]] Result<Buffer> wrap(void* data, const Shape& shape, DType dtype, std::shared_ptr<void> keep_alive = nullptr);
   // DLPack (v0.6+ DLManagedTensor): a borrowed buffer over `tensor`'s memory, with the checks of
-  // wrap plus the tensor's device, dtype (float32/float64, 1 lane) and strides (C-contiguous). On
-  // success the buffer owns `tensor` and calls its deleter when released; on failure the caller
-  // still owns it.
-  Result<Buffer> import_dlpack(DLManagedTensor* tensor);
+  // wrap plus the tensor's device (an unknown device_type is BackendMismatch), dtype
+  // (float32/float64, 1 lane), ndim (at most kMaxNdim), strides (C-contiguous; any strides for a
+  // tensor of no elements), data (not NULL when there are elements) and byte_offset (data +
+  // byte_offset + the elements' bytes must not wrap the address space). On success the buffer owns
+  // `tensor` and calls its deleter when released; on failure the caller still owns it.
+  [[nodiscard]] Result<Buffer> import_dlpack(DLManagedTensor* tensor);
   // Moves `buffer` into a DLPack tensor (no copy): its deleter releases the buffer.
-  Result<DLManagedTensor*> export_dlpack(Buffer buffer);
+  [[nodiscard]] Result<DLManagedTensor*> export_dlpack(Buffer buffer);
   // A non-owning DLPack view of `buffer` (no copy): valid while `buffer` lives (for a tape's value,
   // while the tape does); its deleter frees only the DLPack structures.
-  Result<DLManagedTensor*> export_dlpack_view(const Buffer& buffer);
+  [[nodiscard]] Result<DLManagedTensor*> export_dlpack_view(const Buffer& buffer);
 
+  // The virtual calls' [[nodiscard]] comes with gnu::warn_unused_result: GCC 12 does not apply
+  // [[nodiscard]] to a virtual call, and these are the kernels whose failures must not be dropped.
   // y = op(inputs), one kernel. inputs.size() == arity; out pre-allocated with the same shape.
+  [[nodiscard, gnu::warn_unused_result]]
   virtual Result<void> forward(Op op, const Scalars& s, std::span<const Buffer* const> inputs,
                                Buffer& out) = 0;
   // Fused VJP: one kernel reading inputs and g once, writing each gradient once, no workspace.
+  [[nodiscard, gnu::warn_unused_result]]
   virtual Result<void> vjp_fused(Op op, const Scalars& s, std::span<const Buffer* const> inputs,
                                  const Buffer& g, std::span<Buffer* const> grads) = 0;
   // One primitive buffer op (the vocabulary of the staged VJPs).
+  [[nodiscard, gnu::warn_unused_result]]
   virtual Result<void> prim(Prim p, double c, std::span<const Buffer* const> inputs,
                             Buffer& out) = 0;
   // Runs a tape program: every step, in order, at every element (cuda/kernels/program.hpp). Queued like
   // a kernel: no synchronisation, no allocation.
+  [[nodiscard, gnu::warn_unused_result]]
   virtual Result<void> run_program(const detail::Program& program) = 0;
   // Waits for all queued work; reports any asynchronous failure.
+  [[nodiscard, gnu::warn_unused_result]]
   virtual Result<void> synchronize() = 0;
   // The device the backend's memory lives on, in DLPack's terms: (kDLCPU = 1, 0) or (kDLCUDA = 2, ordinal).
   virtual int dlpack_device_type() const = 0;
   virtual int device_id() const = 0;
 
   // Element count up to which tapes on this backend use programs (kDefaultProgramThreshold);
-  // 0 runs every node with its own kernels. Read by a tape at each record and backward.
-  std::int64_t program_threshold() const { return program_threshold_; }
-  void set_program_threshold(std::int64_t numel) { program_threshold_ = numel < 0 ? 0 : numel; }
+  // 0 runs every node with its own kernels. Read by a tape at each record and backward. A negative
+  // count is InvalidArgument, and the threshold stays as it was.
+  std::int64_t program_threshold() const { return program_threshold_.load(std::memory_order_relaxed); }
+  [[nodiscard]] Result<void> set_program_threshold(std::int64_t numel);
 
-  const MemoryStats& stats() const { return stats_; }
+  // A snapshot of the live allocations (other threads may be allocating while it is taken).
+  MemoryStats stats() const;
   // Test hook: the n-th allocation from now (1 = the next one) fails with OutOfMemory.
-  void inject_allocation_failure(std::int64_t nth) { fail_countdown_ = nth; }
+  void inject_allocation_failure(std::int64_t nth);
 
  protected:
+  // Called with allocation_mutex_ held, so an implementation's allocator state needs no lock of its own.
+  [[nodiscard, gnu::warn_unused_result]]
   virtual Result<void*> raw_allocate(std::size_t bytes) = 0;
   virtual void raw_release(void* p) = 0;
+  [[nodiscard, gnu::warn_unused_result]]
   virtual Result<void> copy_to_device(void* dst, const void* src, std::size_t bytes) = 0;
+  [[nodiscard, gnu::warn_unused_result]]
   virtual Result<void> copy_to_host(void* dst, const void* src, std::size_t bytes) = 0;
   // Whether `data` is memory this backend's kernels can read and write (wrap, import_dlpack).
+  [[nodiscard, gnu::warn_unused_result]]
   virtual Result<void> check_caller_memory(const void* data) const = 0;
 
  private:
   friend class Buffer;
   void release(Buffer& b);
-  bool take_injected_failure();  // true when this allocation is the one set to fail
+  bool take_injected_failure();  // true when this allocation is the one set to fail (mutex held)
   Buffer adopt(void* data, Buffer::SharedAllocation* shared, const Shape& shape, DType dtype, AllocTag tag);
   Buffer adopt_borrowed(void* data, std::shared_ptr<void> keep_alive, const Shape& shape, DType dtype);
+  // Guards what every allocation and release changes: stats_, fail_countdown_, the shared
+  // allocations' counts and the implementation's allocator (raw_allocate, raw_release). Held for a
+  // pointer bump or a pool call, never across a kernel.
+  mutable std::mutex allocation_mutex_;
   MemoryStats stats_;
   std::int64_t fail_countdown_ = 0;
-  std::int64_t program_threshold_ = kDefaultProgramThreshold;
+  std::atomic<std::int64_t> program_threshold_{kDefaultProgramThreshold};
 };
 
 // The VJP of one node as the spec stages it (spec/ops.def, `staged`): one prim per stage, workspace
 // buffers released before return. The independent second path beside Backend::vjp_fused.
-Result<void> staged_vjp(Backend& be, Op op, const Scalars& s, std::span<const Buffer* const> inputs,
+[[nodiscard]] Result<void> staged_vjp(Backend& be, Op op, const Scalars& s, std::span<const Buffer* const> inputs,
                         const Buffer& g, std::span<Buffer* const> grads);
 
 std::shared_ptr<Backend> make_cpu_backend();
@@ -198,8 +226,8 @@ struct CudaOptions {
 };
 // Fails with DeviceUnavailable (naming the CUDA error, or saying that this build has no CUDA) where
 // no usable GPU exists, and InvalidArgument for a device ordinal out of range.
-Result<std::shared_ptr<Backend>> make_cuda_backend(const CudaOptions& options);
-inline Result<std::shared_ptr<Backend>> make_cuda_backend(int device = 0) {
+[[nodiscard]] Result<std::shared_ptr<Backend>> make_cuda_backend(const CudaOptions& options);
+[[nodiscard]] inline Result<std::shared_ptr<Backend>> make_cuda_backend(int device = 0) {
   return make_cuda_backend(CudaOptions{device, nullptr});
 }
 // True when a CUDA device can be opened; `why` receives the reason when it cannot.

@@ -24,21 +24,6 @@ inline double round_to(DType d, double v) {
   return d == DType::float32 ? static_cast<double>(static_cast<float>(v)) : v;
 }
 
-// Rank-N shape with 64-bit dims; rank 0 is a scalar (one element), a zero dim makes it empty.
-struct Shape {
-  std::vector<std::int64_t> dims;
-
-  Shape() = default;
-  Shape(std::initializer_list<std::int64_t> d) : dims(d) {}
-  explicit Shape(std::vector<std::int64_t> d) : dims(std::move(d)) {}
-
-  // Element count, or -1 when a dim is negative or the product overflows int64.
-  std::int64_t numel() const;
-  bool valid() const { return numel() >= 0; }
-  std::string str() const;
-  friend bool operator==(const Shape&, const Shape&) = default;
-};
-
 enum class ErrorCode {
   InvalidNodeId,
   InvalidShape,
@@ -55,18 +40,44 @@ enum class ErrorCode {
 
 const char* error_code_name(ErrorCode c);
 
-struct Error {
+struct [[nodiscard]] Error {
   ErrorCode code;
   std::string message;  // names the op and the offending ids, shapes or dtypes
   std::string str() const { return std::string(error_code_name(code)) + ": " + message; }
 };
 
+// Every function that returns a Result is [[nodiscard]], and tapewise's own build makes ignoring
+// one an error (-Werror=unused-result): a failed call whose Result is dropped, or read with `*`
+// without a check, goes on with a value that was never computed. Use .value() (throws
+// tl::bad_expected_access) or test the Result before `*` or `->`.
 template <class T>
 using Result = tl::expected<T, Error>;
 
-inline tl::unexpected<Error> fail(ErrorCode c, std::string message) {
+[[nodiscard]] inline tl::unexpected<Error> fail(ErrorCode c, std::string message) {
   return tl::unexpected<Error>(Error{c, std::move(message)});
 }
+
+// The most dims a shape may have (the C ABI's TW_MAX_NDIM): every way in checks it, so that a
+// shape can always be read back into a buffer of this size.
+inline constexpr int kMaxNdim = 32;
+
+// Rank-N shape with 64-bit dims; rank 0 is a scalar (one element), a zero dim makes it empty.
+struct Shape {
+  std::vector<std::int64_t> dims;
+
+  Shape() = default;
+  Shape(std::initializer_list<std::int64_t> d) : dims(d) {}
+  explicit Shape(std::vector<std::int64_t> d) : dims(std::move(d)) {}
+
+  // Element count, or -1 when a dim is negative or the product overflows int64.
+  std::int64_t numel() const;
+  // At most kMaxNdim dims, none negative, and an element count that fits int64.
+  bool valid() const { return dims.size() <= static_cast<std::size_t>(kMaxNdim) && numel() >= 0; }
+  // Why the shape is not valid (InvalidShape, naming the dims), or nothing when it is.
+  [[nodiscard]] Result<void> check() const;
+  std::string str() const;
+  friend bool operator==(const Shape&, const Shape&) = default;
+};
 
 // The one way errors travel through tapewise's own code (library, runner, tools): a failed Result
 // returns its Error from the enclosing function, whatever that function's Result<T> is.

@@ -1,6 +1,8 @@
 // tapewise/tape.hpp — the reverse-mode tape. A node is data ({op, scalars, parents, value}); the
 // backward pass interprets it. Ids are array positions, so parents always have smaller ids.
-// Every method either succeeds or returns an Error and leaves the tape exactly as it was.
+// Every method either succeeds or returns an Error, and a failed call leaves the tape as it was
+// but for one thing: a call that flushes (below) before it fails has still run the pending
+// forwards. Its ids, nodes, values as read, requires_grad and memory statistics are as before.
 //
 // Small nodes run as programs. A node of at most backend().program_threshold() elements gets its
 // value buffer at record (so OutOfMemory still surfaces there), but its forward is deferred: it
@@ -9,17 +11,20 @@
 // kMaxPendingNodes are pending, or when flush() is called. A fused backward whose output is that
 // small (every node it visits has the output's shape) runs as one program too, its gradient slots
 // carved from one allocation. Programs call the per-node path's per-element code in the same
-// order, so values and gradients are the same bits either way.
+// order, so values and gradients are identical either way up to NaN: equal bits, or both NaN (a
+// NaN's sign and payload may differ between programs and per-node kernels, as between builds).
 //
 // A failed flush (a kernel launch error: in practice a device that is gone) returns its error from
 // the call that flushed, and that call changes nothing: the nodes stay on the tape and pending,
 // and the next read tries again (a forward depends only on its inputs, so running it twice is
 // harmless). They are not removed, because their ids have already been handed out: removing them
 // would let later nodes reuse those ids. `node(id)` does not flush: its `value` may be pending.
-// The one state change a failing call can leave behind is that flush: a backward that fails after
-// flushing (say, OutOfMemory in a staged VJP's workspace) has run the pending forwards, so pending()
-// is then 0. Ids, values, requires_grad and memory statistics are exactly as before the call.
-// Not thread-safe, as the backend is not: const methods may flush.
+// The one state change a failing call can leave behind is that flush: a backward, a read or the
+// recording of a larger node that fails after flushing (say, OutOfMemory in a staged VJP's
+// workspace) has run the pending forwards, so pending() is then 0. Ids, values, requires_grad and
+// memory statistics are exactly as before the call.
+// Threads: a tape is used by one thread at a time (const methods may flush, so even reads change
+// it); tapes of different threads may share one backend (backend.hpp).
 #pragma once
 
 #include <cstdint>
@@ -38,7 +43,8 @@ struct BackwardPlan;  // the backward walk (cuda/tape/backward_plan.hpp): intern
 }  // namespace detail
 
 // Which VJP form backward runs: one fused kernel per node (production) or the spec's stages, each a
-// primitive buffer op with its intermediates in workspace buffers. Both give the same bits.
+// primitive buffer op with its intermediates in workspace buffers. Both give identical results up to
+// NaN: equal bits, or both NaN.
 enum class VjpPath { fused, staged };
 
 struct Node {
@@ -57,7 +63,7 @@ class Gradients {
   std::size_t size() const { return slots_.size(); }
   bool has(NodeId id) const;
   const Buffer* get(NodeId id) const;  // nullptr when the node received no gradient
-  Result<HostArray> host(NodeId id) const;
+  [[nodiscard]] Result<HostArray> host(NodeId id) const;
   Buffer take(NodeId id);  // moves the buffer out (empty when none)
 
  private:
@@ -78,69 +84,69 @@ class Tape {
   std::size_t size() const { return nodes_.size(); }
   // The node's record (InvalidNodeId for an id not on the tape); its value's contents may still be
   // pending (see above): read values through value() or value_buffer(), which flush.
-  Result<const Node*> node(NodeId id) const;
+  [[nodiscard]] Result<const Node*> node(NodeId id) const;
 
   // Nodes whose forward is deferred; flush() runs them now (as one program).
   std::size_t pending() const { return pending_.size(); }
-  Result<void> flush() const;
+  [[nodiscard]] Result<void> flush() const;
 
-  Result<NodeId> leaf(Buffer value, bool requires_grad = true);
-  Result<NodeId> leaf(const HostArray& value, bool requires_grad = true);
+  [[nodiscard]] Result<NodeId> leaf(Buffer value, bool requires_grad = true);
+  [[nodiscard]] Result<NodeId> leaf(const HostArray& value, bool requires_grad = true);
 
   // Generic recording: checks ids, shapes and dtypes, runs the forward, appends the node.
-  Result<NodeId> apply(Op op, std::span<const NodeId> parents, Scalars scalars = {});
+  [[nodiscard]] Result<NodeId> apply(Op op, std::span<const NodeId> parents, Scalars scalars = {});
 
-  Result<NodeId> add(NodeId a, NodeId b) { return binary(Op::add, a, b); }
-  Result<NodeId> sub(NodeId a, NodeId b) { return binary(Op::sub, a, b); }
-  Result<NodeId> mul(NodeId a, NodeId b) { return binary(Op::mul, a, b); }
-  Result<NodeId> max(NodeId a, NodeId b) { return binary(Op::max, a, b); }
-  Result<NodeId> min(NodeId a, NodeId b) { return binary(Op::min, a, b); }
-  Result<NodeId> div(NodeId a, NodeId b) { return binary(Op::div, a, b); }
-  Result<NodeId> neg(NodeId x) { return unary(Op::neg, x); }
-  Result<NodeId> scale(NodeId x, double c) { return unary(Op::scale, x, {c, 0.0}); }
-  Result<NodeId> abs(NodeId x) { return unary(Op::abs, x); }
-  Result<NodeId> sqrt(NodeId x) { return unary(Op::sqrt, x); }
-  Result<NodeId> clamp(NodeId x, double lo, double hi) { return unary(Op::clamp, x, {lo, hi}); }
-  Result<NodeId> relu(NodeId x) { return unary(Op::relu, x); }
-  Result<NodeId> exp(NodeId x) { return unary(Op::exp, x); }
-  Result<NodeId> sin(NodeId x) { return unary(Op::sin, x); }
-  Result<NodeId> cos(NodeId x) { return unary(Op::cos, x); }
-  Result<NodeId> log(NodeId x) { return unary(Op::log, x); }
-  Result<NodeId> inv(NodeId x) { return unary(Op::inv, x); }
-  Result<NodeId> safeLog(NodeId x, double eps) { return unary(Op::safeLog, x, {eps, 0.0}); }
-  Result<NodeId> sigmoid(NodeId x) { return unary(Op::sigmoid, x); }
-  Result<NodeId> tanh(NodeId x) { return unary(Op::tanh, x); }
-  Result<NodeId> silu(NodeId x) { return unary(Op::silu, x); }
-  Result<NodeId> gelu(NodeId x) { return unary(Op::gelu, x); }
-  Result<NodeId> softplus(NodeId x) { return unary(Op::softplus, x); }
+  [[nodiscard]] Result<NodeId> add(NodeId a, NodeId b) { return binary(Op::add, a, b); }
+  [[nodiscard]] Result<NodeId> sub(NodeId a, NodeId b) { return binary(Op::sub, a, b); }
+  [[nodiscard]] Result<NodeId> mul(NodeId a, NodeId b) { return binary(Op::mul, a, b); }
+  [[nodiscard]] Result<NodeId> max(NodeId a, NodeId b) { return binary(Op::max, a, b); }
+  [[nodiscard]] Result<NodeId> min(NodeId a, NodeId b) { return binary(Op::min, a, b); }
+  [[nodiscard]] Result<NodeId> div(NodeId a, NodeId b) { return binary(Op::div, a, b); }
+  [[nodiscard]] Result<NodeId> neg(NodeId x) { return unary(Op::neg, x); }
+  [[nodiscard]] Result<NodeId> scale(NodeId x, double c) { return unary(Op::scale, x, {c, 0.0}); }
+  [[nodiscard]] Result<NodeId> abs(NodeId x) { return unary(Op::abs, x); }
+  [[nodiscard]] Result<NodeId> sqrt(NodeId x) { return unary(Op::sqrt, x); }
+  [[nodiscard]] Result<NodeId> clamp(NodeId x, double lo, double hi) { return unary(Op::clamp, x, {lo, hi}); }
+  [[nodiscard]] Result<NodeId> relu(NodeId x) { return unary(Op::relu, x); }
+  [[nodiscard]] Result<NodeId> exp(NodeId x) { return unary(Op::exp, x); }
+  [[nodiscard]] Result<NodeId> sin(NodeId x) { return unary(Op::sin, x); }
+  [[nodiscard]] Result<NodeId> cos(NodeId x) { return unary(Op::cos, x); }
+  [[nodiscard]] Result<NodeId> log(NodeId x) { return unary(Op::log, x); }
+  [[nodiscard]] Result<NodeId> inv(NodeId x) { return unary(Op::inv, x); }
+  [[nodiscard]] Result<NodeId> safeLog(NodeId x, double eps) { return unary(Op::safeLog, x, {eps, 0.0}); }
+  [[nodiscard]] Result<NodeId> sigmoid(NodeId x) { return unary(Op::sigmoid, x); }
+  [[nodiscard]] Result<NodeId> tanh(NodeId x) { return unary(Op::tanh, x); }
+  [[nodiscard]] Result<NodeId> silu(NodeId x) { return unary(Op::silu, x); }
+  [[nodiscard]] Result<NodeId> gelu(NodeId x) { return unary(Op::gelu, x); }
+  [[nodiscard]] Result<NodeId> softplus(NodeId x) { return unary(Op::softplus, x); }
 
-  Result<HostArray> value(NodeId id) const;
-  Result<const Buffer*> value_buffer(NodeId id) const;
+  [[nodiscard]] Result<HostArray> value(NodeId id) const;
+  [[nodiscard]] Result<const Buffer*> value_buffer(NodeId id) const;
 
   // Sparse (training) convention: the first contribution to a slot is kept bit-exact, later ones
   // accumulate as existing + g. Only nodes reachable from `out` that require grad run their VJP.
-  Result<Gradients> backward(NodeId out, const Buffer& seed, VjpPath path = VjpPath::fused) const;
-  Result<Gradients> backward(NodeId out, const HostArray& seed,
+  [[nodiscard]] Result<Gradients> backward(NodeId out, const Buffer& seed, VjpPath path = VjpPath::fused) const;
+  [[nodiscard]] Result<Gradients> backward(NodeId out, const HostArray& seed,
                              VjpPath path = VjpPath::fused) const;
   // Dense convention: every slot of a node that requires grad starts at +0 (so a first
   // contribution of -0 becomes +0); every such node gets a gradient buffer.
-  Result<Gradients> backward_dense(NodeId out, const Buffer& seed,
+  [[nodiscard]] Result<Gradients> backward_dense(NodeId out, const Buffer& seed,
                                    VjpPath path = VjpPath::fused) const;
-  Result<Gradients> backward_dense(NodeId out, const HostArray& seed,
+  [[nodiscard]] Result<Gradients> backward_dense(NodeId out, const HostArray& seed,
                                    VjpPath path = VjpPath::fused) const;
 
  private:
-  Result<NodeId> unary(Op op, NodeId x, Scalars s = {}) { return apply(op, {&x, 1}, s); }
-  Result<NodeId> binary(Op op, NodeId a, NodeId b) {
+  [[nodiscard]] Result<NodeId> unary(Op op, NodeId x, Scalars s = {}) { return apply(op, {&x, 1}, s); }
+  [[nodiscard]] Result<NodeId> binary(Op op, NodeId a, NodeId b) {
     const NodeId ids[2] = {a, b};
     return apply(op, ids, {});
   }
-  Result<void> check_id(const char* what, NodeId id) const;
-  Result<void> check_backward_args(const char* what, NodeId out, const Buffer& seed) const;
-  Result<Gradients> run_backward(NodeId out, const Buffer& seed, VjpPath path, bool dense) const;
-  Result<Gradients> run_plan_per_node(const detail::BackwardPlan& plan, NodeId out, const Buffer& seed,
+  [[nodiscard]] Result<void> check_id(const char* what, NodeId id) const;
+  [[nodiscard]] Result<void> check_backward_args(const char* what, NodeId out, const Buffer& seed) const;
+  [[nodiscard]] Result<Gradients> run_backward(NodeId out, const Buffer& seed, VjpPath path, bool dense) const;
+  [[nodiscard]] Result<Gradients> run_plan_per_node(const detail::BackwardPlan& plan, NodeId out, const Buffer& seed,
                                       VjpPath path) const;
-  Result<Gradients> run_plan_as_program(const detail::BackwardPlan& plan, NodeId out, const Buffer& seed,
+  [[nodiscard]] Result<Gradients> run_plan_as_program(const detail::BackwardPlan& plan, NodeId out, const Buffer& seed,
                                         bool dense) const;
 
   std::shared_ptr<Backend> backend_;

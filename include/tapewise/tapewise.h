@@ -3,8 +3,10 @@
  *
  * Rules that hold for every function:
  * - Every function except the few that return a string, an int or nothing reports a tw_status;
- *   TW_OK (0) is success. On failure tw_last_error() holds a message for this thread and nothing is
- *   changed: the tape keeps its nodes and values, and no output parameter is written.
+ *   TW_OK (0) is success. On failure tw_last_error() holds a message for this thread, no output
+ *   parameter is written, and the tape keeps its nodes, ids and values, with one exception: a call
+ *   that runs the deferred forwards (reading a value, a backward, recording a node above the program
+ *   threshold) and then fails has still run them, so tw_tape_pending may then be lower.
  * - No C++ exception ever leaves a function (an unexpected one becomes TW_INTERNAL).
  * - Handles (tw_backend, tw_tape, tw_buffer, tw_gradients) are opaque and owned by the caller, who
  *   releases each with its *_destroy function. A handle that is not live (destroyed, never created, or
@@ -25,8 +27,10 @@
  * - Enumerated values other than tw_status (dtype: tw_dtype, path: tw_path, tag: tw_alloc_tag,
  *   kind: tw_backend_kind, op: tw_op) travel as int, in and out, so that any value a caller passes is
  *   well-defined (unknown ones are TW_INVALID_ARGUMENT) and no enum size is part of the ABI.
- * - Objects are not thread-safe: use one backend (and everything made from it) from one thread at a
- *   time. tw_last_error is per thread.
+ * - Threads: a backend may be shared by threads that each use their own tapes, buffers and gradients
+ *   (allocation, memory statistics, the program threshold and the kernels are safe to use
+ *   concurrently). A tape, buffer or gradients handle is used by one thread at a time: even reading a
+ *   tape's values may run its deferred work. tw_last_error is per thread.
  */
 #ifndef TAPEWISE_TAPEWISE_H
 #define TAPEWISE_TAPEWISE_H
@@ -73,7 +77,8 @@ typedef enum tw_status {
 
 typedef enum tw_dtype { TW_FLOAT32 = 0, TW_FLOAT64 = 1 } tw_dtype;
 
-/* Which VJP form backward runs: one fused kernel per node, or the spec's stages. Same bits. */
+/* Which VJP form backward runs: one fused kernel per node, or the spec's stages. Identical results up
+ * to NaN: equal bits, or both NaN (a NaN's sign and payload may differ between the paths). */
 typedef enum tw_path { TW_PATH_FUSED = 0, TW_PATH_STAGED = 1 } tw_path;
 
 /* What a backend's allocation is for (memory statistics). */
@@ -131,7 +136,8 @@ TW_API tw_status tw_backend_synchronize(tw_backend* backend);
  * (wrap, DLPack) is not counted. */
 TW_API tw_status tw_backend_memory_stats(const tw_backend* backend, int tag, int64_t* live_count,
                                          int64_t* live_bytes);
-/* Nodes of at most this many elements run as tape programs (default 1048576 = 2^20; 0: never). */
+/* Nodes of at most this many elements run as tape programs (default 1048576 = 2^20; 0: never). A
+ * negative numel is TW_INVALID_ARGUMENT and leaves the threshold as it was. */
 TW_API tw_status tw_backend_set_program_threshold(tw_backend* backend, int64_t numel);
 TW_API tw_status tw_backend_program_threshold(const tw_backend* backend, int64_t* out);
 
@@ -142,7 +148,10 @@ TW_API tw_status tw_backend_program_threshold(const tw_backend* backend, int64_t
 TW_API tw_status tw_buffer_wrap(tw_backend* backend, void* data, size_t data_bytes, const int64_t* shape, int ndim,
                                 int dtype, tw_buffer** out);
 /* A zero-copy view of a DLPack tensor (C-contiguous float32/float64 on the backend's device). On
- * success the buffer owns the tensor and calls its deleter when destroyed; on failure the caller keeps it. */
+ * success the buffer owns the tensor and calls its deleter when destroyed; on failure the caller keeps it.
+ * Refused: an unknown device_type (TW_BACKEND_MISMATCH), ndim outside [0, TW_MAX_NDIM]
+ * (TW_INVALID_SHAPE), NULL data for a tensor with elements, and a byte_offset that takes data past the
+ * end of the address space (TW_INVALID_ARGUMENT). A tensor of no elements may have any strides. */
 TW_API tw_status tw_buffer_from_dlpack(tw_backend* backend, struct DLManagedTensor* tensor, tw_buffer** out);
 TW_API tw_status tw_buffer_destroy(tw_buffer* buffer);
 
@@ -174,7 +183,8 @@ TW_API tw_status tw_tape_pending(const tw_tape* tape, int64_t* out);
 TW_API tw_status tw_tape_flush(tw_tape* tape);
 
 /* A node's value: shape (ndim, and dims when not NULL: dims_capacity >= ndim, else
- * TW_INVALID_ARGUMENT), dtype, and size in bytes. None of these runs deferred work. */
+ * TW_INVALID_ARGUMENT; every way in refuses ndim > TW_MAX_NDIM, so TW_MAX_NDIM dims always suffice),
+ * dtype, and size in bytes. None of these runs deferred work. */
 TW_API tw_status tw_tape_value_shape(const tw_tape* tape, int64_t id, int* ndim, int64_t* dims, int dims_capacity);
 TW_API tw_status tw_tape_value_dtype(const tw_tape* tape, int64_t id, int* out);
 TW_API tw_status tw_tape_value_bytes(const tw_tape* tape, int64_t id, size_t* out);

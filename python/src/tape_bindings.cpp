@@ -25,7 +25,7 @@ struct PyTape {
   explicit PyTape(const PyBackend& b) : be(b), tape(b.backend) {}
   // Leaves may view framework memory that is freed right after the tape: let queued reads finish.
   ~PyTape() {
-    if (be.is_cuda()) (void)be.backend->synchronize();
+    if (be.is_cuda()) [[maybe_unused]] Result<void> waited = be.backend->synchronize();  // no one to tell
   }
   PyTape(const PyTape&) = delete;
   PyTape& operator=(const PyTape&) = delete;
@@ -200,12 +200,14 @@ constexpr const char* kTapeDoc =
     "tape.clamp(x, lo, hi), ...) and named by int ids (a bool is not an id: TypeError). Every method\n"
     "either succeeds or raises (a TapewiseError, or TypeError for an argument of the wrong type) and\n"
     "leaves the tape's nodes, ids, values and requires_grad as they were. The one state a failing call\n"
-    "can change is `pending`: a backward that fails after flushing (see backward) has run the pending\n"
+    "can change is `pending`: a call that flushes before it fails (a backward, see there; a value or\n"
+    "host read; recording a node of more than program_threshold elements) has still run the pending\n"
     "forwards. Not thread-safe.";
 
-nb::object gradient_host(PyGradients& g, NodeIdArg id) {
-  const Buffer& b = nb::cast<const PyBuffer&>(g.holder(id.value)).get("gradient");
-  return nb::cast(host_numpy(unwrap(const_cast<Backend*>(b.backend())->download(b))));
+nb::ndarray<nb::numpy> gradient_host(PyGradients& g, NodeIdArg id) {
+  nb::object holder = g.holder(id.value);
+  const Buffer& b = nb::cast<const PyBuffer&>(holder).get("gradient");
+  return host_numpy(unwrap(const_cast<Backend*>(b.backend())->download(b)));
 }
 
 void bind_gradients(nb::module_& m) {

@@ -513,7 +513,8 @@ bool measure_op(const Options& opt, const Opened& o, Device& dev, const std::str
 // The chain at every --chain-sizes size on `be`, with the peers' numbers for the same size.
 std::vector<ChainResult> measure_chains(const Options& opt, const std::shared_ptr<Backend>& be, const json& torch) {
   std::vector<ChainResult> out;
-  if (opt.program_threshold >= 0) be->set_program_threshold(opt.program_threshold);
+  if (opt.program_threshold >= 0)
+    if (auto set = be->set_program_threshold(opt.program_threshold); !set) die(set.error().str());
   for (const int log2n : opt.chain_log2_sizes) {
     std::printf("  measuring the 1,000-node chain at 2^%d ...\n", log2n);
     std::fflush(stdout);
