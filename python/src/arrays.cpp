@@ -1,6 +1,7 @@
 // python/src/arrays.cpp — arrays across the Python boundary: any object exporting __dlpack__ (numpy,
 // torch, jax, cupy) or the buffer protocol becomes a borrowed Buffer over its memory (no copy), and
-// buffers go out as nanobind ndarrays (no copy) that keep their owner alive.
+// buffers go out as nanobind ndarrays (no copy) that keep their owner alive, read-only where the
+// memory is read-only or must not change.
 #include <cstring>
 #include <limits>
 #include <new>

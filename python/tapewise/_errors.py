@@ -6,7 +6,10 @@ from __future__ import annotations
 
 class TapewiseError(Exception):
     """An error reported by tapewise. `code` is the C++ ErrorCode's name (e.g. "ShapeMismatch"),
-    `message` names the op and the offending ids, shapes or dtypes. The tape is unchanged."""
+    `message` names the op and the offending ids, shapes or dtypes. The tape's nodes, ids, values
+    and requires_grad are as before the call; only its `pending` count may have changed (a call that
+    flushes before it fails, such as a staged backward, has run the pending forwards: see
+    tapewise.Tape)."""
 
     code: str = "TapewiseError"
 

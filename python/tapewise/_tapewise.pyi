@@ -77,6 +77,7 @@ class Backend:
     def wrap(self, array: object, copy: bool = False) -> Buffer:
         """
         A Buffer over `array`'s memory, no copy (see Tape.leaf for what is accepted); copy=True copies.
+        A view of read-only memory is read-only: its array() refuses writes and it cannot be an output.
         """
 
     def allocate(self, shape: Sequence[int], dtype: str = 'float32') -> Buffer:
@@ -85,13 +86,14 @@ class Backend:
     def forward(self, op: str, inputs: Sequence[Buffer], out: Buffer, scalars: Sequence[float] = []) -> None:
         """
         Low level: out = op(*inputs, *scalars), one kernel on the backend's stream (not synchronised).
-        Every buffer belongs to this backend and has one shape and dtype.
+        Every buffer belongs to this backend and has one shape and dtype; a released buffer, or a
+        read-only one as `out`, raises InvalidArgumentError.
         """
 
     def vjp_fused(self, op: str, inputs: Sequence[Buffer], g: Buffer, grads: Sequence[Buffer], scalars: Sequence[float] = []) -> None:
         """
         Low level: writes the node's fused VJP of upstream `g` into `grads` (one per input), one
-        kernel on the backend's stream (not synchronised).
+        kernel on the backend's stream (not synchronised). Read-only `grads` raise InvalidArgumentError.
         """
 
     def forward_ptrs(self, op_index: int, s0: float, s1: float, inputs: Sequence[int], out: int, numel: int, dtype: str) -> None:
@@ -107,7 +109,9 @@ class Backend:
 class Buffer:
     """
     A tapewise buffer owned by Python (a gradient, or Backend.wrap/allocate): move-only device or
-    host memory. array() (or __dlpack__) exports it without a copy.
+    host memory. array() (or __dlpack__) exports it without a copy; the arrays share the memory, so
+    it stays valid while any of them lives, even after release(). A view of read-only memory
+    (Backend.wrap of a read-only array) is exported read-only.
     """
 
     @property
@@ -126,6 +130,16 @@ class Buffer:
         """
 
     @property
+    def read_only(self) -> bool:
+        """
+        True for a view of read-only memory: exported read-only, refused as an output.
+        """
+
+    @property
+    def released(self) -> bool:
+        """True after release()."""
+
+    @property
     def tag(self) -> str: ...
 
     @property
@@ -134,8 +148,8 @@ class Buffer:
 
     def array(self) -> Any:
         """
-        The buffer as an array object (no copy, keeps the buffer alive) exporting __dlpack__ and, on
-        the host, the buffer protocol (numpy.asarray works). Synchronises the backend first.
+        The buffer as an array object (no copy, shares the memory) exporting __dlpack__ and, on the
+        host, the buffer protocol (numpy.asarray works). Synchronises the backend first.
         """
 
     def host(self) -> NDArray:
@@ -147,7 +161,11 @@ class Buffer:
         """DLPack export of array() (torch.from_dlpack(buffer) works)."""
 
     def release(self) -> None:
-        """Frees the memory now (a wrap: drops the view)."""
+        """
+        Drops this Buffer's memory: freed now, or when the last array exported from it goes. The
+        Buffer is then empty (its properties raise InvalidArgumentError), and a gradient's Buffer
+        leaves its Gradients.
+        """
 
 def cpu() -> Backend:
     """
@@ -163,8 +181,12 @@ def cuda_unavailable_reason() -> str:
 class Tape:
     """
     A reverse-mode tape on one backend. Nodes are recorded by method (tape.sin(x), tape.max(a, b),
-    tape.clamp(x, lo, hi), ...) and named by int ids. Every method either succeeds or raises a
-    TapewiseError and leaves the tape exactly as it was. Not thread-safe.
+    tape.clamp(x, lo, hi), ...) and named by int ids (a bool is not an id: TypeError). Every method
+    either succeeds or raises (a TapewiseError, or TypeError for an argument of the wrong type) and
+    leaves the tape's nodes, ids, values and requires_grad as they were. The one state a failing call
+    can change is `pending`: a call that flushes before it fails (a backward, see there; a value or
+    host read; recording a node of more than program_threshold elements) has still run the pending
+    forwards. Not thread-safe.
     """
 
     def __init__(self, backend: Backend) -> None:
@@ -192,10 +214,11 @@ class Tape:
         Records `array` as a leaf and returns its id. Any object exporting __dlpack__ or the buffer
         protocol (numpy, torch, jax, cupy), float32 or float64, C-contiguous, on the backend's device
         (host memory for the CPU backend) is used in place, without a copy: it must stay unchanged
-        while the tape lives (the tape keeps the object alive). copy=True copies it instead, also
-        from host memory into a CUDA backend, and from a non-contiguous host array. Anything else
-        raises a TapewiseError naming what is wrong (DTypeMismatchError, BackendMismatchError,
-        InvalidArgumentError); an object that is not an array raises TypeError.
+        while the tape lives (the tape keeps the object alive), and value(id) is writable only when
+        the array is. copy=True copies it instead (value(id) is then read-only), also from host
+        memory into a CUDA backend, and from a non-contiguous host array. Anything else raises a
+        TapewiseError naming what is wrong (DTypeMismatchError, BackendMismatchError,
+        InvalidArgumentError, OutOfMemoryError); an object that is not an array raises TypeError.
         """
 
     def apply(self, op: str, parents: Sequence[int], scalars: Sequence[float] = []) -> int:
@@ -207,7 +230,9 @@ class Tape:
         """
         The node's value as an array (no copy) exporting __dlpack__ and __dlpack_device__, and on the
         host the buffer protocol: numpy.asarray(v), torch.from_dlpack(v), jax.dlpack.from_dlpack(v).
-        It keeps the tape alive; do not write into it. Flushes pending nodes first.
+        It keeps the tape alive. Read-only (the buffer protocol refuses writes, versioned DLPack
+        capsules carry the read-only flag), except for a leaf that views writable caller memory.
+        Flushes pending nodes first.
         """
 
     def host(self, id: int) -> NDArray:
@@ -226,8 +251,12 @@ class Tape:
         Reverse pass from node `out` with upstream gradient `seed` (an array of the output's shape and dtype,
         used in place like a leaf, or copied when it is not on the backend's device or not contiguous;
         None: ones). path: "fused" (one kernel per node, the default) or "staged"
-        (the spec's stages); both give the same bits. Returns a Gradients object; its arrays are ready to
-        read (see Backend for the stream rule).
+        (the spec's stages); both give results identical up to NaN: equal bits, or both NaN (a NaN's sign
+        and payload may differ between the paths). Returns a Gradients object; its arrays are ready to
+        read (see Backend for the stream rule). On error the nodes, ids and values are as before; only
+        `pending` may change: a backward whose arguments were valid but that failed later (e.g.
+        OutOfMemoryError) on path "staged", or with an output of more than program_threshold elements,
+        had already run the pending forwards, so `pending` is then 0.
         Sparse (training) convention: only nodes reachable from `out` that require grad get a gradient; the first contribution is kept bit-exact, later ones add.
         """
 
@@ -236,8 +265,12 @@ class Tape:
         Reverse pass from node `out` with upstream gradient `seed` (an array of the output's shape and dtype,
         used in place like a leaf, or copied when it is not on the backend's device or not contiguous;
         None: ones). path: "fused" (one kernel per node, the default) or "staged"
-        (the spec's stages); both give the same bits. Returns a Gradients object; its arrays are ready to
-        read (see Backend for the stream rule).
+        (the spec's stages); both give results identical up to NaN: equal bits, or both NaN (a NaN's sign
+        and payload may differ between the paths). Returns a Gradients object; its arrays are ready to
+        read (see Backend for the stream rule). On error the nodes, ids and values are as before; only
+        `pending` may change: a backward whose arguments were valid but that failed later (e.g.
+        OutOfMemoryError) on path "staged", or with an output of more than program_threshold elements,
+        had already run the pending forwards, so `pending` is then 0.
         Dense convention: every node that requires grad gets a gradient, starting from +0.
         """
 
@@ -385,13 +418,16 @@ class Tape:
 class Gradients:
     """
     The gradients of one backward pass, by node id: grads[id], grads.get(id), id in grads. Each array
-    is exported without a copy and owns its memory (it outlives this object).
+    is exported without a copy, is writable, and shares its memory with the gradient's Buffer
+    (grads.buffer(id)): the memory lives while either does, so it outlives this object. Releasing
+    that Buffer takes the gradient out of this object (grads[id] then raises KeyError); arrays read
+    before the release stay valid.
     """
 
     def __getitem__(self, id: int) -> Any: ...
 
     def get(self, id: int, default: object | None = None) -> object:
-        """The gradient of node `id`, or `default` when it received none."""
+        """The gradient of node `id`, or `default` when it has none."""
 
     def buffer(self, id: int) -> object:
         """The gradient as a tapewise.Buffer (no copy)."""
@@ -402,7 +438,7 @@ class Gradients:
     def __contains__(self, id: int) -> bool: ...
 
     def __len__(self) -> int:
-        """How many nodes received a gradient."""
+        """How many nodes have a gradient."""
 
     def __iter__(self) -> Iterator:
         """The ids with a gradient, ascending."""
@@ -414,18 +450,18 @@ class Gradients:
     def slots(self) -> int:
         """The tape's node count at the backward pass (ids 0 .. slots-1)."""
 
+def ops() -> list:
+    """
+    The nodes in table order (spec/ops.def): a list of (name, arity, scalar names); the index of
+    a node is its op_index for Backend.forward_ptrs.
+    """
+
 def op_table() -> list:
     """
     Every column of the op table (spec/ops.def), one dict per node in table order: name, index,
     arity, scalars, domain_log2_lo, domain_log2_hi (random magnitudes in [2^lo, 2^hi)),
     positive_only, kink, bench_inputs, aten_parity, run_scalars, graded_scalars, edge_scalars
     (lists of {scalar name: value}) and staged. The same rows as `tapewise-conform ops --json`.
-    """
-
-def ops() -> list:
-    """
-    The nodes in table order (spec/ops.def): a list of (name, arity, scalar names); the index of
-    a node is its op_index for Backend.forward_ptrs.
     """
 
 spec_sha256: str = ...

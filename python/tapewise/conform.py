@@ -104,7 +104,8 @@ def check_graph(graph: Union[str, Mapping[str, Any]], backend: str = "auto", pat
                 dense: bool = False, binary: Optional[str] = None) -> Dict[str, Any]:
     """Runs `tapewise-conform graph --json` on a composite function and returns the report (schema
     tapewise-conform.graph-report/1): every node's forward and VJP graded against the MPFR
-    reference, every gradient slot checked bit for bit. `graph` is a file path or the graph itself
+    reference, every gradient slot checked identical up to NaN (equal bits, or both NaN). `graph` is
+    a file path or the graph itself
     as a dict (schema tapewise-conform.graph/1). A bad graph (exit 2) raises ConformError naming it."""
     with tempfile.TemporaryDirectory(prefix="tapewise-conform-") as tmp:
         graph_path = graph if isinstance(graph, str) else os.path.join(tmp, "graph.json")

@@ -5,12 +5,13 @@ stream (or the CPU backend for CPU tensors).
     import torch, tapewise.torch as twt
     x = torch.randn(1 << 20, device="cuda", requires_grad=True)
     y = twt.maximum(twt.sin(x), twt.clamp(x, -0.5, 0.5))
-    y.sum().backward()                       # x.grad: tapewise's fused VJPs, bit for bit
+    y.sum().backward()                       # x.grad: tapewise's fused VJPs
 
 Inputs must be float32 or float64 tensors of one shape, dtype and device (no broadcasting); they are
-made contiguous first. Double backward is not supported. Gradients equal tapewise.Tape.backward's bit
-for bit: each backward is the node's fused VJP, and contributions accumulate as the tape's do
-(maximum(a, a) and minimum(a, a) contribute the upstream gradient once, as the tape does).
+made contiguous first. Double backward is not supported. Gradients are identical to
+tapewise.Tape.backward's up to NaN (equal bits, or both NaN: a NaN's sign and payload may differ):
+each backward is the node's fused VJP, and contributions accumulate as the tape's do (maximum(a, a)
+and minimum(a, a) contribute the upstream gradient once, as the tape does).
 
 Streams: the backend for a CUDA tensor is bound to PyTorch's current stream on that device (one
 backend cached per (device, stream)), so tapewise's kernels are ordered with PyTorch's work exactly as

@@ -1,4 +1,7 @@
-"""Errors become exceptions carrying the C++ error code, and a failed call leaves the tape unchanged."""
+"""Errors become exceptions carrying the C++ error code, and a failed call leaves the tape's nodes and
+values unchanged (a failed backward may have run the pending forwards, as documented)."""
+
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -170,7 +173,31 @@ def test_numpy_integers_are_node_ids():
 
 def test_an_oversized_copy_is_an_out_of_memory_error_with_a_code():
     tape = tapewise.Tape(tapewise.cpu())
-    claims_8_tib = np.lib.stride_tricks.as_strided(np.zeros(1), shape=(2**40,), strides=(0,))
+    # 4 EiB: more than any address space, so the allocation fails whatever the overcommit policy.
+    claims_4_eib = np.lib.stride_tricks.as_strided(np.zeros(1, np.float32), shape=(2**60,), strides=(0,))
     with pytest.raises(tapewise.OutOfMemoryError) as info:
-        tape.leaf(claims_8_tib, copy=True)
+        tape.leaf(claims_4_eib, copy=True)
     assert info.value.code == "OutOfMemory" and len(tape) == 0
+
+
+def test_a_failed_staged_backward_runs_the_pending_forwards_as_documented():
+    backend = tapewise.cpu()
+    tape = tapewise.Tape(backend)
+    x = tape.leaf(np.array([0.5, 1.5]))
+    y = tape.sin(tape.exp(x))
+    assert tape.pending == 2
+    backend._inject_allocation_failure(2)  # the seed's upload succeeds, the staged VJP's first buffer fails
+    with pytest.raises(tapewise.OutOfMemoryError):
+        tape.backward(y, path="staged")
+    assert len(tape) == 3 and tape.pending == 0  # flushed before the failure, nothing else changed
+    assert_same_bits(tape.host(y), np.sin(np.exp(np.array([0.5, 1.5]))), "y")
+
+
+def test_the_docstrings_say_what_a_failed_backward_leaves_and_claim_bits_only_up_to_nan():
+    stub = (Path(tapewise.__file__).parent / "_tapewise.pyi").read_text()
+    for doc in (tapewise.Tape.backward.__doc__, tapewise.Tape.backward_dense.__doc__, stub):
+        assert "same bits" not in doc
+        assert "identical up to NaN" in doc and "`pending` is then 0" in doc
+    for doc in (tapewise.Tape.__doc__, tapewise.TapewiseError.__doc__, stub):
+        assert "exactly as it was" not in doc and "The tape is unchanged" not in doc
+        assert "pending" in doc
