@@ -172,7 +172,8 @@ class PythonSurface(RuleBasedStateMachine):
             assert self.tape.shape(node_id) == self.tape.shape(int(ids[0]))
             self.record()
 
-    @rule(data=st.data(), seed=st.sampled_from(["none", "ones", "read_only", "strided", "float16", "list", "wrong_shape"]),
+    @rule(data=st.data(),
+          seed=st.sampled_from(["none", "ones", "read_only", "strided", "float16", "list", "wrong_shape"]),
           path=st.sampled_from(["fused", "fused", "staged", "fast"]), dense=st.booleans())
     def backward(self, data, seed, path, dense):
         out = self.node_id(data)
@@ -198,7 +199,8 @@ class PythonSurface(RuleBasedStateMachine):
                 assert_identical_up_to_nan(grads.host(i), other.host(i), f"gradient of node {i}")
             self.gradients = (self.gradients + [grads])[-3:]
 
-    @rule(which=st.integers(0, 2), data=st.data(), how=st.sampled_from(["getitem", "get", "host", "buffer", "contains"]))
+    @rule(which=st.integers(0, 2), data=st.data(),
+          how=st.sampled_from(["getitem", "get", "host", "buffer", "contains"]))
     def read_gradient(self, which, data, how):
         node = self.node_id(data)
         if not self.gradients:
