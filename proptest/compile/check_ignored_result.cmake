@@ -1,0 +1,36 @@
+# proptest/compile/check_ignored_result.cmake — the ctest ignored_result_fails_to_compile: compiles
+# ignored_result.cpp with tapewise's unused-result flag, once using every Result (must compile) and once
+# per `IGNORED == n` case dropping one (must fail, and for that reason alone).
+# Arguments: -DCOMPILER= -DSOURCE= -DFLAG= -DINCLUDES=<list>
+foreach(dir IN LISTS INCLUDES)
+  list(APPEND include_args "-I${dir}")
+endforeach()
+set(compile ${COMPILER} -std=c++20 -fsyntax-only ${FLAG} ${include_args} ${SOURCE})
+
+execute_process(COMMAND ${compile} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "ignored_result.cpp uses every Result, yet does not compile:\n${out}")
+endif()
+
+file(STRINGS ${SOURCE} cases REGEX "IGNORED == [0-9]+$")
+list(LENGTH cases count)
+if(count LESS 1)
+  message(FATAL_ERROR "no IGNORED cases found in ${SOURCE}")
+endif()
+foreach(n RANGE 1 ${count})
+  execute_process(COMMAND ${compile} -DIGNORED=${n} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+  math(EXPR index "${n} - 1")
+  list(GET cases ${index} case_line)
+  if(rc EQUAL 0)
+    message(FATAL_ERROR "case ${n} (${case_line}) ignores a Result and still compiles")
+  endif()
+  if(NOT out MATCHES "ignoring return(ed)? value" OR NOT out MATCHES "unused-result")
+    message(FATAL_ERROR "case ${n} (${case_line}) fails to compile for another reason than the ignored Result:\n${out}")
+  endif()
+  string(REGEX MATCHALL "error:" errors "${out}")
+  list(LENGTH errors error_count)
+  if(NOT error_count EQUAL 1)
+    message(FATAL_ERROR "case ${n} (${case_line}) gives ${error_count} errors, not just the ignored Result's:\n${out}")
+  endif()
+endforeach()
+message(STATUS "${count} ways of ignoring a Result, each refused by ${FLAG}")
