@@ -21,7 +21,11 @@ const std::vector<float> kX = {-1.0f, 0.0f, 0.5f, 2.0f, 3.0f};
 const std::vector<float> kSeed = {1.0f, 1.0f, 1.0f, 1.0f, 1.0f};
 
 Result<NodeId> record(Tape& tape, NodeId x) {
-  auto product = tape.mul(*tape.sin(x), *tape.relu(x));
+  auto sine = tape.sin(x);
+  if (!sine) return sine;
+  auto ramp = tape.relu(x);
+  if (!ramp) return ramp;
+  auto product = tape.mul(*sine, *ramp);
   if (!product) return product;
   auto quarter = tape.scale(x, 0.25);
   if (!quarter) return quarter;
@@ -72,13 +76,14 @@ int run_on_callers_stream() {
     auto x_view = (*backend)->wrap(x_dev, Shape{5}, DType::float32);
     auto seed_view = (*backend)->wrap(seed_dev, Shape{5}, DType::float32);
     if (!x_view || !seed_view) return fail(x_view ? seed_view.error() : x_view.error());
-    const NodeId x = *tape.leaf(std::move(*x_view));
-    std::printf("leaf value at %p, caller memory at %p: %s\n", (*tape.value_buffer(x))->data(),
-                static_cast<void*>(x_dev), (*tape.value_buffer(x))->data() == x_dev ? "zero-copy" : "COPIED");
+    const NodeId x = tape.leaf(std::move(*x_view)).value();
+    const void* leaf_data = tape.value_buffer(x).value()->data();
+    std::printf("leaf value at %p, caller memory at %p: %s\n", leaf_data, static_cast<void*>(x_dev),
+                leaf_data == x_dev ? "zero-copy" : "COPIED");
     auto y = record(tape, x);
     auto grads = y ? tape.backward(*y, *seed_view) : Result<Gradients>(tl::unexpected(y.error()));
     if (!grads) return fail(grads.error());
-    HostArray wrapped = *grads->host(x);
+    HostArray wrapped = grads->host(x).value();
     auto uploaded = gradient_by_upload(*backend);
     if (!uploaded) return fail(uploaded.error());
     print("dx (caller memory, caller stream)", wrapped);
