@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -58,8 +59,8 @@ class Cli : public ::testing::Test {
   // Runs `binary args` in work/ with stdout and stderr to files; `timeout` turns a hang into a
   // failure rather than a stuck suite.
   Ran conform(const std::string& args, const fs::path& binary = ::tapewise::testing::conform_binary()) {
-    const std::string command = "cd " + quoted(work_) + " && timeout 120 " + quoted(binary) + " " + args + " >" +
-                                quoted(root_ / "stdout") + " 2>" + quoted(root_ / "stderr") + " </dev/null";
+    const std::string command = "cd " + quoted(work_) + " && " + shell_setup_ + "timeout 120 " + quoted(binary) + " " +
+                                args + " >" + quoted(root_ / "stdout") + " 2>" + quoted(root_ / "stderr") + " </dev/null";
     const int raw = std::system(command.c_str());
     Ran r;
     r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
@@ -93,7 +94,22 @@ class Cli : public ::testing::Test {
     fs::copy_file(path("v/index.json"), path("index.orig"));
     return read_json("v/index.json");
   }
+  // Answers every suite of the vectors folder `dir` with tapewise itself (eval --prefix out_).
+  void answer_vectors(const std::string& dir) {
+    const Json index = read_json(dir + "/index.json");
+    ASSERT_FALSE(index["suites"].empty());
+    for (const Json& suite : index["suites"]) {
+      const std::string folder = dir + "/" + suite["id"].get<std::string>();
+      std::string args = "eval " + suite["op"].get<std::string>() + " --backend cpu --prefix out_ --out " + folder;
+      for (const auto& [name, file] : suite["inputs"].items()) args += " --" + name + " " + folder + "/" + file.get<std::string>();
+      if (suite.value("same", false)) args += " --same";
+      for (const auto& [name, value] : suite["scalars"].items()) args += " --" + name + " " + value.dump();
+      const Ran r = conform(args);
+      ASSERT_EQ(r.status, 0) << args << "\n" << r.err;
+    }
+  }
   fs::path root_, work_;
+  std::string shell_setup_;  // shell commands run before the binary (ulimit)
 };
 
 void write_float_npy(const fs::path& path, std::vector<float> values) {
@@ -347,6 +363,191 @@ TEST_F(Cli, ACopiedTreeFindsItsSpecialPoints) {
   EXPECT_EQ(lost.status, 2);
   EXPECT_NE(lost.err.find("spec/special_points not found"), std::string::npos) << lost.err;
   EXPECT_NE(lost.err.find((tree / "share" / "tapewise" / "special_points").string()), std::string::npos) << lost.err;
+}
+
+// --- issue 20, item 3: one writer for every file the runner writes ---------------------------------
+
+// A small graph every writer test can run (two elements, one node).
+const char* const kPlainGraph =
+    R"({"schema": "tapewise-conform.graph/1", "dtype": "float64", "leaves": [{"name": "x", "values": [1.0, 2.0]}],
+        "nodes": [{"name": "y", "op": "scale", "parents": ["x"], "scalars": {"c": 0.5}}], "output": "y",
+        "seed": [1.0, 1.0]})";
+
+TEST_F(Cli, NoReportIsWrittenThroughASymbolicLink) {
+  std::ofstream(path("g.json")) << kPlainGraph;
+  make_vectors();
+  const std::vector<std::string> writers = {
+      "run --ops relu --backend cpu --cases 10 --json link",
+      "check v --json link",
+      "sweep --backend cpu --ops neg --dtype float32 --range 0x3f800000:0x3f800100 --validate 100 --json link",
+      "ops --json link",
+      "audit --ops relu --backend cpu --markdown link",
+      "graph g.json --backend cpu --json link"};
+  fs::create_symlink(root_ / "victim", path("link"));
+  for (const std::string& command : writers) {
+    expect_usage_error(command, "link: is a symbolic link; refusing to write through it");
+    EXPECT_FALSE(fs::exists(root_ / "victim")) << command << " wrote through the link";
+  }
+}
+
+TEST_F(Cli, AReportNamingAPathThatIsNotUtf8IsWrittenWhole) {
+  fs::copy_file(TAPEWISE_SPECIAL_POINTS, path("sp\xff"));
+  std::ofstream(path("r.json")) << "the old report";
+  const Ran r = conform("run --ops relu --backend cpu --cases 10 --special-points 'sp\xff' --json r.json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const Json report = read_json("r.json");
+  EXPECT_EQ(report["special_points_file"], "sp\\xff");
+  make_vectors();
+  fs::rename(path("v"), path("v\xfe"));
+  const Ran check = conform("check 'v\xfe' --json c.json");
+  EXPECT_EQ(check.status, 1) << check.err;  // nothing answered: graded, and the report written
+  EXPECT_EQ(read_json("c.json")["implementation"]["dir"], "v\\xfe");
+}
+
+TEST_F(Cli, EveryOutputIsCheckedBeforeTheWork) {
+  const Ran sweep = conform("sweep --backend cpu --ops neg --dtype float32 --range 0:256 --validate 100 --json nodir/x.json");
+  EXPECT_EQ(sweep.status, 2);
+  EXPECT_NE(sweep.err.find("--json nodir/x.json: folder nodir does not exist"), std::string::npos) << sweep.err;
+  EXPECT_EQ(sweep.out.find("node sweeps conform"), std::string::npos) << "refused only after the sweep:\n" << sweep.out;
+  // eval: a refused second output leaves the first unwritten.
+  write_float_npy(path("x.npy"), {1, 2, 3});
+  fs::create_directories(path("out/dx.npy"));
+  expect_usage_error("eval sin --backend cpu --x x.npy --g x.npy --out out", "dx.npy: is a directory");
+  EXPECT_FALSE(fs::exists(path("out/y.npy")));
+}
+
+TEST_F(Cli, AWriteCutShortLeavesTheOldFilesWhole) {
+  // 2^17 float32 values: 512 KiB per output, past a 64-block file size limit (32 or 64 KiB), so the
+  // kernel stops the write part way (SIGXFSZ) as an interrupt would.
+  write_float_npy(path("x.npy"), std::vector<float>(1 << 17, 0.5f));
+  fs::create_directory(path("out"));
+  std::ofstream(path("out/y.npy")) << "old y";
+  std::ofstream(path("out/dx.npy")) << "old dx";
+  shell_setup_ = "ulimit -c 0; ulimit -f 64; ";
+  const Ran r = conform("eval sin --backend cpu --x x.npy --g x.npy --out out");
+  shell_setup_.clear();
+  EXPECT_NE(r.status, 0);
+  EXPECT_EQ(slurp(path("out/y.npy")), "old y");
+  EXPECT_EQ(slurp(path("out/dx.npy")), "old dx");
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(path("out"))) left.push_back(e.path().filename().string());
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left, (std::vector<std::string>{"dx.npy", "y.npy"})) << "a temporary file was left behind";
+}
+
+TEST_F(Cli, StandardOutputThatCannotBeWrittenIsAnError) {
+  const std::string binary = quoted(fs::path(::tapewise::testing::conform_binary()));
+  const std::string command = "cd " + quoted(work_) + " && " + binary + " run --ops relu --backend cpu --cases 10 >/dev/full 2>" +
+                              quoted(root_ / "stderr");
+  const int raw = std::system(command.c_str());
+  ASSERT_TRUE(WIFEXITED(raw));
+  EXPECT_EQ(WEXITSTATUS(raw), 2);
+  EXPECT_NE(slurp(root_ / "stderr").find("cannot write to standard output"), std::string::npos) << slurp(root_ / "stderr");
+  // /dev/stdout (a symbolic link to the process's own descriptor) still means standard output.
+  const Ran ops = conform("ops --json /dev/stdout");
+  ASSERT_EQ(ops.status, 0) << ops.err;
+  EXPECT_EQ(Json::parse(ops.out)["schema"], "tapewise-conform.ops/1");
+  std::ofstream(path("g.json")) << kPlainGraph;
+  const Ran graph = conform("graph g.json --backend cpu --json /dev/stdout");
+  ASSERT_EQ(graph.status, 0) << graph.err;
+  EXPECT_NE(graph.out.find("\"schema\": \"tapewise-conform.graph-report/1\""), std::string::npos) << graph.out;
+}
+
+// --- issue 20, item 1: deeply nested JSON is refused, not a stack overflow -------------------------
+
+TEST_F(Cli, DeeplyNestedJsonIsRefusedNotACrash) {
+  const std::string open(200000, '['), closed = open + std::string(200000, ']');
+  const Json plain = Json::parse(kPlainGraph);
+  const std::vector<std::string> graph_fields = {"/schema", "/dtype", "/leaves/0/values/0", "/nodes/0/scalars/c", "/seed/0"};
+  for (const std::string& field : graph_fields)
+    for (const std::string& nest : {open, closed}) {
+      Json doc = plain;
+      doc[Json::json_pointer(field)] = "@@";
+      std::string text = doc.dump();
+      text.replace(text.find("\"@@\""), 4, nest);
+      std::ofstream(path("deep.json")) << text;
+      SCOPED_TRACE(field);
+      expect_usage_error("graph deep.json --backend cpu", "nest deeper than 64 levels");
+    }
+  const Json index = make_vectors();
+  for (const std::string field : {"schema", "id", "op", "dtype", "count", "inputs", "outputs", "scalars", "same"}) {
+    Json bad = index;
+    (field == "schema" ? bad : bad["suites"][0])[field] = "@@";
+    std::string text = bad.dump();
+    text.replace(text.find("\"@@\""), 4, std::string(150000, '[') + std::string(150000, ']'));
+    std::ofstream(path("v/index.json")) << text;
+    SCOPED_TRACE(field);
+    expect_usage_error("check v", "index.json: not a document the runner reads: arrays and objects nest deeper than 64");
+  }
+}
+
+// --- issue 20, item 2: no verdict without evidence --------------------------------------------------
+
+TEST_F(Cli, NoPassWithoutSomethingGraded) {
+  std::ofstream(path("neg_only")) << "op=neg dtype=f32 x=1 g=1 y=-1 dx=-1\n";
+  expect_usage_error("run --ops relu --backend cpu --cases 10 --special-points neg_only",
+                     "no verdict: relu float32: no special point graded");
+  expect_usage_error("audit --ops neg,relu --backend cpu --special-points neg_only",
+                     "no verdict: special points: neg_only has no rows for neg float64, relu float32, relu float64");
+  expect_usage_error("run --ops relu --backend cpu --cases 0", "no verdict: relu float32: no forward value graded");
+  // A violation needs no such completeness: it is a finding, exit 1.
+  std::ofstream(path("wrong_relu")) << "op=relu dtype=f32 x=+0 g=1 y=+0 dx=1\n";
+  const Ran wrong = conform("audit --ops relu,neg --backend cpu --special-points wrong_relu");
+  EXPECT_EQ(wrong.status, 1) << wrong.out << wrong.err;
+  expect_usage_error("sweep --backend cpu --ops add --dtype float32 --pair-log2 0 --range 0x20000:0x30000",
+                     "no case to sweep for add float32 (--range lies past their cases)");
+  expect_usage_error("sweep --backend cpu --ops neg --dtype float32 --range 0:16 --validate 0",
+                     "--validate 0 leaves the sweep's reference unchecked");
+  std::ofstream(path("empty.json")) << R"({"schema": "tapewise-conform.graph/1", "dtype": "float64",
+      "leaves": [{"name": "x", "values": []}], "nodes": [{"name": "y", "op": "sin", "parents": ["x"]}],
+      "output": "y", "seed": []})";
+  expect_usage_error("graph empty.json --backend cpu", "'x' has no elements");
+}
+
+TEST_F(Cli, CheckPassesOnlyWithRandomAndSpecialCasesOfEveryRow) {
+  Json index = make_vectors();
+  answer_vectors("v");
+  const Ran answered = conform("check v");
+  ASSERT_EQ(answered.status, 0) << answered.out << answered.err;
+  Json random_only = index;
+  random_only["suites"] = Json::array();
+  for (const Json& s : index["suites"])
+    if (s["kind"] == "random") random_only["suites"].push_back(s);
+  write_json("v/index.json", random_only);
+  expect_usage_error("check v", "no verdict: relu float32: no special point graded");
+  const Ran made = conform("vectors w --ops relu --cases 0 --seed 5");
+  ASSERT_EQ(made.status, 0) << made.err;
+  answer_vectors("w");
+  expect_usage_error("check w", "no verdict: relu float32: no forward value graded");
+}
+
+// --- issue 20, item 4: no silent sweep of hours on the CPU ------------------------------------------
+
+TEST_F(Cli, ACpuSweepOfHoursIsRefusedWithItsEstimate) {
+  // The defaults: every float32 case of every swept node (2^32 each), hours on a CPU. Refused in
+  // seconds, not run.
+  const Ran hours = conform("sweep --backend cpu");
+  EXPECT_EQ(hours.status, 2) << hours.err;
+  EXPECT_NE(hours.err.find("103079215104 cases on the CPU, estimated"), std::string::npos) << hours.err;
+  EXPECT_NE(hours.err.find("is refused without --allow-long"), std::string::npos) << hours.err;
+  // A slice runs, and says first what it will cost.
+  const Ran slice = conform("sweep --backend cpu --ops sin --dtype float32 --range 0x3f800000:0x3f800400 --validate 100");
+  EXPECT_EQ(slice.status, 0) << slice.err;
+  EXPECT_NE(slice.err.find("1024 cases on the CPU, estimated"), std::string::npos) << slice.err;
+  expect_usage_error("sweep --backend cpu --devices 8 --ops neg --dtype float32 --range 0:16",
+                     "--devices 8 splits a sweep over CUDA devices, but the backend is cpu");
+}
+
+// --- issue 20, item 6: numbers outside what an option means -----------------------------------------
+
+TEST_F(Cli, NumericOptionsTakeOnlyTheirRange) {
+  const std::string sweep = "sweep --backend cpu --ops neg --dtype float32 --range 0:16 ";
+  expect_usage_error(sweep + "--devices=-1", "--devices: -1 is negative; it must be a whole number from 1 to 64");
+  expect_usage_error(sweep + "--validate=1e3", "--validate: '1e3' is not a whole number from 0 to 100000000");
+  expect_usage_error(sweep + "--stride=0x10", "--stride: '0x10' is not a whole number");
+  expect_usage_error(sweep + "--chunk=1.5", "--chunk: '1.5' is not a whole number");
+  expect_usage_error(sweep + "--host-cases=-5", "--host-cases: -5 is negative");
+  expect_usage_error(sweep + "--pair-log2=17", "--pair-log2: 17 is out of range");
 }
 
 #else

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <sstream>
 
@@ -227,7 +226,7 @@ int audit_command(const AuditOptions& o) {
     return kUsageError;
   };
   if (!o.markdown_path.empty())
-    if (auto ok = check_writable_output(o.markdown_path, "--markdown"); !ok) return usage(ok.error().message);
+    if (auto ok = check_output(o.markdown_path, "--markdown"); !ok) return usage(ok.error().message);
   const auto source = find_special_points(o.special_points_path);
   if (!source) return usage(source.error().message);
   auto spec = load_spec_points(*source);
@@ -253,9 +252,11 @@ int audit_command(const AuditOptions& o) {
   std::cout << "\n" << summary << "\n";
   markdown << "\n**" << summary << ".**\n";
 
+  // A pass needs every selected node's points (a violation stands on its own).
+  if (holding == points)
+    if (auto rows = require_rows_for(*spec, o.selection, *source); !rows) return usage("no verdict: " + rows.error().message);
   if (!o.markdown_path.empty()) {
-    std::ofstream out(o.markdown_path, std::ios::trunc);
-    if (!out || !(out << markdown.str())) return usage(o.markdown_path + ": cannot write");
+    if (auto ok = write_output_text(o.markdown_path, "--markdown", markdown.str()); !ok) return usage(ok.error().message);
     std::cout << "wrote " << o.markdown_path << "\n";
   }
   if (points == 0) return usage("no special point matches --ops/--dtype");

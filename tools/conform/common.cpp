@@ -1,5 +1,6 @@
 // tools/conform/common.cpp — what the subcommands share: op and dtype selection, backend names, and
 // where spec/special_points is found (the binary may run far from the tree it was built in).
+#include <algorithm>
 #include <filesystem>
 #include <limits>
 #include <sstream>
@@ -81,6 +82,19 @@ Result<SpecialPoints> load_spec_points(const std::string& path) {
   return spec;
 }
 
+Result<void> require_rows_for(const SpecialPoints& spec, const Selection& selection, const std::string& path) {
+  std::string missing;
+  for (Op op : selection.ops)
+    for (DType dtype : selection.dtypes) {
+      const bool has = std::any_of(spec.points.begin(), spec.points.end(),
+                                   [&](const SpecialPoint& p) { return p.op == op && p.dtype == dtype; });
+      if (!has) missing += std::string(missing.empty() ? "" : ", ") + op_name(op) + " " + dtype_name(dtype);
+    }
+  if (missing.empty()) return {};
+  return fail(ErrorCode::InvalidArgument, "special points: " + escaped(path) + " has no rows for " + missing +
+                                              "; a verdict needs each selected node's special points");
+}
+
 namespace {
 
 // Decimal digits only: no sign, no spaces, no hex.
@@ -109,6 +123,18 @@ Result<std::int64_t> parse_cases(const std::string& text, const std::string& opt
   if (!all_digits(text)) return fail(ErrorCode::InvalidArgument, option + ": '" + escaped(text) + "' is not " + range);
   const auto v = decimal_at_most(text, static_cast<std::uint64_t>(kMaxCases));
   if (!v) return fail(ErrorCode::InvalidArgument, option + ": " + escaped(text) + " is too large; it must be " + range);
+  return static_cast<std::int64_t>(*v);
+}
+
+Result<std::int64_t> parse_whole_number(const std::string& text, const std::string& option, std::int64_t min,
+                                        std::int64_t max) {
+  const std::string range = "a whole number from " + std::to_string(min) + " to " + std::to_string(max);
+  if (text.starts_with("-") && all_digits(text.substr(1)))
+    return fail(ErrorCode::InvalidArgument, option + ": " + escaped(text) + " is negative; it must be " + range);
+  if (!all_digits(text)) return fail(ErrorCode::InvalidArgument, option + ": '" + escaped_prefix(text) + "' is not " + range);
+  const auto v = decimal_at_most(text, static_cast<std::uint64_t>(max));
+  if (!v || static_cast<std::int64_t>(*v) < min)
+    return fail(ErrorCode::InvalidArgument, option + ": " + escaped_prefix(text) + " is out of range; it must be " + range);
   return static_cast<std::int64_t>(*v);
 }
 

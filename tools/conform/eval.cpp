@@ -95,22 +95,41 @@ Result<Loaded> load_arrays(const NamedPaths& named, const std::string& g_path) {
   return l;
 }
 
-// Writes y and the gradients into --out (and nowhere else); returns the paths written.
-Result<std::string> write_outputs(const EvalOptions& o, Op op, const NodeOutputs& produced) {
+// The files eval will write into --out (and nowhere else): y, and the gradients when --g is given.
+// The folder is created and every destination checked before the node runs, so that a refused
+// dx.npy does not leave y.npy written.
+Result<std::vector<OutputTarget>> plan_outputs(const EvalOptions& o, Op op) {
   std::error_code ec;
   std::filesystem::create_directories(o.out_dir, ec);
   if (ec) return tl::unexpected(bad(o.out_dir + ": cannot create: " + ec.message()));
-  std::vector<std::pair<std::string, const HostArray*>> outputs{{"y", &produced.y}};
-  const std::vector<std::string> names = grad_names(op, o.same);
-  for (std::size_t k = 0; k < produced.grads.size(); ++k) outputs.push_back({names[k], &produced.grads[k]});
-  std::string written;
-  for (const auto& [name, array] : outputs) {
+  std::vector<std::string> names{"y"};
+  if (!o.g.empty())
+    for (const std::string& n : grad_names(op, o.same)) names.push_back(n);
+  std::vector<OutputTarget> targets;
+  for (const std::string& name : names) {
     const std::string file = o.prefix + name + ".npy";
     if (!is_plain_file_name(file)) return tl::unexpected(bad("output name '" + escaped(file) + "' would leave --out"));
-    const std::string path = (std::filesystem::path(o.out_dir) / file).string();
-    TAPEWISE_CHECK(write_npy(path, *array));
-    written += (written.empty() ? "" : ", ") + path;
+    TAPEWISE_TRY(target, resolve_output((std::filesystem::path(o.out_dir) / file).string(), "--out"));
+    if (target.kind != OutputTarget::Kind::file)
+      return tl::unexpected(bad(target.path + ": is not a regular file; eval writes files only"));
+    targets.push_back(std::move(target));
   }
+  return targets;
+}
+
+// Writes y and the gradients as one batch: all of them, or none. Returns the paths written.
+Result<std::string> write_outputs(const std::vector<OutputTarget>& targets, const NodeOutputs& produced) {
+  std::vector<const HostArray*> arrays{&produced.y};
+  for (const HostArray& g : produced.grads) arrays.push_back(&g);
+  if (arrays.size() != targets.size()) return tl::unexpected(bad("eval produced " + std::to_string(arrays.size()) +
+                                                                 " arrays for " + std::to_string(targets.size()) + " files"));
+  OutputBatch batch;
+  std::string written;
+  for (std::size_t k = 0; k < targets.size(); ++k) {
+    TAPEWISE_CHECK(batch.add(targets[k], encode_npy(*arrays[k])));
+    written += (written.empty() ? "" : ", ") + targets[k].path;
+  }
+  TAPEWISE_CHECK(batch.commit());
   return written;
 }
 
@@ -132,6 +151,9 @@ int eval_command(const EvalOptions& o) {
   if (!loaded) return input_error(loaded.error().message);
   const auto& [inputs, g] = *loaded;
 
+  auto targets = plan_outputs(o, *op);
+  if (!targets) return input_error(targets.error().message);
+
   auto be = choose_backend(o.backend);
   if (!be) return input_error("--backend cuda: " + be.error().str());
   auto produced = o.same ? run_on_tape(be->backend, *op, *s, inputs, true, *g, o.path)
@@ -141,7 +163,7 @@ int eval_command(const EvalOptions& o) {
               << "\n";
     return kViolation;
   }
-  auto written = write_outputs(o, *op, *produced);
+  auto written = write_outputs(*targets, *produced);
   if (!written) return input_error(written.error().message);
   std::cout << info.name << " " << dtype_name(inputs[0].dtype) << " " << inputs[0].shape.str() << " on " << be->name
             << (g ? (o.path == VjpPath::fused ? ", fused VJP" : ", staged VJP") : ", forward only") << ": wrote "

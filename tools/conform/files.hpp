@@ -1,10 +1,13 @@
 // tools/conform/files.hpp — how the runner touches the filesystem: bounded reads of regular files
-// only, writes that never go through an existing symbolic link, output paths checked before a long
-// run, and untrusted text escaped before it reaches a message. Header-only, so that the .npy codec
-// library (tapewise_npy), the runner and the fuzz harnesses share it without another library.
+// only; one writer for every output (checked before a long run, never through a symbolic link,
+// whole or not at all); untrusted text escaped, and bounded, before it reaches a message.
+// Header-only, so that the .npy codec library (tapewise_npy), the runner and the fuzz harnesses
+// share it without another library.
 #pragma once
 
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,6 +17,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <iostream>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -39,6 +44,13 @@ inline std::string escaped(std::string_view text) {
     }
   }
   return out;
+}
+
+// At most the first `limit` bytes of untrusted text, escaped, with how long it was when cut: a
+// message quotes a hostile value without copying megabytes of it.
+inline std::string escaped_prefix(std::string_view text, std::size_t limit = 60) {
+  if (text.size() <= limit) return escaped(text);
+  return escaped(text.substr(0, limit)) + "... (" + std::to_string(text.size()) + " bytes)";
 }
 
 namespace files_detail {
@@ -125,60 +137,199 @@ inline Result<std::string> read_small_file(const std::string& path, std::uint64_
   return text;
 }
 
-// Creates or truncates `path` and writes `bytes`; an existing symbolic link at `path` is refused
-// (O_NOFOLLOW), never written through, and so is anything but a regular file.
-inline Result<void> write_file_no_follow(const std::string& path, std::span<const std::byte> bytes) {
-  files_detail::Fd out;
-  out.fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
-  if (out.fd < 0 && errno == ELOOP)
-    return files_detail::file_error(path, "is a symbolic link; refusing to write through it");
-  if (out.fd < 0) return files_detail::file_error(path, std::string("cannot open for writing: ") + std::strerror(errno));
-  struct stat st {};
-  if (::fstat(out.fd, &st) != 0 || !S_ISREG(st.st_mode))
-    return files_detail::file_error(path, "is " + files_detail::kind_of(st.st_mode) + "; refusing to write to it");
-  if (::ftruncate(out.fd, 0) != 0) return files_detail::file_error(path, std::string("cannot truncate: ") + std::strerror(errno));
+// ---- writing: every file the runner writes goes through write_output / OutputBatch ---------------
+//
+// An output path is resolved (resolve_output) before the command's long work, so that a typo, a
+// missing folder or a refused path fails in a second. Then:
+//  - "-" and "/dev/stdout" mean the command's standard output: written through std::cout, in order
+//    with the table, whatever stdout is (a file, a pipe, a terminal);
+//  - an existing FIFO, character device or socket (/dev/null, a named pipe, /dev/fd/N of a process
+//    substitution, also reached through a symbolic link) is a stream: written directly, never
+//    truncated or renamed;
+//  - anything else is a regular file: written whole to a temporary file in the same folder and
+//    renamed over the path, so that the old file stays whole until the new one is, and an
+//    interrupted or failed write leaves no truncated file. A symbolic link there (to a file, or
+//    dangling) is refused and never written through, as are a folder, a block device, a missing or
+//    unwritable folder and an existing file that is not writable.
+
+namespace files_detail {
+
+// Blocks the signals that end a process from outside (and SIGXFSZ, SIGPIPE) while outputs are half
+// written, so that an interrupt lands after the temporary files are renamed or removed.
+class SignalBlock {
+ public:
+  SignalBlock() {
+    sigset_t set;
+    sigemptyset(&set);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGXFSZ, SIGPIPE}) sigaddset(&set, sig);
+    ::pthread_sigmask(SIG_BLOCK, &set, &old_);
+  }
+  ~SignalBlock() { ::pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
+  SignalBlock(const SignalBlock&) = delete;
+  SignalBlock& operator=(const SignalBlock&) = delete;
+
+ private:
+  sigset_t old_;
+};
+
+inline Result<void> write_all(int fd, std::span<const std::byte> bytes, const std::string& path) {
   std::size_t done = 0;
   while (done < bytes.size()) {
-    const ssize_t n = ::write(out.fd, bytes.data() + done, bytes.size() - done);
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return files_detail::file_error(path, std::string("write error: ") + std::strerror(errno));
+    if (n <= 0) return file_error(path, std::string("write error: ") + std::strerror(errno));
     done += static_cast<std::size_t>(n);
   }
-  if (::close(out.fd) != 0) {
-    out.fd = -1;
-    return files_detail::file_error(path, std::string("write error: ") + std::strerror(errno));
-  }
-  out.fd = -1;
   return {};
 }
 
-inline Result<void> write_text_no_follow(const std::string& path, std::string_view text) {
-  return write_file_no_follow(path, std::as_bytes(std::span<const char>(text.data(), text.size())));
+inline std::string named(const std::string& option, const std::string& path) {
+  return option.empty() ? path : option + " " + path;
 }
 
-// Whether a report can be written to `path` later: an existing path must be writable and not a
-// folder, else its folder must exist and be writable. Creates nothing; run before a long run so that
-// a typo fails in a second, not after minutes.
-inline Result<void> check_writable_output(const std::string& path, const std::string& option) {
+}  // namespace files_detail
+
+struct OutputTarget {
+  enum class Kind { standard_output, stream, file };
+  Kind kind = Kind::file;
+  std::string path;
+  std::string option;  // names the path in messages ("--json"); may be empty
+  mode_t mode = 0;     // file: the mode the written file gets (an existing file's, else 0666 & ~umask)
+};
+
+// Where `path` (given as `option`) would be written; creates nothing. See the top of this section.
+inline Result<OutputTarget> resolve_output(const std::string& path, const std::string& option) {
   namespace fs = std::filesystem;
+  using files_detail::named;
+  OutputTarget t{OutputTarget::Kind::file, path, option, 0};
   if (path.empty()) return fail(ErrorCode::InvalidArgument, option + ": the path is empty");
-  struct stat st {};
-  if (::stat(path.c_str(), &st) == 0) {
-    // A device or FIFO is allowed (--json /dev/stdout); a folder is not.
-    if (S_ISDIR(st.st_mode))
-      return fail(ErrorCode::InvalidArgument, option + " " + path + ": is a directory, not a file that can be written");
-    if (::access(path.c_str(), W_OK) != 0)
-      return fail(ErrorCode::InvalidArgument, option + " " + path + ": not writable: " + std::strerror(errno));
-    return {};
+  if (path == "-" || path == "/dev/stdout") {
+    t.kind = OutputTarget::Kind::standard_output;
+    return t;
   }
+  const std::string what = named(option, path);
+  struct stat link {}, target {};
+  const bool exists = ::lstat(path.c_str(), &link) == 0;
+  const bool reaches = ::stat(path.c_str(), &target) == 0;
+  if (reaches && (S_ISFIFO(target.st_mode) || S_ISCHR(target.st_mode) || S_ISSOCK(target.st_mode))) {
+    t.kind = OutputTarget::Kind::stream;
+    return t;
+  }
+  if (exists && S_ISLNK(link.st_mode))
+    return fail(ErrorCode::InvalidArgument, what + ": is a symbolic link; refusing to write through it");
+  if (exists && S_ISDIR(link.st_mode))
+    return fail(ErrorCode::InvalidArgument, what + ": is a directory, not a file that can be written");
+  if (exists && !S_ISREG(link.st_mode))
+    return fail(ErrorCode::InvalidArgument, what + ": is " + files_detail::kind_of(link.st_mode) + "; refusing to write to it");
+  if (exists && ::access(path.c_str(), W_OK) != 0)
+    return fail(ErrorCode::InvalidArgument, what + ": not writable: " + std::strerror(errno));
   fs::path folder = fs::path(path).parent_path();
   if (folder.empty()) folder = ".";
-  if (::stat(folder.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-    return fail(ErrorCode::InvalidArgument, option + " " + path + ": folder " + folder.string() + " does not exist");
+  struct stat dir {};
+  if (::stat(folder.c_str(), &dir) != 0 || !S_ISDIR(dir.st_mode))
+    return fail(ErrorCode::InvalidArgument, what + ": folder " + folder.string() + " does not exist");
   if (::access(folder.c_str(), W_OK | X_OK) != 0)
-    return fail(ErrorCode::InvalidArgument,
-                option + " " + path + ": folder " + folder.string() + " is not writable: " + std::strerror(errno));
+    return fail(ErrorCode::InvalidArgument, what + ": folder " + folder.string() + " is not writable: " + std::strerror(errno));
+  if (exists) {
+    t.mode = link.st_mode & 07777;
+  } else {
+    const mode_t mask = ::umask(0);
+    ::umask(mask);
+    t.mode = 0666 & ~mask;
+  }
+  return t;
+}
+
+inline Result<void> check_output(const std::string& path, const std::string& option) {
+  auto target = resolve_output(path, option);
+  if (!target) return tl::unexpected(target.error());
   return {};
+}
+
+// Several outputs written as one: each file goes to a temporary file as it is added; commit()
+// renames them all (and writes the streams). Until then no destination is touched, and a batch
+// destroyed uncommitted removes its temporary files: a failure on the last output leaves none of
+// the others written.
+class OutputBatch {
+ public:
+  OutputBatch() = default;
+  OutputBatch(const OutputBatch&) = delete;
+  OutputBatch& operator=(const OutputBatch&) = delete;
+  ~OutputBatch() { discard(); }
+
+  Result<void> add(const OutputTarget& target, std::span<const std::byte> bytes) {
+    if (!signals_) signals_.emplace();
+    Pending p{target, {}, {}};
+    if (target.kind != OutputTarget::Kind::file) {
+      p.stream_bytes.assign(bytes.begin(), bytes.end());
+      pending_.push_back(std::move(p));
+      return {};
+    }
+    namespace fs = std::filesystem;
+    fs::path folder = fs::path(target.path).parent_path();
+    std::string name = (folder.empty() ? fs::path(".") : folder) / ".tapewise-output-XXXXXX";
+    files_detail::Fd fd;
+    fd.fd = ::mkstemp(name.data());
+    const std::string what = files_detail::named(target.option, target.path);
+    if (fd.fd < 0) return files_detail::file_error(what, std::string("cannot create a temporary file beside it: ") + std::strerror(errno));
+    p.temp = name;
+    pending_.push_back(std::move(p));  // from here on, discard() removes it
+    if (::fchmod(fd.fd, target.mode) != 0) return files_detail::file_error(what, std::string("cannot set its mode: ") + std::strerror(errno));
+    if (auto ok = files_detail::write_all(fd.fd, bytes, what); !ok) return ok;
+    const int closing = fd.fd;
+    fd.fd = -1;
+    if (::close(closing) != 0) return files_detail::file_error(what, std::string("write error: ") + std::strerror(errno));
+    return {};
+  }
+
+  Result<void> commit() {
+    for (Pending& p : pending_) {
+      const std::string what = files_detail::named(p.target.option, p.target.path);
+      if (p.target.kind == OutputTarget::Kind::standard_output) {
+        std::cout.write(reinterpret_cast<const char*>(p.stream_bytes.data()), static_cast<std::streamsize>(p.stream_bytes.size()));
+        if (!std::cout.flush()) return files_detail::file_error(what, "cannot write to standard output");
+      } else if (p.target.kind == OutputTarget::Kind::stream) {
+        files_detail::Fd out;
+        out.fd = ::open(p.target.path.c_str(), O_WRONLY | O_CLOEXEC);
+        if (out.fd < 0) return files_detail::file_error(what, std::string("cannot open for writing: ") + std::strerror(errno));
+        if (auto ok = files_detail::write_all(out.fd, p.stream_bytes, what); !ok) return ok;
+      } else if (::rename(p.temp.c_str(), p.target.path.c_str()) != 0) {
+        return files_detail::file_error(what, std::string("cannot replace it: ") + std::strerror(errno));
+      } else {
+        p.temp.clear();
+      }
+    }
+    discard();
+    return {};
+  }
+
+ private:
+  struct Pending {
+    OutputTarget target;
+    std::string temp;                    // file: the temporary file, until renamed
+    std::vector<std::byte> stream_bytes;  // streams: written at commit, in order
+  };
+  void discard() {
+    for (const Pending& p : pending_)
+      if (!p.temp.empty()) ::unlink(p.temp.c_str());
+    pending_.clear();
+    signals_.reset();
+  }
+  std::vector<Pending> pending_;
+  std::optional<files_detail::SignalBlock> signals_;
+};
+
+// One output, resolved and written as above.
+inline Result<void> write_output(const std::string& path, const std::string& option, std::span<const std::byte> bytes) {
+  auto target = resolve_output(path, option);
+  if (!target) return tl::unexpected(target.error());
+  OutputBatch batch;
+  if (auto ok = batch.add(*target, bytes); !ok) return ok;
+  return batch.commit();
+}
+
+inline Result<void> write_output_text(const std::string& path, const std::string& option, std::string_view text) {
+  return write_output(path, option, std::as_bytes(std::span<const char>(text.data(), text.size())));
 }
 
 // A single file name that stays in its folder: not empty, no '/', not "." or "..", no NUL.

@@ -48,6 +48,13 @@ std::vector<std::string> Row::failed_checks() const {
   return failed;
 }
 
+std::string Row::missing_evidence(bool special_points_graded) const {
+  if (forward.values == 0) return "no forward value graded against the reference";
+  if (vjp.values == 0) return "no gradient graded against the reference";
+  if (special_points_graded && special.total == 0) return "no special point graded";
+  return "";
+}
+
 Row make_row(Op op, DType dtype) {
   Row row;
   row.op = op;

@@ -77,6 +77,9 @@ struct Row {
   // "workspace", "errors". Empty when the row conforms.
   std::vector<std::string> failed_checks() const;
   bool conforms() const { return failed_checks().empty(); }
+  // Why this row cannot support a "conforms": no forward value or no gradient graded against the
+  // reference, or (when the run grades special points) no special point. Empty when it can.
+  std::string missing_evidence(bool special_points_graded) const;
 };
 
 Row make_row(Op op, DType dtype);

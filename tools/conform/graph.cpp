@@ -16,6 +16,7 @@
 
 #include "dag.hpp"
 #include "files.hpp"
+#include "json_io.hpp"
 #include "measure.hpp"
 #include "reference.hpp"
 
@@ -95,7 +96,7 @@ class ExactJsonReader {
   }
   bool key(std::string& k) {
     if (!keys_.back().insert(k).second) {
-      error_ = "duplicate key '" + escaped(k) + "' in one object";
+      error_ = "duplicate key '" + escaped_prefix(k) + "' in one object";
       return false;
     }
     return dom_.key(k);
@@ -121,6 +122,7 @@ class ExactJsonReader {
 };
 
 Result<GraphJson> read_json(const std::string& text) {
+  if (auto deep = check_json_depth(text, "bad graph"); !deep) return tl::unexpected(deep.error());
   GraphJson doc;
   ExactJsonReader reader(doc);
   if (!GraphJson::sax_parse(text, &reader) || !reader.error().empty())
@@ -128,11 +130,13 @@ Result<GraphJson> read_json(const std::string& text) {
   return doc;
 }
 
-// `value` shortened and escaped for a message.
+// `value` shortened and escaped for a message, without walking it: an array or object is named by
+// its size (a hostile value may be huge), a string by its first bytes.
 std::string quote(const GraphJson& value) {
-  std::string text = value.is_string() ? value.get<std::string>() : value.dump();
-  if (text.size() > 40) text = text.substr(0, 37) + "...";
-  return "'" + escaped(text) + "'";
+  if (value.is_array()) return "an array of " + std::to_string(value.size()) + " elements";
+  if (value.is_object()) return "an object of " + std::to_string(value.size()) + " keys";
+  const std::string text = value.is_string() ? value.get_ref<const std::string&>().substr(0, 41) : value.dump();
+  return "'" + escaped_prefix(text, 40) + "'";
 }
 
 // Every key of `object` must be one of `allowed`.
@@ -143,7 +147,7 @@ Result<void> check_keys(const GraphJson& object, std::initializer_list<const cha
   for (const auto& [key, value] : object.items()) {
     bool known = false;
     for (const char* k : allowed) known = known || key == k;
-    if (!known) return bad_graph(where + ": unknown key '" + escaped(key) + "' (allowed: " + list + ")");
+    if (!known) return bad_graph(where + ": unknown key '" + escaped_prefix(key) + "' (allowed: " + list + ")");
   }
   return {};
 }
@@ -336,7 +340,7 @@ Result<Scalars> read_scalars(const GraphJson& entry, const OpInfo& info, DType d
   if (!given.is_object()) return bad_graph(where + ": 'scalars' must be an object (" + scalar_list(info) + ")");
   for (const auto& [key, value] : given.items()) {
     const bool known = key == info.scalar_names[0] || (info.scalar_count() == 2 && key == info.scalar_names[1]);
-    if (!known || key.empty()) return bad_graph(where + ": unknown scalar '" + escaped(key) + "' (" + scalar_list(info) + ")");
+    if (!known || key.empty()) return bad_graph(where + ": unknown scalar '" + escaped_prefix(key) + "' (" + scalar_list(info) + ")");
   }
   double* targets[2] = {&s.s0, &s.s1};
   for (int k = 0; k < info.scalar_count(); ++k) {

@@ -8,6 +8,7 @@
 
 #include "commands.hpp"
 #include "graph.hpp"
+#include "json_io.hpp"
 
 namespace tapewise::conform {
 
@@ -165,7 +166,7 @@ ReportJson report_json(const GraphReport& r, const std::string& file, const Chos
   ReportJson nodes = ReportJson::array();
   for (const NodeCheck& n : r.nodes) nodes.push_back(node_json(n, r.production));
   return ReportJson{{"schema", kGraphReportSchema},
-                    {"file", file},
+                    {"file", utf8_or_escaped(file)},
                     {"backend", {{"name", backend.name}, {"description", r.backend}, {"why", backend.why}}},
                     {"dtype", dtype_name(r.dtype)},
                     {"path", r.path == VjpPath::fused ? "fused" : "staged"},
@@ -173,6 +174,17 @@ ReportJson report_json(const GraphReport& r, const std::string& file, const Chos
                     {"output", r.nodes[static_cast<std::size_t>(r.output)].name},
                     {"nodes", nodes},
                     {"summary", {{"nodes", r.nodes.size()}, {"nodes_passing", r.nodes_passing()}, {"passes", r.passes()}}}};
+}
+
+// Why the report cannot support a pass: a leaf or node with no element graded. Empty when it can.
+std::string missing_evidence(const GraphReport& r) {
+  for (const NodeCheck& n : r.nodes) {
+    const std::string who = "'" + n.name + "' (#" + std::to_string(n.id) + ")";
+    if (n.shape.numel() == 0) return who + " has no elements: nothing of it is graded";
+    if (n.forward && n.forward->values == 0) return who + ": no forward value graded";
+    if (n.vjp && n.vjp->values == 0) return who + ": no gradient graded";
+  }
+  return "";
 }
 
 int graph_error(const std::string& message) {
@@ -184,11 +196,13 @@ int graph_error(const std::string& message) {
 
 int graph_command(const GraphCommandOptions& o) {
   if (!o.json_path.empty())
-    if (auto ok = check_writable_output(o.json_path, "--json"); !ok) return graph_error(ok.error().message);
+    if (auto ok = check_output(o.json_path, "--json"); !ok) return graph_error(ok.error().message);
   auto text = read_small_file(o.file, kMaxGraphFileBytes);
   if (!text) return graph_error(text.error().message);
   auto graph = parse_graph(*text);
   if (!graph) return graph_error(o.file + ": " + graph.error().message);
+  for (const GraphNode& n : graph->nodes)  // the same rule as after the run, before it
+    if (n.shape.numel() == 0) return graph_error(o.file + ": no verdict: '" + n.name + "' has no elements: nothing of it is graded");
   auto chosen = choose_backend(o.backend);
   if (!chosen) return graph_error(chosen.error().str());
   GraphCheckOptions options;
@@ -202,8 +216,10 @@ int graph_command(const GraphCommandOptions& o) {
   print_violations(std::cout, *report);
   std::cout << "\n" << report->nodes_passing() << "/" << report->nodes.size() << " leaves and nodes pass"
             << (report->passes() ? "" : " (violations above)") << "\n";
+  if (const std::string missing = missing_evidence(*report); report->passes() && !missing.empty())
+    return graph_error(o.file + ": no verdict: " + missing);
   if (!o.json_path.empty())
-    if (auto ok = write_text_no_follow(o.json_path, report_json(*report, o.file, *chosen).dump(2) + "\n"); !ok)
+    if (auto ok = write_json_output(o.json_path, "--json", report_json(*report, o.file, *chosen)); !ok)
       return graph_error(ok.error().message);
   return report->passes() ? kConforms : kViolation;
 }

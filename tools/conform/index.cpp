@@ -10,12 +10,13 @@
 
 #include "commands.hpp"
 #include "files.hpp"
+#include "json_io.hpp"
 
 namespace tapewise::conform {
 
 namespace {
 
-using Json = nlohmann::ordered_json;
+using Json = nlohmann::ordered_json;  // as parse_json_document gives it
 
 tl::unexpected<Error> bad(const std::string& where, const std::string& why) {
   return fail(ErrorCode::InvalidArgument, where + ": " + why);
@@ -130,20 +131,21 @@ Result<IndexedSuite> suite_of(const Json& entry, const std::string& where) {
   IndexedSuite s;
   auto id = string_field(entry, "id", where);
   TAPEWISE_CHECK(id);
-  if (!is_plain_file_name(*id) || escaped(*id) != *id) return bad(where, "'id' '" + escaped(*id) + "' is not a plain folder name");
+  if (!is_plain_file_name(*id) || escaped(*id) != *id)
+    return bad(where, "'id' '" + escaped_prefix(*id) + "' is not a plain folder name");
   s.id = *id;
   auto op_text = string_field(entry, "op", where);
   TAPEWISE_CHECK(op_text);
   const auto op = op_from_name(*op_text);
-  if (!op) return bad(where, "unknown op '" + escaped(*op_text) + "'");
+  if (!op) return bad(where, "unknown op '" + escaped_prefix(*op_text) + "'");
   s.op = *op;
   auto dtype = string_field(entry, "dtype", where);
   TAPEWISE_CHECK(dtype);
-  if (*dtype != "float32" && *dtype != "float64") return bad(where, "dtype '" + escaped(*dtype) + "' is not float32 or float64");
+  if (*dtype != "float32" && *dtype != "float64") return bad(where, "dtype '" + escaped_prefix(*dtype) + "' is not float32 or float64");
   s.dtype = *dtype == "float32" ? DType::float32 : DType::float64;
   auto kind = string_field(entry, "kind", where);
   TAPEWISE_CHECK(kind);
-  if (*kind != "special" && *kind != "random") return bad(where, "kind '" + escaped(*kind) + "' is not special or random");
+  if (*kind != "special" && *kind != "random") return bad(where, "kind '" + escaped_prefix(*kind) + "' is not special or random");
   s.special = *kind == "special";
   auto same = optional_bool(entry, "same", where);
   TAPEWISE_CHECK(same);
@@ -195,12 +197,8 @@ std::vector<std::string> suite_grad_names(Op op, bool same) {
 }
 
 Result<VectorsIndex> parse_vectors_index(const std::string& text, const std::string& where) {
-  Json index;
-  try {  // the one call here that throws: its message says where the text went wrong
-    index = Json::parse(text);
-  } catch (const Json::exception& e) {
-    return bad(where, std::string("not valid JSON: ") + escaped(e.what()));
-  }
+  // Depth-checked before any recursive copy; its message says where the text went wrong.
+  TAPEWISE_TRY(index, parse_json_document(text, where));
   if (!index.is_object()) return bad(where, "is not a JSON object");
   const Json* schema = member(index, "schema");
   if (!schema || !schema->is_string() || schema->get<std::string>() != kVectorsSchema)

@@ -2,7 +2,10 @@
 // check, graph, sweep, ops. Each subcommand registers its options with CLI11 and says how it runs; the
 // commands themselves are in commands.hpp. Exit 2 on any usage error.
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <iostream>
 #include <memory>
@@ -225,6 +228,16 @@ Subcommand add_sweep(CLI::App& app) {
   return {app.get_subcommand("sweep"), [status] { return status().value_or(tc::kUsageError); }};
 }
 
+// The command's status, unless its standard output could not be written (a full disk, a closed
+// pipe, /dev/full): then the table and verdict were lost, and that is an error, not a pass.
+int with_stdout_written(int status) {
+  std::cout.flush();
+  const bool lost = !std::cout || std::fflush(stdout) != 0 || std::ferror(stdout);
+  if (!lost) return status;
+  std::cerr << "tapewise-conform: cannot write to standard output: " << std::strerror(errno) << "\n";
+  return tc::kUsageError;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -260,6 +273,6 @@ int main(int argc, char** argv) {
     return tc::kUsageError;
   }
   for (const Subcommand& sub : subcommands)
-    if (sub.app->parsed()) return sub.run();
+    if (sub.app->parsed()) return with_stdout_written(sub.run());
   return usage_error("no subcommand");
 }

@@ -319,7 +319,7 @@ std::vector<std::byte> encode_npy(const HostArray& array) {
 }
 
 Result<void> write_npy(const std::string& path, const HostArray& array) {
-  return write_file_no_follow(path, encode_npy(array));
+  return write_output(path, "", encode_npy(array));
 }
 
 }  // namespace tapewise::conform

@@ -34,7 +34,7 @@ Result<HostArray> read_npy(const std::string& path);
 // The bytes of a .npy file holding `array`: version 1.0 (2.0 when the header needs it), header
 // padded to a multiple of 64 bytes as numpy writes it.
 std::vector<std::byte> encode_npy(const HostArray& array);
-// Writes the file; an existing symbolic link at `path` is refused, never written through.
+// Writes the file through files.hpp's writer: whole or not at all, never through a symbolic link.
 Result<void> write_npy(const std::string& path, const HostArray& array);
 
 }  // namespace tapewise::conform

@@ -93,11 +93,7 @@ std::function<std::optional<int>()> add_ops_subcommand(CLI::App& app) {
       print_op_table(std::cout);
       return kConforms;
     }
-    if (*json_path == "-") {
-      std::cout << op_table_json().dump(1) << "\n";
-      return kConforms;
-    }
-    if (auto written = write_json_file(*json_path, op_table_json()); !written) {
+    if (auto written = write_json_output(*json_path, "--json", op_table_json(), 1); !written) {
       std::cerr << "tapewise-conform ops: " << written.error().message << "\n";
       return kUsageError;
     }

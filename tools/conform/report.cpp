@@ -6,7 +6,6 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <set>
@@ -152,6 +151,14 @@ Summary summarize(const std::vector<Row>& rows) {
   return s;
 }
 
+std::vector<std::string> missing_evidence(const std::vector<Row>& rows, bool special_points_graded) {
+  std::vector<std::string> lines;
+  for (const Row& r : rows)
+    if (const std::string why = r.missing_evidence(special_points_graded); !why.empty())
+      lines.push_back(std::string(op_name(r.op)) + " " + dtype_name(r.dtype) + ": " + why);
+  return lines;
+}
+
 void print_violations(std::ostream& out, const std::vector<Row>& rows) {
   for (const Row& r : rows) {
     if (r.conforms()) continue;
@@ -230,14 +237,6 @@ std::string short_value(double v, DType dtype) {
   const auto r = dtype == DType::float32 ? std::to_chars(buf, buf + sizeof buf, static_cast<float>(v))
                                          : std::to_chars(buf, buf + sizeof buf, v);
   return std::string(buf, r.ptr);
-}
-
-Result<void> write_json_file(const std::string& path, const Json& j) {
-  std::ofstream out(path, std::ios::trunc);
-  if (!out) return fail(ErrorCode::InvalidArgument, path + ": cannot open for writing");
-  out << j.dump(2) << "\n";
-  if (!out) return fail(ErrorCode::InvalidArgument, path + ": write error");
-  return {};
 }
 
 Progress::Progress(std::int64_t total_units, bool enabled)

@@ -13,6 +13,7 @@
 
 #include "grade.hpp"
 #include "graph.hpp"
+#include "json_io.hpp"  // write_json_output: every report goes through it
 
 namespace tapewise::conform {
 
@@ -40,6 +41,10 @@ struct Summary {
   std::string line() const;
 };
 Summary summarize(const std::vector<Row>& rows);
+// One line per row that cannot support a verdict (Row::missing_evidence), e.g. "relu float32: no
+// special point graded". A command that would say "conforms" exits 2 with these instead: a pass
+// needs something graded for every node, output and (where graded) special points.
+std::vector<std::string> missing_evidence(const std::vector<Row>& rows, bool special_points_graded);
 
 // The first few failing values of every row that does not conform, with inputs and expected bits.
 void print_violations(std::ostream& out, const std::vector<Row>& rows);
@@ -50,8 +55,6 @@ Json summary_json(const Summary& s, double elapsed_s);
 Json number_json(double v);
 // Shortest decimal that reads back to the same value in the dtype ("0.1", "-0", "1e-45", "inf").
 std::string short_value(double v, DType dtype);
-
-Result<void> write_json_file(const std::string& path, const Json& j);
 
 // A one-line progress display on stdout, only when stdout is a terminal and only once the run has
 // taken longer than a couple of seconds; erased before anything else is printed.

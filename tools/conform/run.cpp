@@ -145,7 +145,7 @@ Json run_report_json(const RunOptions& options, const std::string& spec_path, co
               {"command", "run"},
               {"tapewise_version", kVersion},
               {"spec_sha256", kSpecSha256},
-              {"special_points_file", spec_path},
+              {"special_points_file", utf8_or_escaped(spec_path)},
               {"backend", Json{{"name", be.name}, {"description", be.backend->describe()}, {"why", be.why}}},
               {"seed", options.seed},
               {"cases", options.cases},
@@ -168,7 +168,7 @@ int run_command(const RunOptions& options) {
     return kUsageError;
   };
   if (!options.json_path.empty())
-    if (auto ok = check_writable_output(options.json_path, "--json"); !ok) return usage(ok.error().message);
+    if (auto ok = check_output(options.json_path, "--json"); !ok) return usage(ok.error().message);
   const auto spec_path = find_special_points(options.special_points_path);
   if (!spec_path) return usage(spec_path.error().message);
   auto spec = load_spec_points(*spec_path);
@@ -187,9 +187,14 @@ int run_command(const RunOptions& options) {
   const Summary summary = summarize(rows);
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   print_run_summary(std::cout, rows, summary, elapsed);
+  if (const auto missing = missing_evidence(rows, true); summary.conforms() && !missing.empty()) {
+    for (const std::string& line : missing) std::cerr << "tapewise-conform: no verdict: " << line << "\n";
+    return kUsageError;
+  }
 
   if (!options.json_path.empty())
-    if (auto ok = write_json_file(options.json_path, run_report_json(options, *spec_path, *be, rows, summary, elapsed));
+    if (auto ok = write_json_output(options.json_path, "--json",
+                                    run_report_json(options, *spec_path, *be, rows, summary, elapsed));
         !ok) {
       std::cerr << "tapewise-conform: " << ok.error().message << "\n";
       return kUsageError;

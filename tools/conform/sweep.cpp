@@ -17,6 +17,8 @@
 #include <optional>
 #include <thread>
 
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 
 #include "cases.hpp"
@@ -45,7 +47,11 @@ struct SweepOptions {
   std::int64_t validate = 1000000;     // reference vs MPFR: random cases in all
   std::uint64_t seed = 20261130;
   std::int64_t chunk = 0;              // elements per chunk; 0: 2^28 on CUDA, 2^20 on the CPU
+  bool allow_long = false;             // run a CPU sweep estimated past kCpuSweepLimitSeconds
 };
+// A CPU sweep estimated to take longer than this is refused without --allow-long: the defaults
+// sweep 2^32 cases per node, hours on a CPU, which nobody means by accident.
+inline constexpr double kCpuSweepLimitSeconds = 30 * 60;
 int sweep_command(const SweepOptions& options);
 // "LO:HI", each decimal or 0x-hex, HI <= 2^32, LO < HI.
 Result<std::pair<std::uint64_t, std::uint64_t>> parse_sweep_range(const std::string& text);
@@ -347,19 +353,44 @@ Result<std::unique_ptr<ChunkEngine>> make_engine(Backend& backend, int slots) {
   return make_host_engine(slots);
 }
 
-struct Progress2 {
+// "42 s", "3.5 min", "14.2 h".
+std::string duration_text(double seconds) {
+  if (seconds < 90) return text("%.0f s", seconds);
+  if (seconds < 5400) return text("%.1f min", seconds / 60);
+  return text("%.1f h", seconds / 3600);
+}
+
+// The sweep's progress: the terminal line (report.hpp) when stdout is a terminal; otherwise a line on
+// stderr every kProgressLogSeconds with the share done and the time left, so that a piped sweep of
+// hours is never silent.
+constexpr double kProgressLogSeconds = 30;
+
+struct SweepProgress {
+  explicit SweepProgress(std::int64_t total_cases)
+      : line(total_cases, true), total(std::max<std::int64_t>(total_cases, 1)), log(::isatty(STDOUT_FILENO) != 1) {}
   Progress line;
   std::atomic<std::int64_t> done{0};
-  std::int64_t reported = 0;
+  std::int64_t reported = 0, total;
+  std::string label;
+  bool log;
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now(), last_log = start;
+
   void poll() {
     const std::int64_t now = done.load();
     line.advance(now - reported);
     reported = now;
+    const auto t = std::chrono::steady_clock::now();
+    if (!log || std::chrono::duration<double>(t - last_log).count() < kProgressLogSeconds) return;
+    last_log = t;
+    const double elapsed = std::chrono::duration<double>(t - start).count();
+    const double share = static_cast<double>(now) / static_cast<double>(total);
+    std::cerr << "tapewise-conform sweep: " << text("%.1f%%", 100 * share) << " of " << total << " cases (" << label
+              << ")" << (share > 0.001 ? ", about " + duration_text(elapsed * (1 - share) / share) + " left" : "") << "\n";
   }
 };
 
 // Splits [lo, hi) over the backends, one thread each; merges the tallies.
-Result<std::vector<OutputTally>> sweep_on_devices(Workers& w, const Plan& p, std::int64_t chunk, Progress2& progress) {
+Result<std::vector<OutputTally>> sweep_on_devices(Workers& w, const Plan& p, std::int64_t chunk, SweepProgress& progress) {
   const std::size_t devices = w.backends.size();
   const std::uint64_t total = p.cases(), share = (total + devices - 1) / devices;
   std::vector<Result<std::vector<OutputTally>>> results(devices, fail(ErrorCode::InvalidArgument, "not run"));
@@ -866,6 +897,51 @@ std::int64_t default_chunk(const Workers& w) { return w.name == "cuda" ? std::in
 
 // --- the command's steps ----------------------------------------------------------------------------
 
+// Seconds the plans would take on the CPU: each timed on up to kCalibrationCases of its cases spread
+// over its range (the cost per case varies little within one sweep, much between nodes). The MPFR
+// re-checks and the reference's validation come on top.
+constexpr std::uint64_t kCalibrationCases = 2048;
+
+Result<double> estimate_cpu_seconds(Workers& w, const std::vector<Plan>& plans) {
+  double seconds = 0;
+  for (const Plan& p : plans) {
+    if (p.cases() == 0) continue;
+    Plan sample = p;
+    const std::uint64_t n = std::min<std::uint64_t>(p.method == Method::host_mpfr ? 64 : kCalibrationCases, p.cases());
+    const auto start = std::chrono::steady_clock::now();
+    if (p.method == Method::host_mpfr) {
+      sample.hi = sample.lo + n;
+      SWEEP_TRY(tallies, grade_on_host_with_mpfr(*w.backends.front(), sample));
+      (void)tallies;
+    } else {
+      sample.job.case_stride = static_cast<std::uint32_t>(
+          std::min<std::uint64_t>(std::uint64_t{p.job.case_stride} * (p.cases() / n), UINT32_MAX));
+      SWEEP_TRY(engine, make_engine(*w.backends.front(), static_cast<int>(p.outputs.size())));
+      std::atomic<std::int64_t> done{0};
+      SWEEP_TRY(tallies, sweep_range(*w.backends.front(), *engine, sample, 0, n, static_cast<std::int64_t>(n), done));
+      (void)tallies;
+    }
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    seconds += elapsed / static_cast<double>(n) * static_cast<double>(p.cases());
+  }
+  return seconds;
+}
+
+// On the CPU: says how long the sweep will take, and refuses one past the limit without --allow-long.
+Result<void> check_cpu_duration(Workers& w, const std::vector<Plan>& plans, const SweepOptions& o) {
+  if (w.name != "cpu") return {};
+  SWEEP_TRY(seconds, estimate_cpu_seconds(w, plans));
+  std::uint64_t cases = 0;
+  for (const Plan& p : plans) cases += p.cases();
+  std::cerr << "tapewise-conform sweep: " << cases << " cases on the CPU, estimated " << duration_text(seconds)
+            << " (timed on a sample of each node; MPFR re-checks and validation come on top)\n";
+  if (seconds <= kCpuSweepLimitSeconds || o.allow_long) return {};
+  return fail(ErrorCode::InvalidArgument,
+              "a CPU sweep of about " + duration_text(seconds) + " is refused without --allow-long (the limit is " +
+                  duration_text(kCpuSweepLimitSeconds) + "): narrow it with --ops, --dtype, --range or --stride, run " +
+                  "it on CUDA, or give --allow-long");
+}
+
 // One sweep per dtype, node and run scalar set, dtypes first.
 std::vector<Plan> make_plans(const SweepOptions& o) {
   std::vector<Plan> plans;
@@ -898,7 +974,7 @@ void print_plans(std::ostream& out, const Workers& w, const SweepOptions& o, std
 
 // One plan swept (on the devices, or graded on the host with MPFR), its worst cases re-checked with
 // MPFR; an error is kept in the result rather than ending the run.
-NodeResult sweep_node(Workers& w, const Plan& p, std::int64_t chunk, Progress2& progress) {
+NodeResult sweep_node(Workers& w, const Plan& p, std::int64_t chunk, SweepProgress& progress) {
   NodeResult n;
   n.plan = p;
   const auto start = std::chrono::steady_clock::now();
@@ -918,10 +994,11 @@ std::vector<NodeResult> sweep_plans(Workers& w, const std::vector<Plan>& plans, 
   std::int64_t total = 0;  // the progress line counts the device sweeps' cases
   for (const Plan& p : plans)
     if (p.method != Method::host_mpfr) total += static_cast<std::int64_t>(p.cases());
-  Progress2 progress{Progress(total, true)};
+  SweepProgress progress(total);
   std::vector<NodeResult> nodes;
   for (const Plan& p : plans) {
-    progress.line.set_label(node_label(p) + " " + dtype_name(p.dtype));
+    progress.label = node_label(p) + " " + dtype_name(p.dtype);
+    progress.line.set_label(progress.label);
     nodes.push_back(sweep_node(w, p, chunk, progress));
   }
   progress.line.clear();
@@ -945,6 +1022,37 @@ bool print_verdict(std::ostream& out, const std::vector<NodeResult>& nodes, cons
          "its bound has a cause spec/bounds.def accepts)"
       << (v.failures ? "; the reference failed its validation" : "") << "\n";
   return conforming == static_cast<int>(nodes.size()) && v.failures == 0;
+}
+
+// A verdict needs every planned sweep to hold cases (a --range past a node's cases holds none) and
+// the reference to be validated against MPFR on at least one value.
+Result<void> require_cases(const std::vector<Plan>& plans, const SweepOptions& o) {
+  const bool uses_reference =
+      std::any_of(plans.begin(), plans.end(), [](const Plan& p) { return p.method != Method::host_mpfr; });
+  if (uses_reference && o.validate == 0) return fail(ErrorCode::InvalidArgument, "--validate 0 leaves the sweep's reference unchecked; a verdict needs at least 1");
+  std::string empty;
+  for (const Plan& p : plans)
+    if (p.cases() == 0) empty += (empty.empty() ? "" : ", ") + node_label(p) + " " + dtype_name(p.dtype);
+  if (empty.empty()) return {};
+  return fail(ErrorCode::InvalidArgument, "no case to sweep for " + empty +
+                                              (o.range_given ? " (--range lies past their cases)" : "") +
+                                              "; a verdict needs at least one per node");
+}
+
+// After the run: an output with no graded value, or a validation of no value, cannot pass.
+std::string missing_evidence(const std::vector<NodeResult>& nodes, const Validation& v) {
+  const bool uses_reference = std::any_of(nodes.begin(), nodes.end(),
+                                         [](const NodeResult& n) { return n.plan.method != Method::host_mpfr; });
+  if (uses_reference && v.values == 0) return "the sweep's reference was validated on no value";
+  for (const NodeResult& n : nodes)
+    for (const OutputResult& o : n.outputs) {
+      unsigned long long graded = 0;
+      for (int b = 0; b < kBucketCount; ++b) graded += o.tally.histogram[b];
+      if (graded == 0)
+        return node_label(n.plan) + " " + dtype_name(n.plan.dtype) + " " + output_name(n.plan.op, o.request.output) +
+               ": no value graded";
+    }
+  return "";
 }
 
 Json sweep_report_json(const Workers& w, const SweepOptions& o, const std::vector<NodeResult>& nodes,
@@ -989,14 +1097,32 @@ Result<std::pair<std::uint64_t, std::uint64_t>> parse_sweep_range(const std::str
 }
 
 int sweep_command(const SweepOptions& o) {
+  if (!o.json_path.empty())
+    if (auto ok = check_output(o.json_path, "--json"); !ok) {
+      std::cerr << "tapewise-conform sweep: " << ok.error().message << "\n";
+      return kUsageError;
+    }
   auto workers = open_backends(o);
   if (!workers) {
     std::cerr << "tapewise-conform sweep: " << workers.error().str() << "\n";
     return kUsageError;
   }
   Workers& w = *workers;
+  if (o.devices > 1 && w.name != "cuda") {
+    std::cerr << "tapewise-conform sweep: --devices " << o.devices << " splits a sweep over CUDA devices, but the backend is "
+              << w.name << " (" << w.why << "); give --devices 1 or --backend cuda\n";
+    return kUsageError;
+  }
   const std::int64_t chunk = o.chunk > 0 ? o.chunk : default_chunk(w);
   const std::vector<Plan> plans = make_plans(o);
+  if (auto empty = require_cases(plans, o); !empty) {
+    std::cerr << "tapewise-conform sweep: " << empty.error().message << "\n";
+    return kUsageError;
+  }
+  if (auto duration = check_cpu_duration(w, plans, o); !duration) {
+    std::cerr << "tapewise-conform sweep: " << duration.error().message << "\n";
+    return kUsageError;
+  }
   print_plans(std::cout, w, o, chunk, plans);
   const std::vector<NodeResult> nodes = sweep_plans(w, plans, chunk);
 
@@ -1012,9 +1138,13 @@ int sweep_command(const SweepOptions& o) {
   for (const NodeResult& n : nodes)
     std::cout << text("time %-9s %-8s %.2f s\n", node_label(n.plan).c_str(), dtype_name(n.plan.dtype), n.seconds);
   const bool ok = print_verdict(std::cout, nodes, *validation);
+  if (const std::string missing = missing_evidence(nodes, *validation); ok && !missing.empty()) {
+    std::cerr << "tapewise-conform sweep: no verdict: " << missing << "\n";
+    return kUsageError;
+  }
 
   if (!o.json_path.empty())
-    if (auto r = write_json_file(o.json_path, sweep_report_json(w, o, nodes, *validation, ok)); !r) {
+    if (auto r = write_json_output(o.json_path, "--json", sweep_report_json(w, o, nodes, *validation, ok)); !r) {
       std::cerr << "tapewise-conform sweep: " << r.error().str() << "\n";
       return kUsageError;
     }
@@ -1026,10 +1156,29 @@ namespace {
 // The sweep's command line, as text until parsed (CLI11 would wrap negative numbers around).
 struct SweepCli {
   std::string ops = "all", dtype = "float32", backend = "auto", range, json, seed = "20261130";
-  int devices = 1, pair_log2 = 16, float64_log2 = 32;
-  bool float64_mpfr = false;
-  std::int64_t host_cases = 20000, validate = 1000000, chunk = 0, stride = 1;
+  std::string devices = "1", pair_log2 = "16", float64_log2 = "32", host_cases = "20000", validate = "1000000",
+              chunk = "0", stride = "1";
+  bool float64_mpfr = false, allow_long = false;
 };
+
+// The numeric options, each strictly decimal within its range (parse_whole_number).
+Result<void> read_numbers(const SweepCli& cli, SweepOptions& o) {
+  SWEEP_TRY(devices, parse_whole_number(cli.devices, "--devices", 1, 64));
+  SWEEP_TRY(stride, parse_whole_number(cli.stride, "--stride", 1, std::int64_t{1} << 31));
+  SWEEP_TRY(pair_log2, parse_whole_number(cli.pair_log2, "--pair-log2", 0, 16));
+  SWEEP_TRY(float64_log2, parse_whole_number(cli.float64_log2, "--float64-log2", 0, 32));
+  SWEEP_TRY(host_cases, parse_whole_number(cli.host_cases, "--host-cases", 0, kMaxCases));
+  SWEEP_TRY(validate, parse_whole_number(cli.validate, "--validate", 0, kMaxCases));
+  SWEEP_TRY(chunk, parse_whole_number(cli.chunk, "--chunk", 0, std::int64_t{1} << 30));
+  o.devices = static_cast<int>(devices);
+  o.stride = static_cast<std::uint32_t>(stride);
+  o.pair_log2 = static_cast<int>(pair_log2);
+  o.float64_log2 = static_cast<int>(float64_log2);
+  o.host_cases = host_cases;
+  o.validate = validate;
+  o.chunk = chunk;
+  return {};
+}
 
 int usage(const std::string& message) {
   std::cerr << "tapewise-conform sweep: " << message << "\n";
@@ -1079,22 +1228,10 @@ int run_sweep_cli(const SweepCli& cli) {
     o.range_lo = range->first;
     o.range_hi = range->second;
   }
-  if (cli.devices < 1 || cli.devices > 64) return usage("--devices: 1 to 64");
-  if (cli.stride < 1 || cli.stride > (std::int64_t{1} << 31)) return usage("--stride: 1 to 2^31");
-  if (cli.pair_log2 < 0 || cli.pair_log2 > 16) return usage("--pair-log2: 0 to 16");
-  if (cli.float64_log2 < 0 || cli.float64_log2 > 32) return usage("--float64-log2: 0 to 32");
-  if (cli.host_cases < 0 || cli.host_cases > kMaxCases) return usage("--host-cases: 0 to 10^8");
-  if (cli.validate < 0 || cli.validate > kMaxCases) return usage("--validate: 0 to 10^8");
-  if (cli.chunk < 0 || cli.chunk > (std::int64_t{1} << 30)) return usage("--chunk: 0 (default) to 2^30");
-  o.devices = cli.devices;
+  if (auto numbers = read_numbers(cli, o); !numbers) return usage(numbers.error().message);
   o.json_path = cli.json;
-  o.pair_log2 = cli.pair_log2;
-  o.float64_log2 = cli.float64_log2;
-  o.host_cases = cli.host_cases;
   o.float64_mpfr = cli.float64_mpfr;
-  o.validate = cli.validate;
-  o.chunk = cli.chunk;
-  o.stride = static_cast<std::uint32_t>(cli.stride);
+  o.allow_long = cli.allow_long;
   return sweep_command(o);
 }
 
@@ -1118,6 +1255,10 @@ std::function<std::optional<int>()> add_sweep_subcommand(CLI::App& app) {
       "underflow (an exact intermediate of the staging leaves the dtype's range), or unexplained.\n"
       "Only nodes with a sweep reference (tools/conform/sweep_reference.hpp) are swept: --ops naming\n"
       "another is a usage error; all, unary and binary leave the others out and the report lists them.\n"
+      "On the CPU the sweep first times a sample of each node and prints its estimate on stderr; one\n"
+      "estimated past 30 minutes (the defaults: hours) is refused unless --allow-long is given. When stdout\n"
+      "is not a terminal, progress goes to stderr every 30 s with the time left. --devices N needs CUDA.\n"
+      "A verdict needs cases: a --range past a node's cases, or --validate 0, is a usage error.\n"
       "Exit status: 0 every node conforms (no value above its bound inside the domain, none unexplained,\n"
       "outside it only causes spec/bounds.def accepts), 1 otherwise or a failed validation, 2 a usage or\n"
       "backend error.");
@@ -1145,6 +1286,8 @@ std::function<std::optional<int>()> add_sweep_subcommand(CLI::App& app) {
       ->capture_default_str();
   sweep->add_option("--seed", cli->seed, "seed of the random cases")->capture_default_str();
   sweep->add_option("--chunk", cli->chunk, "elements per chunk (default 2^28 on CUDA, 2^20 on the CPU)");
+  sweep->add_flag("--allow-long", cli->allow_long,
+                  "run a CPU sweep estimated to take longer than 30 minutes (refused without it)");
   return [sweep, cli]() -> std::optional<int> {
     if (!sweep->parsed()) return std::nullopt;
     return guarded("sweep", [&] { return run_sweep_cli(*cli); });

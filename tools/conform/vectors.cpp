@@ -240,6 +240,8 @@ int vectors_command(const VectorsOptions& o) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return usage(dir.string() + ": cannot create: " + ec.message());
+  const std::string index_path = (dir / kIndexFile).string();
+  if (auto ok = check_output(index_path, ""); !ok) return usage(ok.error().message);  // before the long part
   Json index{{"schema", kVectorsSchema},
              {"tapewise_version", kVersion},
              {"spec_sha256", kSpecSha256},
@@ -280,10 +282,9 @@ int vectors_command(const VectorsOptions& o) {
       }
     }
   }
-  if (auto ok = write_text_no_follow((dir / kIndexFile).string(), index.dump(2) + "\n"); !ok)
-    return usage(ok.error().message);
+  if (auto ok = write_json_output(index_path, "", index); !ok) return usage(ok.error().message);
   std::cout << "wrote " << index["suites"].size() << " suites (" << files << " .npy files) and "
-            << (dir / kIndexFile).string() << "; seed " << o.seed << ", " << o.cases
+            << index_path << "; seed " << o.seed << ", " << o.cases
             << " random cases per node and dtype\n";
   return kConforms;
 }
@@ -375,8 +376,8 @@ void warn_if_other_spec(const VectorsIndex& index, const std::string& where) {
   if (index.spec_sha256.empty()) {
     std::cerr << " does not say which spec it was written against (written before tapewise 0.2.0?)";
   } else {
-    std::cerr << " was written against another spec (sha256 " << escaped(index.spec_sha256) << ", tapewise "
-              << escaped(index.tapewise_version.empty() ? "?" : index.tapewise_version) << ")";
+    std::cerr << " was written against another spec (sha256 " << escaped_prefix(index.spec_sha256) << ", tapewise "
+              << escaped_prefix(index.tapewise_version.empty() ? "?" : index.tapewise_version) << ")";
   }
   std::cerr << "; this build's spec is sha256 " << kSpecSha256 << "\n";
 }
@@ -432,7 +433,7 @@ int check_command(const CheckOptions& o) {
   };
   if (o.dir.empty()) return usage("the vectors folder is empty (give the folder `vectors` wrote)");
   if (!o.json_path.empty())
-    if (auto ok = check_writable_output(o.json_path, "--json"); !ok) return usage(ok.error().message);
+    if (auto ok = check_output(o.json_path, "--json"); !ok) return usage(ok.error().message);
   const fs::path dir(o.dir);
   const std::string index_path = (dir / kIndexFile).string();
   auto index = read_index(dir);
@@ -457,19 +458,24 @@ int check_command(const CheckOptions& o) {
   print_table_legend(std::cout, false);
   print_violations(std::cout, rows);
   std::cout << "\n" << summary.line() << "\n";
+  // The index's special suites are the spec's rows: a suite written without them cannot pass.
+  if (const auto missing = missing_evidence(rows, true); summary.conforms() && !missing.empty()) {
+    for (const std::string& line : missing) std::cerr << "tapewise-conform check: no verdict: " << line << "\n";
+    return kUsageError;
+  }
 
   if (!o.json_path.empty()) {
     Json report{{"schema", kReportSchema},
                 {"command", "check"},
                 {"tapewise_version", kVersion},
                 {"spec_sha256", kSpecSha256},
-                {"implementation", Json{{"dir", dir.string()}}},
+                {"implementation", Json{{"dir", utf8_or_escaped(dir.string())}}},
                 {"seed", index->seed},
                 {"cases", index->cases},
                 {"rows", Json::array()},
                 {"summary", summary_json(summary, elapsed)}};
     for (const Row& r : rows) report["rows"].push_back(row_json(r));
-    if (auto ok = write_json_file(o.json_path, report); !ok) return usage(ok.error().message);
+    if (auto ok = write_json_output(o.json_path, "--json", report); !ok) return usage(ok.error().message);
   }
   return summary.conforms() ? kConforms : kViolation;
 }
