@@ -96,7 +96,7 @@ class Reader {
     return fail(ErrorCode::InvalidArgument, "special points " + origin_ + ":" + std::to_string(line_) + ": " + what);
   }
 
-  Result<SpecialPoint> parse_case(std::string_view body, std::string_view note) const {
+  [[nodiscard]] Result<SpecialPoint> parse_case(std::string_view body, std::string_view note) const {
     TAPEWISE_TRY(fields, tokenize(body));
     SpecialPoint p;
     p.line = line_;
@@ -122,7 +122,7 @@ class Reader {
     }
   };
 
-  Result<Fields> tokenize(std::string_view body) const {
+  [[nodiscard]] Result<Fields> tokenize(std::string_view body) const {
     Fields f;
     std::size_t i = 0;
     while (i < body.size()) {
@@ -142,7 +142,7 @@ class Reader {
     return f;
   }
 
-  Result<void> parse_op_dtype_same(Fields& f, SpecialPoint& p) const {
+  [[nodiscard]] Result<void> parse_op_dtype_same(Fields& f, SpecialPoint& p) const {
     const auto op_tok = f.take("op");
     if (!op_tok) return error("missing key 'op'");
     const auto op = op_from_name(*op_tok);
@@ -167,7 +167,7 @@ class Reader {
   }
 
   // Exactly the op's scalar names, each required.
-  Result<void> parse_scalars(Fields& f, SpecialPoint& p) const {
+  [[nodiscard]] Result<void> parse_scalars(Fields& f, SpecialPoint& p) const {
     const OpInfo& info = op_info(p.op);
     double* slots[2] = {&p.scalars.s0, &p.scalars.s1};
     for (int k = 0; k < 2; ++k) {
@@ -184,7 +184,7 @@ class Reader {
   }
 
   // Inputs, g, y and the gradients: each exactly representable in the case's dtype.
-  Result<void> parse_values(Fields& f, SpecialPoint& p) const {
+  [[nodiscard]] Result<void> parse_values(Fields& f, SpecialPoint& p) const {
     const OpInfo& info = op_info(p.op);
     auto value = [&](const std::string& key) -> Result<double> {
       const auto tok = f.take(key);
@@ -217,7 +217,7 @@ class Reader {
   }
 
   // Names the first leftover key, in the order written.
-  Result<void> reject_leftovers(const Fields& f, const SpecialPoint& p) const {
+  [[nodiscard]] Result<void> reject_leftovers(const Fields& f, const SpecialPoint& p) const {
     static const std::set<std::string> known = {"op", "dtype", "same", "c", "lo", "hi", "eps", "x",
                                                 "a",  "b",     "g",    "y", "dx", "da", "db"};
     for (const auto& k : f.order) {

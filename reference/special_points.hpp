@@ -35,9 +35,9 @@ struct SpecialPoints {
 // Reads and validates the file. Strict: an unknown op or key, a malformed token, a value that is not
 // exactly representable in the row's dtype, a missing or duplicated key, or inputs/gradients that do
 // not fit the op's arity fail with ErrorCode::InvalidArgument naming "<path>:<line>".
-Result<SpecialPoints> load_special_points(const std::string& path);
+[[nodiscard]] Result<SpecialPoints> load_special_points(const std::string& path);
 // The same, from text already in memory; `origin` names it in messages.
-Result<SpecialPoints> parse_special_points(const std::string& text, const std::string& origin);
+[[nodiscard]] Result<SpecialPoints> parse_special_points(const std::string& text, const std::string& origin);
 
 // Expected NaN matches any NaN; otherwise the bits in the dtype must be equal (so +0 != -0).
 bool bits_match(double expected, double produced, DType dtype);
