@@ -1,7 +1,8 @@
 // cuda/tape/tape.cpp — recording and reverse mode. Recording checks ids, shapes and dtypes, runs the
 // forward (or defers it to the next program, for small nodes) and appends a data node; backward
 // interprets nodes in descending id order, node by node or as one program. Nothing is appended or
-// mutated until every step has succeeded, so an error leaves the tape unchanged.
+// mutated until every step has succeeded, so an error leaves the tape unchanged, but for the one
+// thing tape.hpp states: pending forwards that a flush before the failure has run.
 #include <cstdint>
 #include <string>
 
