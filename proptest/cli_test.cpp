@@ -550,6 +550,37 @@ TEST_F(Cli, NumericOptionsTakeOnlyTheirRange) {
   expect_usage_error(sweep + "--pair-log2=17", "--pair-log2: 17 is out of range");
 }
 
+// --- issue 20, item 5: a graph's size is bounded before anything is built ----------------------------
+
+TEST_F(Cli, AGraphPastTheCheckersLimitsIsRefusedBeforeBuilding) {
+  {  // 2^19 + 1 leaves and nodes: a chain of neg
+    std::ofstream out(path("many.json"));
+    out << R"({"schema": "tapewise-conform.graph/1", "dtype": "float32", "leaves": [{"name": "n0", "values": [1]}], "nodes": [)";
+    for (int i = 1; i <= (1 << 19); ++i)
+      out << (i > 1 ? "," : "") << R"({"name":"n)" << i << R"(","op":"neg","parents":["n)" << i - 1 << R"("]})";
+    out << R"(], "output": "n524288", "seed": [1]})";
+  }
+  expect_usage_error("graph many.json --backend cpu", "524289 leaves and nodes; the checker takes at most 524288");
+  {  // 129 nodes of 2^16 elements over one leaf: 130 * 2^16 > 2^23 elements
+    std::ofstream out(path("wide.json"));
+    out << R"({"schema": "tapewise-conform.graph/1", "dtype": "float32", "leaves": [{"name": "x", "values": [)";
+    for (int i = 0; i < (1 << 16); ++i) out << (i ? ",1" : "1");
+    out << R"(]}], "nodes": [)";
+    for (int i = 0; i < 129; ++i) out << (i ? "," : "") << R"({"name":"y)" << i << R"(","op":"sin","parents":["x"]})";
+    out << R"(], "output": "x", "seed": [)";
+    for (int i = 0; i < (1 << 16); ++i) out << (i ? ",1" : "1");
+    out << "]}";
+  }
+  expect_usage_error("graph wide.json --backend cpu", "more than 8388608 elements over the leaves and nodes (at 'y127')");
+  {  // 2^23 + 1 JSON values, refused while parsing
+    std::ofstream out(path("values.json"));
+    out << R"({"schema": "tapewise-conform.graph/1", "dtype": "float32", "leaves": [{"name": "x", "values": [)";
+    for (int i = 0; i < (1 << 23); ++i) out << (i ? ",1" : "1");
+    out << "]}]}";
+  }
+  expect_usage_error("graph values.json --backend cpu", "more than 8388608 JSON values");
+}
+
 #else
 
 TEST(Cli, NeedsTheRunner) { GTEST_SKIP() << "tapewise-conform is not built here (TAPEWISE_CONFORM_BIN undefined)"; }

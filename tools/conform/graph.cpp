@@ -76,21 +76,23 @@ tl::unexpected<Error> bad_graph(const std::string& message) {
 class ExactJsonReader {
  public:
   explicit ExactJsonReader(GraphJson& root) : dom_(root, false) {}
-  bool null() { return dom_.null(); }
-  bool boolean(bool v) { return dom_.boolean(v); }
+  bool null() { return counted() && dom_.null(); }
+  bool boolean(bool v) { return counted() && dom_.boolean(v); }
   bool number_integer(std::int64_t v) {
+    if (!counted()) return false;
     if (v != 0) return dom_.number_integer(v);
     std::string minus_zero = "-0";
     return dom_.string(minus_zero);
   }
-  bool number_unsigned(std::uint64_t v) { return dom_.number_unsigned(v); }
+  bool number_unsigned(std::uint64_t v) { return counted() && dom_.number_unsigned(v); }
   bool number_float(double, const std::string& text) {
     std::string copy = text;
-    return dom_.string(copy);
+    return counted() && dom_.string(copy);
   }
-  bool string(std::string& s) { return dom_.string(s); }
-  bool binary(GraphJson::binary_t& b) { return dom_.binary(b); }
+  bool string(std::string& s) { return counted() && dom_.string(s); }
+  bool binary(GraphJson::binary_t& b) { return counted() && dom_.binary(b); }
   bool start_object(std::size_t n) {
+    if (!counted()) return false;
     keys_.emplace_back();
     return dom_.start_object(n);
   }
@@ -105,7 +107,7 @@ class ExactJsonReader {
     keys_.pop_back();
     return dom_.end_object();
   }
-  bool start_array(std::size_t n) { return dom_.start_array(n); }
+  bool start_array(std::size_t n) { return counted() && dom_.start_array(n); }
   bool end_array() { return dom_.end_array(); }
   bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) {
     const std::string what = e.what();
@@ -114,8 +116,16 @@ class ExactJsonReader {
     return false;
   }
   const std::string& error() const { return error_; }
+  bool too_large() const { return values_ > kMaxGraphJsonValues; }
 
  private:
+  // One more value held in the DOM; false (an error) past kMaxGraphJsonValues, before it is built.
+  bool counted() {
+    if (++values_ <= kMaxGraphJsonValues) return true;
+    error_ = "more than " + std::to_string(kMaxGraphJsonValues) + " JSON values: larger than any graph the checker takes";
+    return false;
+  }
+  std::int64_t values_ = 0;
   nlohmann::detail::json_sax_dom_parser<GraphJson> dom_;
   std::vector<std::set<std::string>> keys_;
   std::string error_;
@@ -126,7 +136,8 @@ Result<GraphJson> read_json(const std::string& text) {
   GraphJson doc;
   ExactJsonReader reader(doc);
   if (!GraphJson::sax_parse(text, &reader) || !reader.error().empty())
-    return bad_graph("not valid JSON: " + escaped(reader.error().empty() ? "parse error" : reader.error()));
+    return bad_graph((reader.too_large() ? "" : "not valid JSON: ") +
+                     escaped(reader.error().empty() ? "parse error" : reader.error()));
   return doc;
 }
 
@@ -252,6 +263,9 @@ Result<Entries> collect_entries(const GraphJson& doc) {
   TAPEWISE_CHECK(add_entries(e, doc, "leaves", "leaf"));
   e.leaf_count = e.items.size();
   TAPEWISE_CHECK(add_entries(e, doc, "nodes", "node"));
+  if (static_cast<std::int64_t>(e.items.size()) > kMaxGraphEntries)
+    return bad_graph(std::to_string(e.items.size()) + " leaves and nodes; the checker takes at most " +
+                     std::to_string(kMaxGraphEntries));
   return e;
 }
 
@@ -472,10 +486,15 @@ Result<Graph> parse_graph(const std::string& json_text) {
   TAPEWISE_TRY(dtype, read_dtype(doc));
   g.dtype = dtype;
   TAPEWISE_TRY(entries, collect_entries(doc));
+  std::int64_t elements = 0;
   for (std::size_t id = 0; id < entries.items.size(); ++id) {
     auto node = id < entries.leaf_count ? read_leaf(entries, static_cast<std::int64_t>(id), dtype)
                                         : read_node(entries, static_cast<std::int64_t>(id), g);
     TAPEWISE_CHECK(node);
+    elements += node->shape.numel();
+    if (elements > kMaxGraphElements)
+      return bad_graph("more than " + std::to_string(kMaxGraphElements) + " elements over the leaves and nodes (at '" +
+                       node->name + "'); the checker takes at most that many");
     g.nodes.push_back(std::move(*node));
   }
   TAPEWISE_TRY(output, read_output(doc, entries));

@@ -71,6 +71,15 @@ inline constexpr const char* kGraphSchema = "tapewise-conform.graph/1";
 inline constexpr const char* kGraphReportSchema = "tapewise-conform.graph-report/1";
 // The largest graph file the command reads (a 2^20-element graph is a few MB of JSON).
 inline constexpr std::uint64_t kMaxGraphFileBytes = std::uint64_t{64} << 20;
+// What the checker takes, checked while the file is read, before any tape is built: its memory
+// grows with the JSON values held while reading (tens of bytes each), with the leaves and nodes
+// (~1.4 KB each on the tape and in the report) and with their elements (~160 B each, summed over
+// every leaf and node: the tape's values, slots, contributions and the MPFR reference's values).
+// A file near the 64 MiB cap can hold 1.2 million nodes or 30 million values; at the limits the
+// peak measured was 1.1 GB (2^19 nodes of 16 elements), and 1.0 GB for 64 MiB of nodes refused.
+inline constexpr std::int64_t kMaxGraphJsonValues = std::int64_t{1} << 23;
+inline constexpr std::int64_t kMaxGraphEntries = std::int64_t{1} << 19;   // leaves and nodes
+inline constexpr std::int64_t kMaxGraphElements = std::int64_t{1} << 23;  // summed over them
 
 // One leaf or node of a validated graph; its index in Graph::nodes is its tape id.
 struct GraphNode {
