@@ -96,7 +96,8 @@ Subcommand add_run(CLI::App& app, CommonText& t) {
   run->add_option("--ops", t.ops, "comma-separated node names, or all")->capture_default_str();
   run->add_option("--dtype", t.dtype, "float32, float64 or all")->capture_default_str();
   run->add_option("--backend", t.backend, "auto (CUDA where present, else CPU), cpu or cuda")->capture_default_str();
-  run->add_option("--cases", t.cases, "random cases per node and dtype (0 to 10^8)")->capture_default_str();
+  run->add_option("--cases", t.cases, "random cases per node and dtype (0 to 10^8; a pass needs at least 1)")
+      ->capture_default_str();
   CLI::Option* seed =
       run->add_option("--seed", t.seed, "seed of the random cases, 0 to 2^64-1 (default: a fresh one, printed)");
   run->add_option("--json", *json, "write the whole report as JSON to this file");
@@ -177,7 +178,8 @@ Subcommand add_vectors(CLI::App& app, CommonText& t) {
   vectors->add_option("dir", o->dir, "output folder")->required();
   vectors->add_option("--ops", t.ops, "comma-separated node names, or all");
   vectors->add_option("--dtype", t.dtype, "float32, float64 or all");
-  vectors->add_option("--cases", t.cases, "random cases per node and dtype (0 to 10^8)");
+  vectors->add_option("--cases", t.cases,
+                      "random cases per node and dtype (0 to 10^8; check passes only with at least 1)");
   CLI::Option* seed = vectors->add_option("--seed", t.seed, "seed of the random cases");
   vectors->add_option("--special-points", t.special, "path of spec/special_points");
   return {vectors, [&t, seed, o] {
