@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <optional>
 #include <span>
@@ -258,13 +259,28 @@ class OutputBatch {
   ~OutputBatch() { discard(); }
 
   Result<void> add(const OutputTarget& target, std::span<const std::byte> bytes) {
+    return add_pieces(target, [bytes](const Sink& sink) {
+      return sink(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+    });
+  }
+
+  // As add, with the bytes given piece by piece: `produce` passes each piece, in order, to the sink
+  // it is given, so that a large report goes to its temporary file without being held whole.
+  using Sink = std::function<Result<void>(std::string_view)>;
+  Result<void> add_pieces(const OutputTarget& target, const std::function<Result<void>(const Sink&)>& produce) {
     if (!signals_) signals_.emplace();
-    Pending p{target, {}, {}};
-    if (target.kind != OutputTarget::Kind::file) {
-      p.stream_bytes.assign(bytes.begin(), bytes.end());
+    if (target.kind != OutputTarget::Kind::file) {  // written at commit, in order with the others
+      Pending p{target, {}, {}};
+      const Sink keep = [&p](std::string_view piece) -> Result<void> {
+        const auto* bytes = reinterpret_cast<const std::byte*>(piece.data());
+        p.stream_bytes.insert(p.stream_bytes.end(), bytes, bytes + piece.size());
+        return {};
+      };
+      if (auto ok = produce(keep); !ok) return ok;
       pending_.push_back(std::move(p));
       return {};
     }
+    Pending p{target, {}, {}};
     namespace fs = std::filesystem;
     fs::path folder = fs::path(target.path).parent_path();
     std::string name = (folder.empty() ? fs::path(".") : folder) / ".tapewise-output-XXXXXX";
@@ -275,7 +291,10 @@ class OutputBatch {
     p.temp = name;
     pending_.push_back(std::move(p));  // from here on, discard() removes it
     if (::fchmod(fd.fd, target.mode) != 0) return files_detail::file_error(what, std::string("cannot set its mode: ") + std::strerror(errno));
-    if (auto ok = files_detail::write_all(fd.fd, bytes, what); !ok) return ok;
+    const Sink write = [&fd, &what](std::string_view piece) {
+      return files_detail::write_all(fd.fd, std::as_bytes(std::span<const char>(piece.data(), piece.size())), what);
+    };
+    if (auto ok = produce(write); !ok) return ok;
     const int closing = fd.fd;
     fd.fd = -1;
     if (::close(closing) != 0) return files_detail::file_error(what, std::string("write error: ") + std::strerror(errno));

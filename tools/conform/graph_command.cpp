@@ -1,5 +1,6 @@
 // tools/conform/graph_command.cpp — the `graph` subcommand: runs the graph checker (graph.hpp) on
 // the chosen backend, prints its table, writes the JSON report, and sets the exit status.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -162,9 +163,8 @@ ReportJson node_json(const NodeCheck& n, const Production& p) {
                     {"violations", n.violations}};
 }
 
-ReportJson report_json(const GraphReport& r, const std::string& file, const ChosenBackend& backend) {
-  ReportJson nodes = ReportJson::array();
-  for (const NodeCheck& n : r.nodes) nodes.push_back(node_json(n, r.production));
+// The report without its nodes, which report_text adds one at a time.
+ReportJson report_head(const GraphReport& r, const std::string& file, const ChosenBackend& backend) {
   return ReportJson{{"schema", kGraphReportSchema},
                     {"file", utf8_or_escaped(file)},
                     {"backend", {{"name", backend.name}, {"description", r.backend}, {"why", backend.why}}},
@@ -172,7 +172,7 @@ ReportJson report_json(const GraphReport& r, const std::string& file, const Chos
                     {"path", r.path == VjpPath::fused ? "fused" : "staged"},
                     {"dense", r.dense},
                     {"output", r.nodes[static_cast<std::size_t>(r.output)].name},
-                    {"nodes", nodes},
+                    {"nodes", ReportJson::array()},
                     {"summary", {{"nodes", r.nodes.size()}, {"nodes_passing", r.nodes_passing()}, {"passes", r.passes()}}}};
 }
 
@@ -185,6 +185,39 @@ std::string missing_evidence(const GraphReport& r) {
     if (n.vjp && n.vjp->values == 0) return who + ": no gradient graded";
   }
   return "";
+}
+
+// Writes the JSON report one node at a time, through the one writer (files.hpp): as one DOM, or
+// even as one string, a report at the graph limits (graph.hpp; every value and gradient in hex)
+// took several GB.
+Result<void> write_report(const std::string& path, const GraphReport& r, const std::string& file,
+                          const ChosenBackend& backend) {
+  TAPEWISE_TRY(target, resolve_output(path, "--json"));
+  const std::string head = json_document_text(report_head(r, file, backend));
+  const std::string empty_nodes = "\"nodes\": []";  // inside a string value its quotes would be escaped
+  const std::size_t at = head.find(empty_nodes);
+  OutputBatch batch;
+  TAPEWISE_CHECK(batch.add_pieces(target, [&](const OutputBatch::Sink& sink) -> Result<void> {
+    std::string text = head.substr(0, at) + "\"nodes\": [";
+    for (std::size_t i = 0; i < r.nodes.size(); ++i) {
+      const std::string node =
+          node_json(r.nodes[i], r.production).dump(2, ' ', false, ReportJson::error_handler_t::replace);
+      text += i ? ",\n    " : "\n    ";
+      for (std::size_t from = 0; from < node.size();) {  // indented one level deeper, line by line
+        const std::size_t eol = std::min(node.find('\n', from), node.size());
+        text.append(node, from, eol - from);
+        if (eol < node.size()) text += "\n    ";
+        from = eol + 1;
+      }
+      if (text.size() >= (std::size_t{1} << 20)) {
+        TAPEWISE_CHECK(sink(text));
+        text.clear();
+      }
+    }
+    text += "\n  ]" + head.substr(at + empty_nodes.size());
+    return sink(text);
+  }));
+  return batch.commit();
 }
 
 int graph_error(const std::string& message) {
@@ -219,7 +252,7 @@ int graph_command(const GraphCommandOptions& o) {
   if (const std::string missing = missing_evidence(*report); report->passes() && !missing.empty())
     return graph_error(o.file + ": no verdict: " + missing);
   if (!o.json_path.empty())
-    if (auto ok = write_json_output(o.json_path, "--json", report_json(*report, o.file, *chosen)); !ok)
+    if (auto ok = write_report(o.json_path, *report, o.file, *chosen); !ok)
       return graph_error(ok.error().message);
   return report->passes() ? kConforms : kViolation;
 }
