@@ -148,8 +148,17 @@ Imported import_array(const PyBackend& be, nb::handle obj, Copy copy, const char
     source_access = Access::read_only;
   } else {
     // nanobind swallows the producer's own refusal (e.g. torch's "Can't export tensors that require
-    // gradient"): ask again so that its exception, which says what to do, reaches the caller.
-    if (nb::hasattr(source, "__dlpack__")) source.attr("__dlpack__")();
+    // gradient", numpy's BufferError for object or byte-swapped arrays): ask again so that its
+    // reason, which says what to do, reaches the caller, as the TypeError every bad argument raises.
+    if (nb::hasattr(source, "__dlpack__")) {
+      try {
+        source.attr("__dlpack__")();
+      } catch (nb::python_error& refusal) {
+        throw nb::type_error((std::string(what) + ": this " + nb::type_name(obj.type()).c_str() +
+                              " cannot be exported (" + nb::type_name(refusal.type()).c_str() + ": " +
+                              nb::str(refusal.value()).c_str() + ")").c_str());
+      }
+    }
     throw nb::type_error((std::string(what) + ": expected an array exporting __dlpack__ or the buffer protocol "
                           "(numpy, torch, jax, cupy), got " + nb::type_name(obj.type()).c_str()).c_str());
   }

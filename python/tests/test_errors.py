@@ -84,6 +84,18 @@ def test_not_an_array_is_a_type_error(backend):
     assert len(tape) == 0
 
 
+@pytest.mark.parametrize("array, reason", [
+    (np.array([1.0, None], dtype=object), "DLPack only supports"),
+    (np.ones(3, ">f4"), "native byte order"),
+])
+def test_an_array_its_producer_cannot_export_is_a_type_error_with_the_producers_reason(array, reason):
+    tape = tapewise.Tape(tapewise.cpu())
+    for call in (lambda: tape.leaf(array), lambda: tape.leaf(array, copy=True)):
+        with pytest.raises(TypeError, match=f"leaf: this ndarray cannot be exported .*{reason}"):
+            call()
+    assert len(tape) == 0
+
+
 def test_non_contiguous_is_rejected_by_name_and_copied_on_request():
     tape = tapewise.Tape(tapewise.cpu())
     strided = np.arange(12, dtype=np.float64).reshape(3, 4)[:, ::2]
