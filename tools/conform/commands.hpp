@@ -31,31 +31,32 @@ struct Selection {
 };
 // ops: "" or "all" for every node, else a comma-separated list of node names; dtype: "all" (or
 // ""), "float32"/"f32" or "float64"/"f64".
-Result<Selection> parse_selection(const std::string& ops, const std::string& dtype);
-Result<BackendChoice> parse_backend(const std::string& name);
+[[nodiscard]] Result<Selection> parse_selection(const std::string& ops, const std::string& dtype);
+[[nodiscard]] Result<BackendChoice> parse_backend(const std::string& name);
 
 // Where spec/special_points is: `given` (--special-points) when not empty; else
 // <folder of this binary>/../share/tapewise/special_points (the install layout, which the build tree
 // has too, so a copied build or install tree works); else ./spec/special_points. No path of the
 // machine that built the binary is consulted.
-Result<std::string> find_special_points(const std::string& given);
+[[nodiscard]] Result<std::string> find_special_points(const std::string& given);
 // Reads the file `find_special_points` found. It must be a regular file of at most
 // kMaxSpecialPointsBytes holding at least one row: an empty file (or a folder) grades nothing and
 // must not pass for a conforming run.
-Result<SpecialPoints> load_spec_points(const std::string& path);
+[[nodiscard]] Result<SpecialPoints> load_spec_points(const std::string& path);
 // Every selected node and dtype must have rows in `spec` (read from `path`): a pass of a node with no
 // special point would say nothing of its conventions. The error names each one missing.
-Result<void> require_rows_for(const SpecialPoints& spec, const Selection& selection, const std::string& path);
+[[nodiscard]] Result<void> require_rows_for(const SpecialPoints& spec, const Selection& selection,
+                                            const std::string& path);
 inline constexpr std::uint64_t kMaxSpecialPointsBytes = std::uint64_t{16} << 20;  // the spec's is ~43 KB
 
 // --cases: a whole number in decimal from 0 to kMaxCases; --seed: one from 0 to 2^64-1 (never a
 // negative number wrapped around). `option` names the option in messages.
-Result<std::int64_t> parse_cases(const std::string& text, const std::string& option);
+[[nodiscard]] Result<std::int64_t> parse_cases(const std::string& text, const std::string& option);
 // A whole number in decimal digits only (no sign, spaces, hex, exponent or fraction) from `min` to
 // `max`, e.g. sweep's --devices 1..64; the message names `option`, the text given and the range.
-Result<std::int64_t> parse_whole_number(const std::string& text, const std::string& option, std::int64_t min,
-                                        std::int64_t max);
-Result<std::uint64_t> parse_seed(const std::string& text, const std::string& option);
+[[nodiscard]] Result<std::int64_t> parse_whole_number(const std::string& text, const std::string& option,
+                                                      std::int64_t min, std::int64_t max);
+[[nodiscard]] Result<std::uint64_t> parse_seed(const std::string& text, const std::string& option);
 
 struct RunOptions {
   Selection selection;

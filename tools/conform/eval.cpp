@@ -23,7 +23,7 @@ Error bad(const std::string& message) { return Error{ErrorCode::InvalidArgument,
 using NamedPaths = std::vector<std::pair<std::string, std::string>>;  // (--name, path)
 
 // The input files by option name, in the op's order; the options that do not apply are errors.
-Result<NamedPaths> named_inputs(const OpInfo& info, const EvalOptions& o) {
+[[nodiscard]] Result<NamedPaths> named_inputs(const OpInfo& info, const EvalOptions& o) {
   const std::string name = info.name;
   if (o.same && info.arity == 1) return tl::unexpected(bad("--same is for binary nodes; " + name + " is unary"));
   if (info.arity == 1) {
@@ -43,7 +43,7 @@ Result<NamedPaths> named_inputs(const OpInfo& info, const EvalOptions& o) {
 }
 
 // Exactly the scalars the node takes.
-Result<Scalars> eval_scalars(const OpInfo& info, const EvalOptions& o) {
+[[nodiscard]] Result<Scalars> eval_scalars(const OpInfo& info, const EvalOptions& o) {
   Scalars s;
   const std::pair<const char*, const std::optional<double>*> given[] = {
       {"c", &o.c}, {"lo", &o.lo}, {"hi", &o.hi}, {"eps", &o.eps}};
@@ -67,7 +67,7 @@ struct Loaded {
 
 // Reads every array and checks that all have one dtype and one shape: the node does not broadcast
 // or convert.
-Result<Loaded> load_arrays(const NamedPaths& named, const std::string& g_path) {
+[[nodiscard]] Result<Loaded> load_arrays(const NamedPaths& named, const std::string& g_path) {
   Loaded l;
   for (const auto& [name, path] : named) {
     auto array = read_npy(path);
@@ -98,7 +98,7 @@ Result<Loaded> load_arrays(const NamedPaths& named, const std::string& g_path) {
 // The files eval will write into --out (and nowhere else): y, and the gradients when --g is given.
 // The folder is created and every destination checked before the node runs, so that a refused
 // dx.npy does not leave y.npy written.
-Result<std::vector<OutputTarget>> plan_outputs(const EvalOptions& o, Op op) {
+[[nodiscard]] Result<std::vector<OutputTarget>> plan_outputs(const EvalOptions& o, Op op) {
   std::error_code ec;
   std::filesystem::create_directories(o.out_dir, ec);
   if (ec) return tl::unexpected(bad(o.out_dir + ": cannot create: " + ec.message()));
@@ -118,7 +118,7 @@ Result<std::vector<OutputTarget>> plan_outputs(const EvalOptions& o, Op op) {
 }
 
 // Writes y and the gradients as one batch: all of them, or none. Returns the paths written.
-Result<std::string> write_outputs(const std::vector<OutputTarget>& targets, const NodeOutputs& produced) {
+[[nodiscard]] Result<std::string> write_outputs(const std::vector<OutputTarget>& targets, const NodeOutputs& produced) {
   std::vector<const HostArray*> arrays{&produced.y};
   for (const HostArray& g : produced.grads) arrays.push_back(&g);
   if (arrays.size() != targets.size()) return tl::unexpected(bad("eval produced " + std::to_string(arrays.size()) +

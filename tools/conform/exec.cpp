@@ -18,7 +18,7 @@ HostArray scalar_array(DType dtype, double v) {
   return HostArray::of<double>(Shape{1}, std::span<const double>(&v, 1));
 }
 
-Result<std::vector<Buffer>> upload_all(Backend& backend, std::span<const HostArray> inputs) {
+[[nodiscard]] Result<std::vector<Buffer>> upload_all(Backend& backend, std::span<const HostArray> inputs) {
   std::vector<Buffer> in;
   for (const HostArray& h : inputs) {
     TAPEWISE_TRY(buffer, backend.upload(h));

@@ -28,18 +28,17 @@ struct WorkspaceLeaks {
 
 // y = op(inputs) and, when g is given, the VJP on the chosen path. `leaks` (optional) receives
 // the workspace accounting of a staged VJP.
-Result<NodeOutputs> run_node(Backend& backend, Op op, const Scalars& s,
-                             std::span<const HostArray> inputs, const HostArray* g, VjpPath path,
-                             WorkspaceLeaks* leaks = nullptr);
+[[nodiscard]] Result<NodeOutputs> run_node(Backend& backend, Op op, const Scalars& s, std::span<const HostArray> inputs,
+                                           const HostArray* g, VjpPath path, WorkspaceLeaks* leaks = nullptr);
 
 // Through the production API: one leaf per input, the node (op(a, a) from the single leaf when
 // `same`), Tape::backward with g as the seed; the gradients are the leaves' (the total, when same).
-Result<NodeOutputs> run_on_tape(const std::shared_ptr<Backend>& backend, Op op, const Scalars& s,
-                                std::span<const HostArray> leaves, bool same, const HostArray& g,
-                                VjpPath path);
+[[nodiscard]] Result<NodeOutputs> run_on_tape(const std::shared_ptr<Backend>& backend, Op op, const Scalars& s,
+                                              std::span<const HostArray> leaves, bool same, const HostArray& g,
+                                              VjpPath path);
 // A special point (one element) through run_on_tape.
-Result<NodeOutputs> run_special_point(const std::shared_ptr<Backend>& backend,
-                                      const SpecialPoint& point, VjpPath path);
+[[nodiscard]] Result<NodeOutputs> run_special_point(const std::shared_ptr<Backend>& backend, const SpecialPoint& point,
+                                                    VjpPath path);
 
 enum class BackendChoice { automatic, cpu, cuda };
 
@@ -51,7 +50,7 @@ struct ChosenBackend {
 
 // automatic: CUDA where a device opens, else CPU saying why CUDA was not used. cuda: fails with
 // DeviceUnavailable where it cannot open.
-Result<ChosenBackend> choose_backend(BackendChoice choice);
+[[nodiscard]] Result<ChosenBackend> choose_backend(BackendChoice choice);
 
 // Seconds per call of forward and of the fused VJP on `inputs`/`g` (best of a few repetitions).
 struct Timing {
@@ -59,7 +58,7 @@ struct Timing {
   double forward_s = 0.0;
   double vjp_s = 0.0;
 };
-Result<Timing> time_node(Backend& backend, Op op, const Scalars& s, std::span<const HostArray> inputs,
-                         const HostArray& g);
+[[nodiscard]] Result<Timing> time_node(Backend& backend, Op op, const Scalars& s, std::span<const HostArray> inputs,
+                                       const HostArray& g);
 
 }  // namespace tapewise::conform

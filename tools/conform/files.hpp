@@ -92,7 +92,7 @@ struct Fd {
 class RegularFile {
  public:
   // Opens without blocking (a FIFO would wait for a writer) and refuses anything but a regular file.
-  static Result<RegularFile> open(const std::string& path) {
+  [[nodiscard]] static Result<RegularFile> open(const std::string& path) {
     RegularFile f;
     f.path_ = path;
     f.fd_.fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
@@ -107,7 +107,7 @@ class RegularFile {
   std::uint64_t size() const { return size_; }
   const std::string& path() const { return path_; }
   // Reads exactly out.size() bytes from `offset`; a short file is an error.
-  Result<void> read_at(std::uint64_t offset, std::span<std::byte> out) const {
+  [[nodiscard]] Result<void> read_at(std::uint64_t offset, std::span<std::byte> out) const {
     std::size_t done = 0;
     while (done < out.size()) {
       const ssize_t n = ::pread(fd_.fd, out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
@@ -126,7 +126,7 @@ class RegularFile {
 };
 
 // The whole of a regular file of at most `max_bytes` bytes (checked before reading).
-inline Result<std::string> read_small_file(const std::string& path, std::uint64_t max_bytes) {
+[[nodiscard]] inline Result<std::string> read_small_file(const std::string& path, std::uint64_t max_bytes) {
   auto file = RegularFile::open(path);
   TAPEWISE_CHECK(file);
   if (file->size() > max_bytes)
@@ -173,7 +173,7 @@ class SignalBlock {
   sigset_t old_;
 };
 
-inline Result<void> write_all(int fd, std::span<const std::byte> bytes, const std::string& path) {
+[[nodiscard]] inline Result<void> write_all(int fd, std::span<const std::byte> bytes, const std::string& path) {
   std::size_t done = 0;
   while (done < bytes.size()) {
     const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
@@ -199,7 +199,7 @@ struct OutputTarget {
 };
 
 // Where `path` (given as `option`) would be written; creates nothing. See the top of this section.
-inline Result<OutputTarget> resolve_output(const std::string& path, const std::string& option) {
+[[nodiscard]] inline Result<OutputTarget> resolve_output(const std::string& path, const std::string& option) {
   namespace fs = std::filesystem;
   using files_detail::named;
   OutputTarget t{OutputTarget::Kind::file, path, option, 0};
@@ -241,7 +241,7 @@ inline Result<OutputTarget> resolve_output(const std::string& path, const std::s
   return t;
 }
 
-inline Result<void> check_output(const std::string& path, const std::string& option) {
+[[nodiscard]] inline Result<void> check_output(const std::string& path, const std::string& option) {
   auto target = resolve_output(path, option);
   if (!target) return tl::unexpected(target.error());
   return {};
@@ -258,7 +258,7 @@ class OutputBatch {
   OutputBatch& operator=(const OutputBatch&) = delete;
   ~OutputBatch() { discard(); }
 
-  Result<void> add(const OutputTarget& target, std::span<const std::byte> bytes) {
+  [[nodiscard]] Result<void> add(const OutputTarget& target, std::span<const std::byte> bytes) {
     return add_pieces(target, [bytes](const Sink& sink) {
       return sink(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
     });
@@ -267,7 +267,8 @@ class OutputBatch {
   // As add, with the bytes given piece by piece: `produce` passes each piece, in order, to the sink
   // it is given, so that a large report goes to its temporary file without being held whole.
   using Sink = std::function<Result<void>(std::string_view)>;
-  Result<void> add_pieces(const OutputTarget& target, const std::function<Result<void>(const Sink&)>& produce) {
+  [[nodiscard]] Result<void> add_pieces(const OutputTarget& target,
+                                        const std::function<Result<void>(const Sink&)>& produce) {
     if (!signals_) signals_.emplace();
     if (target.kind != OutputTarget::Kind::file) {  // written at commit, in order with the others
       Pending p{target, {}, {}};
@@ -301,7 +302,7 @@ class OutputBatch {
     return {};
   }
 
-  Result<void> commit() {
+  [[nodiscard]] Result<void> commit() {
     for (Pending& p : pending_) {
       const std::string what = files_detail::named(p.target.option, p.target.path);
       if (p.target.kind == OutputTarget::Kind::standard_output) {
@@ -339,7 +340,8 @@ class OutputBatch {
 };
 
 // One output, resolved and written as above.
-inline Result<void> write_output(const std::string& path, const std::string& option, std::span<const std::byte> bytes) {
+[[nodiscard]] inline Result<void> write_output(const std::string& path, const std::string& option,
+                                               std::span<const std::byte> bytes) {
   auto target = resolve_output(path, option);
   if (!target) return tl::unexpected(target.error());
   OutputBatch batch;
@@ -347,7 +349,8 @@ inline Result<void> write_output(const std::string& path, const std::string& opt
   return batch.commit();
 }
 
-inline Result<void> write_output_text(const std::string& path, const std::string& option, std::string_view text) {
+[[nodiscard]] inline Result<void> write_output_text(const std::string& path, const std::string& option,
+                                                    std::string_view text) {
   return write_output(path, option, std::as_bytes(std::span<const char>(text.data(), text.size())));
 }
 

@@ -131,7 +131,7 @@ class ExactJsonReader {
   std::string error_;
 };
 
-Result<GraphJson> read_json(const std::string& text) {
+[[nodiscard]] Result<GraphJson> read_json(const std::string& text) {
   if (auto deep = check_json_depth(text, "bad graph"); !deep) return tl::unexpected(deep.error());
   GraphJson doc;
   ExactJsonReader reader(doc);
@@ -151,8 +151,8 @@ std::string quote(const GraphJson& value) {
 }
 
 // Every key of `object` must be one of `allowed`.
-Result<void> check_keys(const GraphJson& object, std::initializer_list<const char*> allowed,
-                        const std::string& where) {
+[[nodiscard]] Result<void> check_keys(const GraphJson& object, std::initializer_list<const char*> allowed,
+                                      const std::string& where) {
   std::string list;
   for (const char* k : allowed) list += std::string(list.empty() ? "" : ", ") + k;
   for (const auto& [key, value] : object.items()) {
@@ -178,7 +178,7 @@ std::optional<double> read_number(const GraphJson& v, DType dtype) {
   return text ? read_literal(*text, dtype) : std::nullopt;
 }
 
-Result<Values> read_values(const GraphJson& list, DType dtype, const std::string& where) {
+[[nodiscard]] Result<Values> read_values(const GraphJson& list, DType dtype, const std::string& where) {
   if (!list.is_array()) return bad_graph(where + ": 'values' must be an array of numbers");
   Values values;
   values.reserve(list.size());
@@ -192,7 +192,7 @@ Result<Values> read_values(const GraphJson& list, DType dtype, const std::string
   return values;
 }
 
-Result<Shape> read_shape(const GraphJson& dims, const std::string& where) {
+[[nodiscard]] Result<Shape> read_shape(const GraphJson& dims, const std::string& where) {
   if (!dims.is_array()) return bad_graph(where + ": 'shape' must be an array of non-negative integers");
   Shape shape;
   for (const GraphJson& d : dims) {
@@ -205,8 +205,8 @@ Result<Shape> read_shape(const GraphJson& dims, const std::string& where) {
 }
 
 // Values with an optional shape (default [count]); the count must be the shape's element count.
-Result<std::pair<Shape, Values>> read_shaped_values(const GraphJson& values, const GraphJson* shape,
-                                                    DType dtype, const std::string& where) {
+[[nodiscard]] Result<std::pair<Shape, Values>> read_shaped_values(const GraphJson& values, const GraphJson* shape,
+                                                                  DType dtype, const std::string& where) {
   TAPEWISE_TRY(v, read_values(values, dtype, where));
   Shape s{static_cast<std::int64_t>(v.size())};
   if (shape) {
@@ -236,7 +236,7 @@ struct Entries {
   std::size_t leaf_count = 0;
 };
 
-Result<void> add_entries(Entries& e, const GraphJson& doc, const char* key, const char* kind) {
+[[nodiscard]] Result<void> add_entries(Entries& e, const GraphJson& doc, const char* key, const char* kind) {
   if (!doc.contains(key)) return bad_graph(std::string("missing key '") + key + "'");
   const GraphJson& list = doc[key];
   if (!list.is_array()) return bad_graph(std::string("'") + key + "' must be an array of objects");
@@ -258,7 +258,7 @@ Result<void> add_entries(Entries& e, const GraphJson& doc, const char* key, cons
   return {};
 }
 
-Result<Entries> collect_entries(const GraphJson& doc) {
+[[nodiscard]] Result<Entries> collect_entries(const GraphJson& doc) {
   Entries e;
   TAPEWISE_CHECK(add_entries(e, doc, "leaves", "leaf"));
   e.leaf_count = e.items.size();
@@ -302,8 +302,8 @@ std::string reference_path(const Entries& e, std::int64_t from, std::int64_t to)
 }
 
 // The id of parent `name` of node `id`: an earlier leaf or node.
-Result<std::int64_t> resolve_parent(const Entries& e, std::int64_t id, const GraphJson& name,
-                                    const std::string& where) {
+[[nodiscard]] Result<std::int64_t> resolve_parent(const Entries& e, std::int64_t id, const GraphJson& name,
+                                                  const std::string& where) {
   if (!name.is_string()) return bad_graph(where + ": parent " + quote(name) + " must be a name (a string)");
   const auto found = e.ids.find(name.get<std::string>());
   if (found == e.ids.end()) return bad_graph(where + ": parent " + quote(name) + " is not a leaf or node of this graph");
@@ -331,8 +331,8 @@ std::string scalar_list(const OpInfo& info) {
 }
 
 // A scalar's value is the spec's host double; the op's needs decide which values are allowed.
-Result<double> read_scalar(const GraphJson& value, const OpInfo& info, const std::string& name, DType dtype,
-                           const std::string& where) {
+[[nodiscard]] Result<double> read_scalar(const GraphJson& value, const OpInfo& info, const std::string& name,
+                                         DType dtype, const std::string& where) {
   const auto v = read_number(value, DType::float64);
   if (!v) return bad_graph(where + ": scalar '" + name + "' (" + quote(value) + ") is not a number");
   if (std::isnan(*v)) return bad_graph(where + ": scalar '" + name + "' is NaN");
@@ -347,7 +347,8 @@ Result<double> read_scalar(const GraphJson& value, const OpInfo& info, const std
   return *v;
 }
 
-Result<Scalars> read_scalars(const GraphJson& entry, const OpInfo& info, DType dtype, const std::string& where) {
+[[nodiscard]] Result<Scalars> read_scalars(const GraphJson& entry, const OpInfo& info, DType dtype,
+                                           const std::string& where) {
   Scalars s;
   const GraphJson empty = GraphJson::object();
   const GraphJson& given = entry.contains("scalars") ? entry["scalars"] : empty;
@@ -366,7 +367,7 @@ Result<Scalars> read_scalars(const GraphJson& entry, const OpInfo& info, DType d
   return s;
 }
 
-Result<GraphNode> read_leaf(const Entries& e, std::int64_t id, DType dtype) {
+[[nodiscard]] Result<GraphNode> read_leaf(const Entries& e, std::int64_t id, DType dtype) {
   const GraphJson& item = *e.items[static_cast<std::size_t>(id)];
   const std::string where = "leaf '" + e.names[static_cast<std::size_t>(id)] + "' (#" + std::to_string(id) + ")";
   TAPEWISE_CHECK(check_keys(item, {"name", "values", "shape", "requires_grad"}, where));
@@ -384,7 +385,7 @@ Result<GraphNode> read_leaf(const Entries& e, std::int64_t id, DType dtype) {
 }
 
 // The op of a node entry, and the "node 'name' (#id, op)" that messages about it start with.
-Result<const OpInfo*> read_op(const GraphJson& item, std::string& where) {
+[[nodiscard]] Result<const OpInfo*> read_op(const GraphJson& item, std::string& where) {
   if (!item.contains("op")) return bad_graph(where + ": missing 'op'");
   if (!item["op"].is_string()) return bad_graph(where + ": 'op' must be a node name (" + op_list() + ")");
   const auto op = op_from_name(item["op"].get<std::string>());
@@ -393,7 +394,7 @@ Result<const OpInfo*> read_op(const GraphJson& item, std::string& where) {
   return &op_info(*op);
 }
 
-Result<GraphNode> read_node(const Entries& e, std::int64_t id, const Graph& graph) {
+[[nodiscard]] Result<GraphNode> read_node(const Entries& e, std::int64_t id, const Graph& graph) {
   const GraphJson& item = *e.items[static_cast<std::size_t>(id)];
   std::string where = "node '" + e.names[static_cast<std::size_t>(id)] + "' (#" + std::to_string(id) + ")";
   TAPEWISE_CHECK(check_keys(item, {"name", "op", "parents", "scalars"}, where));
@@ -427,7 +428,7 @@ Result<GraphNode> read_node(const Entries& e, std::int64_t id, const Graph& grap
   return node;
 }
 
-Result<DType> read_dtype(const GraphJson& doc) {
+[[nodiscard]] Result<DType> read_dtype(const GraphJson& doc) {
   if (!doc.contains("dtype")) return bad_graph("missing key 'dtype' (float32 or float64)");
   const GraphJson& d = doc["dtype"];
   if (d == "float32") return DType::float32;
@@ -435,7 +436,7 @@ Result<DType> read_dtype(const GraphJson& doc) {
   return bad_graph("dtype " + quote(d) + " is not float32 or float64");
 }
 
-Result<void> check_header(const GraphJson& doc) {
+[[nodiscard]] Result<void> check_header(const GraphJson& doc) {
   if (!doc.is_object()) return bad_graph("the document must be a JSON object");
   if (auto ok = check_keys(doc, {"schema", "description", "dtype", "leaves", "nodes", "output", "seed"}, "the graph"); !ok)
     return ok;
@@ -445,7 +446,7 @@ Result<void> check_header(const GraphJson& doc) {
   return {};
 }
 
-Result<std::int64_t> read_output(const GraphJson& doc, const Entries& e) {
+[[nodiscard]] Result<std::int64_t> read_output(const GraphJson& doc, const Entries& e) {
   if (!doc.contains("output")) return bad_graph("missing key 'output' (the name of a leaf or node)");
   const GraphJson& out = doc["output"];
   if (!out.is_string()) return bad_graph("'output' must be the name of a leaf or node (a string)");
@@ -454,7 +455,7 @@ Result<std::int64_t> read_output(const GraphJson& doc, const Entries& e) {
   return found->second;
 }
 
-Result<Values> read_seed(const GraphJson& doc, const Graph& g) {
+[[nodiscard]] Result<Values> read_seed(const GraphJson& doc, const Graph& g) {
   if (!doc.contains("seed")) return bad_graph("missing key 'seed' (the output's cotangent)");
   const GraphJson& seed = doc["seed"];
   const GraphNode& out = g.nodes[static_cast<std::size_t>(g.output)];
@@ -550,7 +551,7 @@ bool slot_expected(const Graph& g, const Walk& w, std::int64_t id, bool dense) {
   return w.reached[static_cast<std::size_t>(id)] || (dense && g.nodes[static_cast<std::size_t>(id)].requires_grad);
 }
 
-Result<Tape> record(const Graph& g, Backend& backend) {
+[[nodiscard]] Result<Tape> record(const Graph& g, Backend& backend) {
   Tape tape(backend.shared_from_this());
   for (std::size_t id = 0; id < g.nodes.size(); ++id) {
     const GraphNode& n = g.nodes[id];
@@ -563,8 +564,8 @@ Result<Tape> record(const Graph& g, Backend& backend) {
 }
 
 // Node `n`'s VJP alone, on the backend and path the tape used, at the given parent values and g.
-Result<std::vector<Values>> rerun_vjp(Backend& backend, const Graph& g, const GraphNode& n,
-                                      const Production& p, const Values& upstream, VjpPath path) {
+[[nodiscard]] Result<std::vector<Values>> rerun_vjp(Backend& backend, const Graph& g, const GraphNode& n,
+                                                    const Production& p, const Values& upstream, VjpPath path) {
   std::vector<Buffer> inputs, grads;
   for (int k = 0; k < n.arity; ++k) {
     const auto parent = static_cast<std::size_t>(n.parents[static_cast<std::size_t>(k)]);
@@ -589,7 +590,8 @@ Result<std::vector<Values>> rerun_vjp(Backend& backend, const Graph& g, const Gr
   return contributions;
 }
 
-Result<Production> run_production(const Graph& g, const Walk& walk, Backend& backend, const GraphCheckOptions& o) {
+[[nodiscard]] Result<Production> run_production(const Graph& g, const Walk& walk, Backend& backend,
+                                                const GraphCheckOptions& o) {
   TAPEWISE_TRY(tape, record(g, backend));
   const HostArray seed = host_array(g.dtype, g.nodes[static_cast<std::size_t>(g.output)].shape, g.seed);
   auto grads = o.dense ? tape.backward_dense(g.output, seed, o.path) : tape.backward(g.output, seed, o.path);

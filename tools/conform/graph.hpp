@@ -102,7 +102,7 @@ struct Graph {
 
 // Parses and validates a graph file. Errors (ErrorCode::InvalidArgument) say what is wrong and
 // name the leaf or node, e.g. "node 'h' (#4, mul): parents 'a' [3] and 'b' [2] differ in shape".
-Result<Graph> parse_graph(const std::string& json_text);
+[[nodiscard]] Result<Graph> parse_graph(const std::string& json_text);
 
 // What the production returned, widened to double: the values and gradient slots of the tape, and
 // each node's contributions (its VJP re-run alone at the tape's own inputs and slot).
@@ -173,9 +173,10 @@ struct GraphReport {
 
 // Records the graph on a Tape over `backend`, runs backward and grades it (see the top of this
 // file). A bad graph, or a backend failure, is an Error; a violation is a report that does not pass.
-Result<GraphReport> check_graph(const std::string& json_text, Backend& backend,
-                                const GraphCheckOptions& options = {});
-Result<GraphReport> check_graph(const Graph& graph, Backend& backend, const GraphCheckOptions& options = {});
+[[nodiscard]] Result<GraphReport> check_graph(const std::string& json_text, Backend& backend,
+                                              const GraphCheckOptions& options = {});
+[[nodiscard]] Result<GraphReport> check_graph(const Graph& graph, Backend& backend,
+                                              const GraphCheckOptions& options = {});
 
 // `tapewise-conform graph FILE.json [--backend ..] [--path fused|staged] [--dense] [--json OUT]`:
 // prints the table (slot, node, op, local errors with bounds, slot check, verdict) and the

@@ -190,8 +190,8 @@ std::string missing_evidence(const GraphReport& r) {
 // Writes the JSON report one node at a time, through the one writer (files.hpp): as one DOM, or
 // even as one string, a report at the graph limits (graph.hpp; every value and gradient in hex)
 // took several GB.
-Result<void> write_report(const std::string& path, const GraphReport& r, const std::string& file,
-                          const ChosenBackend& backend) {
+[[nodiscard]] Result<void> write_report(const std::string& path, const GraphReport& r, const std::string& file,
+                                        const ChosenBackend& backend) {
   TAPEWISE_TRY(target, resolve_output(path, "--json"));
   const std::string head = json_document_text(report_head(r, file, backend));
   const std::string empty_nodes = "\"nodes\": []";  // inside a string value its quotes would be escaped

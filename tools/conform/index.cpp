@@ -29,21 +29,21 @@ const Json* member(const Json& object, const char* key) {
   return it == object.end() ? nullptr : &*it;
 }
 
-Result<std::string> string_field(const Json& object, const char* key, const std::string& where) {
+[[nodiscard]] Result<std::string> string_field(const Json& object, const char* key, const std::string& where) {
   const Json* j = member(object, key);
   if (!j || !j->is_string()) return bad(where, std::string("'") + key + "' is missing or not a string");
   return j->get<std::string>();
 }
 
 // Absent means false; present must be a boolean.
-Result<bool> optional_bool(const Json& object, const char* key, const std::string& where) {
+[[nodiscard]] Result<bool> optional_bool(const Json& object, const char* key, const std::string& where) {
   const Json* j = member(object, key);
   if (!j) return false;
   if (!j->is_boolean()) return bad(where, std::string("'") + key + "' is not true or false");
   return j->get<bool>();
 }
 
-Result<double> scalar_value(const Json& j, const std::string& where) {
+[[nodiscard]] Result<double> scalar_value(const Json& j, const std::string& where) {
   if (j.is_number()) return j.get<double>();
   if (j.is_string()) {
     const std::string s = j.get<std::string>();
@@ -55,7 +55,7 @@ Result<double> scalar_value(const Json& j, const std::string& where) {
 }
 
 // Exactly the op's scalars, no others.
-Result<Scalars> scalars_of(const Json& entry, Op op, const std::string& where) {
+[[nodiscard]] Result<Scalars> scalars_of(const Json& entry, Op op, const std::string& where) {
   const OpInfo& info = op_info(op);
   Scalars s;
   const Json* given = member(entry, "scalars");
@@ -78,8 +78,8 @@ Result<Scalars> scalars_of(const Json& entry, Op op, const std::string& where) {
 }
 
 // `files` must map exactly `names` to the schema's file names (file_of(name)).
-Result<void> exact_files(const Json& entry, const char* key, const std::vector<std::string>& names,
-                         std::string (*file_of)(const std::string&), const std::string& where) {
+[[nodiscard]] Result<void> exact_files(const Json& entry, const char* key, const std::vector<std::string>& names,
+                                       std::string (*file_of)(const std::string&), const std::string& where) {
   const Json* files = member(entry, key);
   if (!files || !files->is_object()) return bad(where, std::string("'") + key + "' is missing or not an object");
   std::string expected;
@@ -94,7 +94,7 @@ Result<void> exact_files(const Json& entry, const char* key, const std::vector<s
   return {};
 }
 
-Result<std::vector<std::pair<int, std::string>>> rows_of(const Json& entry, const std::string& where) {
+[[nodiscard]] Result<std::vector<std::pair<int, std::string>>> rows_of(const Json& entry, const std::string& where) {
   std::vector<std::pair<int, std::string>> rows;
   const Json* given = member(entry, "rows");
   if (!given) return rows;
@@ -112,7 +112,7 @@ Result<std::vector<std::pair<int, std::string>>> rows_of(const Json& entry, cons
   return rows;
 }
 
-Result<void> check_suite_files(const Json& entry, const IndexedSuite& s, const std::string& where) {
+[[nodiscard]] Result<void> check_suite_files(const Json& entry, const IndexedSuite& s, const std::string& where) {
   const std::vector<std::string> grads = suite_grad_names(s.op, s.same);
   std::vector<std::string> inputs = suite_input_names(s.op, s.same);
   inputs.push_back("g");
@@ -126,7 +126,7 @@ Result<void> check_suite_files(const Json& entry, const IndexedSuite& s, const s
   return {};
 }
 
-Result<IndexedSuite> suite_of(const Json& entry, const std::string& where) {
+[[nodiscard]] Result<IndexedSuite> suite_of(const Json& entry, const std::string& where) {
   if (!entry.is_object()) return bad(where, "is not an object");
   IndexedSuite s;
   auto id = string_field(entry, "id", where);
@@ -163,7 +163,7 @@ Result<IndexedSuite> suite_of(const Json& entry, const std::string& where) {
 }
 
 // seed, cases and the version fields of the top level.
-Result<void> header_of(const Json& index, VectorsIndex& out, const std::string& where) {
+[[nodiscard]] Result<void> header_of(const Json& index, VectorsIndex& out, const std::string& where) {
   const Json* seed = member(index, "seed");
   if (!seed || !seed->is_number_unsigned())
     return bad(where, "'seed' must be a whole number from 0 to 18446744073709551615");

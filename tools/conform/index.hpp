@@ -53,6 +53,6 @@ struct VectorsIndex {
 // InvalidArgument on invalid JSON, a wrong type anywhere, an unknown op/dtype/kind, a seed outside
 // [0, 2^64-1], cases outside [0, kMaxCases], a suite id that is not a plain folder name, or a file
 // name other than the schema's. Text from the index appears in messages escaped.
-Result<VectorsIndex> parse_vectors_index(const std::string& text, const std::string& where);
+[[nodiscard]] Result<VectorsIndex> parse_vectors_index(const std::string& text, const std::string& where);
 
 }  // namespace tapewise::conform

@@ -20,7 +20,7 @@ inline constexpr int kMaxJsonDepth = 64;
 
 // Fails when `text` nests arrays and objects deeper than kMaxJsonDepth; `where` starts the message.
 // A linear scan that skips strings: it decides nothing else about the text, which the parser then reads.
-inline Result<void> check_json_depth(std::string_view text, const std::string& where) {
+[[nodiscard]] inline Result<void> check_json_depth(std::string_view text, const std::string& where) {
   int depth = 0;
   bool in_string = false, escape = false;
   for (std::size_t i = 0; i < text.size(); ++i) {
@@ -43,7 +43,8 @@ inline Result<void> check_json_depth(std::string_view text, const std::string& w
 }
 
 // A DOM of `text`, depth-checked first; parse errors are messages, never exceptions.
-inline Result<nlohmann::ordered_json> parse_json_document(const std::string& text, const std::string& where) {
+[[nodiscard]] inline Result<nlohmann::ordered_json> parse_json_document(const std::string& text,
+                                                                        const std::string& where) {
   if (auto deep = check_json_depth(text, where); !deep) return tl::unexpected(deep.error());
   try {
     return nlohmann::ordered_json::parse(text);
@@ -81,8 +82,8 @@ inline std::string json_document_text(const nlohmann::ordered_json& j, int inden
 }
 
 // Serializes first, then writes through the one writer (files.hpp): a failure leaves the old file.
-inline Result<void> write_json_output(const std::string& path, const std::string& option, const nlohmann::ordered_json& j,
-                                      int indent = 2) {
+[[nodiscard]] inline Result<void> write_json_output(const std::string& path, const std::string& option,
+                                                    const nlohmann::ordered_json& j, int indent = 2) {
   return write_output_text(path, option, json_document_text(j, indent));
 }
 

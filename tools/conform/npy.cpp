@@ -127,7 +127,7 @@ bool within_element_limit(const Shape& shape) {
   return true;
 }
 
-Result<Header> parse_header(std::string_view text, const std::string& what) {
+[[nodiscard]] Result<Header> parse_header(std::string_view text, const std::string& what) {
   if (text.empty() || text.back() != '\n') return bad(what, "header does not end with a newline");
   text.remove_suffix(1);
   HeaderParser p(text);
@@ -216,7 +216,7 @@ struct Layout {
 constexpr std::size_t kMaxPrefix = kMagicSize + 2 + 4;
 
 // Header bytes must be printable ASCII, the last one the '\n' numpy ends it with (checked after).
-Result<void> check_header_bytes(std::string_view text, const std::string& what) {
+[[nodiscard]] Result<void> check_header_bytes(std::string_view text, const std::string& what) {
   for (std::size_t i = 0; i < text.size(); ++i) {
     const auto c = static_cast<unsigned char>(text[i]);
     if (i + 1 == text.size() && c == '\n') continue;
@@ -228,7 +228,7 @@ Result<void> check_header_bytes(std::string_view text, const std::string& what) 
 
 // Magic, version, header length and header, from `lead`: the whole file, or its first
 // kMaxPrefix + kMaxNpyHeaderBytes bytes.
-Result<Layout> parse_layout(std::span<const std::byte> lead, const std::string& what) {
+[[nodiscard]] Result<Layout> parse_layout(std::span<const std::byte> lead, const std::string& what) {
   if (lead.size() < kMagicSize || std::memcmp(lead.data(), kMagic, kMagicSize) != 0)
     return bad(what, "not a .npy file (bad magic; expected \\x93NUMPY)");
   if (lead.size() < kMagicSize + 2) return bad(what, "truncated before the version bytes");
@@ -257,7 +257,7 @@ Result<Layout> parse_layout(std::span<const std::byte> lead, const std::string& 
 }
 
 // `held`: the bytes after the header.
-Result<void> check_data_size(const Layout& layout, std::uint64_t held, const std::string& what) {
+[[nodiscard]] Result<void> check_data_size(const Layout& layout, std::uint64_t held, const std::string& what) {
   const std::string shape = layout.header.shape.str();
   if (held < layout.data_bytes)
     return bad(what, "truncated data: shape " + shape + " needs " + std::to_string(layout.data_bytes) +

@@ -26,15 +26,15 @@ inline constexpr std::size_t kMaxNpyHeaderBytes = 65536;
 // fortran_order True, a negative or overflowing shape, a shape beyond the limits above, and data
 // that is short (truncated) or long. Errors are ErrorCode::InvalidArgument with a message that
 // starts with `what`; bytes from the file appear in messages escaped (files.hpp: escaped).
-Result<HostArray> parse_npy(std::span<const std::byte> file, const std::string& what);
+[[nodiscard]] Result<HostArray> parse_npy(std::span<const std::byte> file, const std::string& what);
 // Reads a regular file (a directory, device or FIFO is refused): the header first, then the file's
 // size is checked against the header's shape, and only then the data is read.
-Result<HostArray> read_npy(const std::string& path);
+[[nodiscard]] Result<HostArray> read_npy(const std::string& path);
 
 // The bytes of a .npy file holding `array`: version 1.0 (2.0 when the header needs it), header
 // padded to a multiple of 64 bytes as numpy writes it.
 std::vector<std::byte> encode_npy(const HostArray& array);
 // Writes the file through files.hpp's writer: whole or not at all, never through a symbolic link.
-Result<void> write_npy(const std::string& path, const HostArray& array);
+[[nodiscard]] Result<void> write_npy(const std::string& path, const HostArray& array);
 
 }  // namespace tapewise::conform

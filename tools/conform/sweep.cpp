@@ -54,7 +54,7 @@ struct SweepOptions {
 inline constexpr double kCpuSweepLimitSeconds = 30 * 60;
 int sweep_command(const SweepOptions& options);
 // "LO:HI", each decimal or 0x-hex, HI <= 2^32, LO < HI.
-Result<std::pair<std::uint64_t, std::uint64_t>> parse_sweep_range(const std::string& text);
+[[nodiscard]] Result<std::pair<std::uint64_t, std::uint64_t>> parse_sweep_range(const std::string& text);
 
 using namespace sweep;
 
@@ -82,7 +82,7 @@ class HostEngine final : public ChunkEngine {
  public:
   explicit HostEngine(int slots) : tallies_(static_cast<std::size_t>(slots)) { clear(); }
 
-  Result<void> generate(const Job& job, std::uint64_t base, Buffer& a, Buffer* b) override {
+  [[nodiscard]] Result<void> generate(const Job& job, std::uint64_t base, Buffer& a, Buffer* b) override {
     for (std::int64_t i = 0; i < a.numel(); ++i) {
       const std::uint32_t index = case_at(job, base + static_cast<std::uint64_t>(i));
       if (job.is_f64) {
@@ -100,7 +100,7 @@ class HostEngine final : public ChunkEngine {
     return {};
   }
 
-  Result<void> fill(Buffer& g, double value) override {
+  [[nodiscard]] Result<void> fill(Buffer& g, double value) override {
     for (std::int64_t i = 0; i < g.numel(); ++i) {
       if (g.dtype() == DType::float64) static_cast<double*>(g.data())[i] = value;
       else static_cast<float*>(g.data())[i] = static_cast<float>(value);
@@ -108,8 +108,8 @@ class HostEngine final : public ChunkEngine {
     return {};
   }
 
-  Result<void> grade(const Job& job, int slot, const OutputRequest& request, std::uint64_t base, const Buffer& a,
-                     const Buffer* b, const Buffer& produced) override {
+  [[nodiscard]] Result<void> grade(const Job& job, int slot, const OutputRequest& request, std::uint64_t base,
+                                   const Buffer& a, const Buffer* b, const Buffer& produced) override {
     OutputTally& t = tallies_[static_cast<std::size_t>(slot)];
     for (std::int64_t i = 0; i < a.numel(); ++i) {
       Inputs in;
@@ -121,7 +121,7 @@ class HostEngine final : public ChunkEngine {
     return {};
   }
 
-  Result<std::vector<OutputTally>> finish() override {
+  [[nodiscard]] Result<std::vector<OutputTally>> finish() override {
     std::vector<OutputTally> out = tallies_;
     clear();
     return out;
@@ -240,7 +240,7 @@ struct ChunkBuffers {
   Buffer a, b, y, ga, gb, g;
 };
 
-Result<ChunkBuffers> allocate_chunk(Backend& backend, const Plan& p, std::int64_t n) {
+[[nodiscard]] Result<ChunkBuffers> allocate_chunk(Backend& backend, const Plan& p, std::int64_t n) {
   const DType d = p.dtype;
   const Shape shape{n};
   const bool binary = p.job.arity == 2;
@@ -263,7 +263,8 @@ Result<ChunkBuffers> allocate_chunk(Backend& backend, const Plan& p, std::int64_
 }
 
 // Forward and both fused VJPs of one chunk, each graded right after its kernel.
-Result<void> sweep_chunk(Backend& backend, ChunkEngine& engine, const Plan& p, ChunkBuffers& c, std::uint64_t base) {
+[[nodiscard]] Result<void> sweep_chunk(Backend& backend, ChunkEngine& engine, const Plan& p, ChunkBuffers& c,
+                                       std::uint64_t base) {
   const bool binary = p.job.arity == 2;
   Buffer* b = binary ? &c.b : nullptr;
   if (auto r = engine.generate(p.job, base, c.a, b); !r) return r;
@@ -286,8 +287,9 @@ Result<void> sweep_chunk(Backend& backend, ChunkEngine& engine, const Plan& p, C
 }
 
 // Positions [lo, hi) of the plan's sweep (case_at maps them to case indices), chunk by chunk.
-Result<std::vector<OutputTally>> sweep_range(Backend& backend, ChunkEngine& engine, const Plan& p, std::uint64_t lo,
-                                             std::uint64_t hi, std::int64_t chunk, std::atomic<std::int64_t>& done) {
+[[nodiscard]] Result<std::vector<OutputTally>> sweep_range(Backend& backend, ChunkEngine& engine, const Plan& p,
+                                                           std::uint64_t lo, std::uint64_t hi, std::int64_t chunk,
+                                                           std::atomic<std::int64_t>& done) {
   std::optional<ChunkBuffers> buffers;
   std::int64_t allocated = 0;
   for (std::uint64_t base = lo; base < hi;) {
@@ -331,7 +333,7 @@ struct Workers {
   std::string name, why;
 };
 
-Result<Workers> open_backends(const SweepOptions& o) {
+[[nodiscard]] Result<Workers> open_backends(const SweepOptions& o) {
   Workers w;
   SWEEP_TRY(chosen, choose_backend(o.backend));
   w.name = chosen.name;
@@ -345,7 +347,7 @@ Result<Workers> open_backends(const SweepOptions& o) {
   return w;
 }
 
-Result<std::unique_ptr<ChunkEngine>> make_engine(Backend& backend, int slots) {
+[[nodiscard]] Result<std::unique_ptr<ChunkEngine>> make_engine(Backend& backend, int slots) {
 #ifdef TAPEWISE_HAS_CUDA
   if (backend.kind() == BackendKind::cuda) return make_cuda_engine(backend, slots);
 #endif
@@ -390,7 +392,8 @@ struct SweepProgress {
 };
 
 // Splits [lo, hi) over the backends, one thread each; merges the tallies.
-Result<std::vector<OutputTally>> sweep_on_devices(Workers& w, const Plan& p, std::int64_t chunk, SweepProgress& progress) {
+[[nodiscard]] Result<std::vector<OutputTally>> sweep_on_devices(Workers& w, const Plan& p, std::int64_t chunk,
+                                                                SweepProgress& progress) {
   const std::size_t devices = w.backends.size();
   const std::uint64_t total = p.cases(), share = (total + devices - 1) / devices;
   std::vector<Result<std::vector<OutputTally>>> results(devices, fail(ErrorCode::InvalidArgument, "not run"));
@@ -456,7 +459,8 @@ reference::ErrorCheck mpfr_check(const Plan& p, const OutputRequest& request, co
 }
 
 // The production's outputs at a few cases (a small batch through the same backend): per slot.
-Result<std::vector<std::vector<double>>> production_at(Backend& backend, const Plan& p, const std::vector<Inputs>& cases) {
+[[nodiscard]] Result<std::vector<std::vector<double>>> production_at(Backend& backend, const Plan& p,
+                                                                     const std::vector<Inputs>& cases) {
   std::vector<double> a, b;
   for (const Inputs& in : cases) {
     a.push_back(in.a);
@@ -534,7 +538,7 @@ std::vector<std::pair<std::string, std::uint32_t>> recheck_cases(const OutputTal
   return cases;
 }
 
-Result<void> recheck_with_mpfr(Backend& backend, NodeResult& node) {
+[[nodiscard]] Result<void> recheck_with_mpfr(Backend& backend, NodeResult& node) {
   const Plan& p = node.plan;
   std::vector<Inputs> inputs;
   for (OutputResult& o : node.outputs)
@@ -572,7 +576,7 @@ Result<void> recheck_with_mpfr(Backend& backend, NodeResult& node) {
 }
 
 // float64 nodes with libm stagings: a random subset, every value graded with MPFR (slow, exact).
-Result<std::vector<OutputTally>> grade_on_host_with_mpfr(Backend& backend, const Plan& p) {
+[[nodiscard]] Result<std::vector<OutputTally>> grade_on_host_with_mpfr(Backend& backend, const Plan& p) {
   std::vector<Inputs> cases;
   for (std::uint64_t i = p.lo; i < p.hi; ++i) cases.push_back(case_inputs(p.job, static_cast<std::uint32_t>(i)));
   SWEEP_TRY(produced, production_at(backend, p, cases));
@@ -638,7 +642,8 @@ bool reference_within(const Plan& p, int output, const Inputs& in, double g, DD 
   return error <= reference::real(allowed);
 }
 
-Result<Validation> validate_reference(const std::vector<Plan>& plans, const SweepOptions& o, bool on_device) {
+[[nodiscard]] Result<Validation> validate_reference(const std::vector<Plan>& plans, const SweepOptions& o,
+                                                    bool on_device) {
   Validation v;
   std::vector<const Plan*> graded;
   for (const Plan& p : plans)
@@ -902,7 +907,7 @@ std::int64_t default_chunk(const Workers& w) { return w.name == "cuda" ? std::in
 // re-checks and the reference's validation come on top.
 constexpr std::uint64_t kCalibrationCases = 2048;
 
-Result<double> estimate_cpu_seconds(Workers& w, const std::vector<Plan>& plans) {
+[[nodiscard]] Result<double> estimate_cpu_seconds(Workers& w, const std::vector<Plan>& plans) {
   double seconds = 0;
   for (const Plan& p : plans) {
     if (p.cases() == 0) continue;
@@ -928,7 +933,7 @@ Result<double> estimate_cpu_seconds(Workers& w, const std::vector<Plan>& plans) 
 }
 
 // On the CPU: says how long the sweep will take, and refuses one past the limit without --allow-long.
-Result<void> check_cpu_duration(Workers& w, const std::vector<Plan>& plans, const SweepOptions& o) {
+[[nodiscard]] Result<void> check_cpu_duration(Workers& w, const std::vector<Plan>& plans, const SweepOptions& o) {
   if (w.name != "cpu") return {};
   SWEEP_TRY(seconds, estimate_cpu_seconds(w, plans));
   std::uint64_t cases = 0;
@@ -1026,7 +1031,7 @@ bool print_verdict(std::ostream& out, const std::vector<NodeResult>& nodes, cons
 
 // A verdict needs every planned sweep to hold cases (a --range past a node's cases holds none) and
 // the reference to be validated against MPFR on at least one value.
-Result<void> require_cases(const std::vector<Plan>& plans, const SweepOptions& o) {
+[[nodiscard]] Result<void> require_cases(const std::vector<Plan>& plans, const SweepOptions& o) {
   const bool uses_reference =
       std::any_of(plans.begin(), plans.end(), [](const Plan& p) { return p.method != Method::host_mpfr; });
   if (uses_reference && o.validate == 0) return fail(ErrorCode::InvalidArgument, "--validate 0 leaves the sweep's reference unchecked; a verdict needs at least 1");
@@ -1076,7 +1081,7 @@ Json sweep_report_json(const Workers& w, const SweepOptions& o, const std::vecto
 
 std::unique_ptr<ChunkEngine> sweep::make_host_engine(int slots) { return std::make_unique<HostEngine>(slots); }
 
-Result<std::pair<std::uint64_t, std::uint64_t>> parse_sweep_range(const std::string& text) {
+[[nodiscard]] Result<std::pair<std::uint64_t, std::uint64_t>> parse_sweep_range(const std::string& text) {
   const auto colon = text.find(':');
   auto number = [](std::string part) -> std::optional<std::uint64_t> {
     int base = 10;
@@ -1162,7 +1167,7 @@ struct SweepCli {
 };
 
 // The numeric options, each strictly decimal within its range (parse_whole_number).
-Result<void> read_numbers(const SweepCli& cli, SweepOptions& o) {
+[[nodiscard]] Result<void> read_numbers(const SweepCli& cli, SweepOptions& o) {
   SWEEP_TRY(devices, parse_whole_number(cli.devices, "--devices", 1, 64));
   SWEEP_TRY(stride, parse_whole_number(cli.stride, "--stride", 1, std::int64_t{1} << 31));
   SWEEP_TRY(pair_log2, parse_whole_number(cli.pair_log2, "--pair-log2", 0, 16));
@@ -1187,7 +1192,7 @@ int usage(const std::string& message) {
 
 // --ops: node names, each of which must have a sweep reference (sweep_reference.hpp); or all, unary
 // or binary: every node (of that arity) that has one, the others noted as not swept.
-Result<void> choose_nodes(const std::string& ops, const Selection& selection, SweepOptions& o) {
+[[nodiscard]] Result<void> choose_nodes(const std::string& ops, const Selection& selection, SweepOptions& o) {
   const bool by_arity = ops == "unary" || ops == "binary";
   const bool every = ops.empty() || ops == "all" || by_arity;
   for (const OpInfo& info : kOps) {

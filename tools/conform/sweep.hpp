@@ -30,21 +30,26 @@ struct OutputRequest {
 class ChunkEngine {
  public:
   virtual ~ChunkEngine() = default;
+  // [[nodiscard]] with gnu::warn_unused_result: GCC 12 does not apply [[nodiscard]] to a virtual call.
+  [[nodiscard, gnu::warn_unused_result]]
   virtual Result<void> generate(const Job& job, std::uint64_t base, Buffer& a, Buffer* b) = 0;
+  [[nodiscard, gnu::warn_unused_result]]
   virtual Result<void> fill(Buffer& g, double value) = 0;
+  [[nodiscard, gnu::warn_unused_result]]
   virtual Result<void> grade(const Job& job, int slot, const OutputRequest& request, std::uint64_t base,
                              const Buffer& a, const Buffer* b, const Buffer& produced) = 0;
   // Waits for the queued work and returns the tallies (one per slot), zeroing them for the next job.
+  [[nodiscard, gnu::warn_unused_result]]
   virtual Result<std::vector<OutputTally>> finish() = 0;
 };
 
 std::unique_ptr<ChunkEngine> make_host_engine(int slots);
 #ifdef TAPEWISE_HAS_CUDA
 // The backend must be a CUDA backend; kernels go to its stream on its device.
-Result<std::unique_ptr<ChunkEngine>> make_cuda_engine(Backend& backend, int slots);
+[[nodiscard]] Result<std::unique_ptr<ChunkEngine>> make_cuda_engine(Backend& backend, int slots);
 // The reference evaluated by the device at given inputs (the validation of the GPU's copy).
-Result<std::vector<DD>> device_reference_values(int device, const Job& job, int output, double g,
-                                                const std::vector<Inputs>& inputs);
+[[nodiscard]] Result<std::vector<DD>> device_reference_values(int device, const Job& job, int output, double g,
+                                                              const std::vector<Inputs>& inputs);
 #endif
 
 }  // namespace sweep

@@ -14,7 +14,7 @@ namespace {
 
 constexpr int kThreads = 256;
 
-Result<void> cuda_check(cudaError_t e, const char* what) {
+[[nodiscard]] Result<void> cuda_check(cudaError_t e, const char* what) {
   if (e == cudaSuccess) return {};
   return fail(ErrorCode::CudaFailure, std::string("sweep: ") + what + ": " + cudaGetErrorString(e));
 }
@@ -143,7 +143,7 @@ class CudaEngine final : public ChunkEngine {
     }
   }
 
-  Result<void> init() {
+  [[nodiscard]] Result<void> init() {
     stream_ = static_cast<cudaStream_t>(cuda_stream(backend_));
     if (auto r = cuda_check(cudaSetDevice(backend_.device_id()), "cudaSetDevice"); !r) return r;
     int sms = 0;
@@ -153,7 +153,7 @@ class CudaEngine final : public ChunkEngine {
     return cuda_check(cudaMemsetAsync(tallies_, 0, sizeof(OutputTally) * slots_, stream_), "cudaMemset");
   }
 
-  Result<void> generate(const Job& job, std::uint64_t base, Buffer& a, Buffer* b) override {
+  [[nodiscard]] Result<void> generate(const Job& job, std::uint64_t base, Buffer& a, Buffer* b) override {
     select();
     if (job.is_f64)
       generate_kernel<double><<<grid(a.numel()), kThreads, 0, stream_>>>(
@@ -164,7 +164,7 @@ class CudaEngine final : public ChunkEngine {
     return cuda_check(cudaGetLastError(), "generate kernel");
   }
 
-  Result<void> fill(Buffer& g, double value) override {
+  [[nodiscard]] Result<void> fill(Buffer& g, double value) override {
     select();
     if (g.dtype() == DType::float64)
       fill_kernel<double><<<grid(g.numel()), kThreads, 0, stream_>>>(static_cast<double*>(g.data()), g.numel(), value);
@@ -174,8 +174,8 @@ class CudaEngine final : public ChunkEngine {
     return cuda_check(cudaGetLastError(), "fill kernel");
   }
 
-  Result<void> grade(const Job& job, int slot, const OutputRequest& request, std::uint64_t base, const Buffer& a,
-                     const Buffer* b, const Buffer& produced) override {
+  [[nodiscard]] Result<void> grade(const Job& job, int slot, const OutputRequest& request, std::uint64_t base,
+                                   const Buffer& a, const Buffer* b, const Buffer& produced) override {
     select();
     OutputTally* tally = tallies_ + slot;
     if (job.is_f64)
@@ -189,7 +189,7 @@ class CudaEngine final : public ChunkEngine {
     return cuda_check(cudaGetLastError(), "grade kernel");
   }
 
-  Result<std::vector<OutputTally>> finish() override {
+  [[nodiscard]] Result<std::vector<OutputTally>> finish() override {
     select();
     if (auto r = backend_.synchronize(); !r) return tl::unexpected(r.error());
     std::vector<OutputTally> out(static_cast<std::size_t>(slots_));

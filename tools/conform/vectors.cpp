@@ -120,7 +120,7 @@ std::vector<Suite> special_suites(Op op, DType dtype, const SpecialPoints& spec)
 
 // The suite's folder inside `dir`: created when missing; an existing symbolic link there is refused
 // (the files would land wherever it points).
-Result<fs::path> make_suite_folder(const fs::path& dir, const std::string& id) {
+[[nodiscard]] Result<fs::path> make_suite_folder(const fs::path& dir, const std::string& id) {
   const fs::path folder = dir / id;
   struct stat st {};
   if (::lstat(folder.c_str(), &st) == 0) {
@@ -135,7 +135,7 @@ Result<fs::path> make_suite_folder(const fs::path& dir, const std::string& id) {
   return folder;
 }
 
-Result<void> write_suite(const fs::path& dir, const Suite& s, Json& index_entry) {
+[[nodiscard]] Result<void> write_suite(const fs::path& dir, const Suite& s, Json& index_entry) {
   const auto made = make_suite_folder(dir, s.id);
   TAPEWISE_CHECK(made);
   const fs::path folder = *made;
@@ -193,7 +193,7 @@ Suite suite_from_index(const IndexedSuite& entry) {
 
 // The suite's folder, resolved: it must lie inside the vectors folder `root` (canonical), so a
 // symbolic link named like a suite cannot send `check` elsewhere.
-Result<fs::path> resolved_suite_folder(const fs::path& root, const std::string& id) {
+[[nodiscard]] Result<fs::path> resolved_suite_folder(const fs::path& root, const std::string& id) {
   std::error_code ec;
   const fs::path folder = fs::canonical(root / id, ec);
   if (ec) return fail(ErrorCode::InvalidArgument, (root / id).string() + ": " + ec.message());
@@ -204,7 +204,7 @@ Result<fs::path> resolved_suite_folder(const fs::path& root, const std::string& 
 
 // Reads `file` (a name the schema defines) from the resolved suite folder. A symbolic link must stay
 // in the folder; anything but a regular file is refused by read_npy.
-Result<HostArray> read_suite_file(const fs::path& folder, const std::string& file) {
+[[nodiscard]] Result<HostArray> read_suite_file(const fs::path& folder, const std::string& file) {
   const fs::path path = folder / file;
   std::error_code ec;
   if (fs::is_symlink(path, ec)) {
@@ -293,7 +293,8 @@ namespace {
 
 // The suite's own files (inputs, g and, for a special suite, the expected values): a broken one is
 // an input error, not the implementation's fault.
-Result<void> read_suite_inputs(const fs::path& folder, const std::string& where, Suite& s, NodeOutputs& expected) {
+[[nodiscard]] Result<void> read_suite_inputs(const fs::path& folder, const std::string& where, Suite& s,
+                                             NodeOutputs& expected) {
   auto g = read_suite_file(folder, input_file("g"));
   TAPEWISE_CHECK(g);
   s.batch.g = std::move(*g);
@@ -360,7 +361,7 @@ void grade_special_suite(const Suite& s, const NodeOutputs& expected, const Node
   }
 }
 
-Result<VectorsIndex> read_index(const fs::path& dir) {
+[[nodiscard]] Result<VectorsIndex> read_index(const fs::path& dir) {
   const std::string path = (dir / kIndexFile).string();
   auto text = read_small_file(path, kMaxIndexBytes);
   if (!text)
@@ -385,7 +386,8 @@ void warn_if_other_spec(const VectorsIndex& index, const std::string& where) {
 // Every suite of the index graded against the outputs beside it: one row per (op, dtype), in
 // op-table order. A suite whose outputs are missing or malformed counts as errors of its row; an
 // index or folder that cannot be read is an error of the whole check.
-Result<std::vector<Row>> grade_suites(const VectorsIndex& index, const fs::path& root, const std::string& index_path) {
+[[nodiscard]] Result<std::vector<Row>> grade_suites(const VectorsIndex& index, const fs::path& root,
+                                                    const std::string& index_path) {
   std::vector<Row> rows;  // one per (op, dtype), in op-table order
   auto row_for = [&](Op op, DType dtype) -> Row& {
     for (Row& r : rows)
