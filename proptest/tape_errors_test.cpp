@@ -1,6 +1,9 @@
 // proptest/tape_errors_test.cpp — bad input never corrupts the tape: invalid ids, mismatched
 // shapes and dtypes, bad seeds, and allocation failure (injected) each return their error, leave
-// the tape exactly as it was, and leak nothing. Runs on every backend present.
+// the tape exactly as it was, and leak nothing. Runs on every backend present; and a machine
+// without a GPU driver is told so.
+#include <dlfcn.h>
+
 #include "test_support.hpp"
 
 namespace tapewise::testing {
@@ -241,6 +244,21 @@ TEST_P(TapeErrors, EmptyTensorsWork) {
 }
 
 TW_INSTANTIATE_PER_BACKEND(TapeErrors);
+
+// The CUDA runtime reports a machine with no NVIDIA driver as cudaErrorInsufficientDriver ("driver
+// version is insufficient"), which sends the user to update a driver that is not there. CI machines
+// have a CUDA build and no driver, so this test has something to check there.
+TEST(CudaAvailability, AMachineWithoutADriverIsToldSo) {
+  std::string why;
+  if (cuda_available(&why)) GTEST_SKIP() << "a CUDA device is present";
+  if (why.find("TAPEWISE_CUDA=OFF") != std::string::npos) GTEST_SKIP() << why;
+  if (void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL)) {
+    dlclose(driver);
+    GTEST_SKIP() << "an NVIDIA driver is installed (libcuda.so.1 loads): " << why;
+  }
+  EXPECT_NE(why.find("no NVIDIA driver is installed"), std::string::npos) << why;
+  EXPECT_EQ(why.find("insufficient"), std::string::npos) << why;
+}
 
 }  // namespace
 }  // namespace tapewise::testing

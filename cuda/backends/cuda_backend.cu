@@ -360,12 +360,33 @@ void* cuda_stream(const Backend& be) {
   return cuda ? static_cast<void*>(cuda->stream()) : nullptr;
 }
 
+namespace {
+// "major.minor" of a CUDA version number (12040 -> "12.4").
+std::string cuda_version_text(int version) {
+  return std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
+}
+
+// Why cudaGetDeviceCount failed, in the words a user acts on. The runtime reports a machine with no
+// NVIDIA driver at all as cudaErrorInsufficientDriver ("driver version is insufficient"), which
+// reads as "update your driver"; cudaDriverGetVersion gives 0 exactly when no driver is installed.
+std::string no_device_reason(cudaError_t err) {
+  const std::string code = std::string(" (") + cudaGetErrorName(err) + ")";
+  if (err != cudaErrorInsufficientDriver) return std::string(cudaGetErrorString(err)) + code;
+  int driver = 0, runtime = 0;
+  cudaDriverGetVersion(&driver);
+  cudaRuntimeGetVersion(&runtime);
+  if (driver == 0) return "no NVIDIA driver is installed on this machine" + code;
+  return "the NVIDIA driver supports CUDA " + cuda_version_text(driver) + ", older than the CUDA " +
+         cuda_version_text(runtime) + " runtime this build uses; update the driver" + code;
+}
+}  // namespace
+
 bool cuda_available(std::string* why) {
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess) {
     cudaGetLastError();
-    if (why) *why = std::string(cudaGetErrorName(err)) + ": " + cudaGetErrorString(err);
+    if (why) *why = no_device_reason(err);
     return false;
   }
   if (count == 0) {
