@@ -581,6 +581,111 @@ TEST_F(Cli, AGraphPastTheCheckersLimitsIsRefusedBeforeBuilding) {
   expect_usage_error("graph values.json --backend cpu", "more than 8388608 JSON values");
 }
 
+// --- issue 21, item 6.5: --version and -V are listed in --help ---------------------------------------
+
+TEST_F(Cli, VersionIsListedInHelp) {
+  const Ran help = conform("--help");
+  EXPECT_EQ(help.status, 0) << help.err;
+  EXPECT_NE(help.out.find("-V,--version"), std::string::npos) << help.out;
+  const Ran v = conform("-V");
+  EXPECT_EQ(v.status, 0) << v.err;
+  EXPECT_EQ(v.out, std::string("tapewise-conform ") + tapewise::kVersion + " (spec sha256 " + tapewise::kSpecSha256 + ")\n");
+}
+
+// --- issue 21, item 6.4: options parsed by hand show their type in --help ---------------------------
+
+TEST_F(Cli, NumericOptionsShowTheirTypeInHelp) {
+  const std::vector<std::pair<std::string, std::vector<std::string>>> expected = {
+      {"run --help", {"--cases N", "--seed UINT64", "--json FILE|-"}},
+      {"vectors --help", {"--cases N", "--seed UINT64"}},
+      {"eval --help", {"--c FLOAT", "--lo FLOAT", "--hi FLOAT", "--eps FLOAT"}},
+      {"sweep --help", {"--devices N", "--stride N", "--pair-log2 N", "--float64-log2 N", "--host-cases N",
+                        "--validate N", "--chunk N", "--seed UINT64", "--range LO:HI"}}};
+  for (const auto& [args, shown] : expected) {
+    const Ran help = conform(args);
+    EXPECT_EQ(help.status, 0) << args << "\n" << help.err;
+    for (const std::string& text : shown) EXPECT_NE(help.out.find(text), std::string::npos) << args << ": " << text;
+    for (const char* option : {"--cases TEXT", "--seed TEXT", "--devices TEXT", "--c TEXT", "--chunk TEXT"})
+      EXPECT_EQ(help.out.find(option), std::string::npos) << args << ": " << option << "\n" << help.out;
+  }
+}
+
+// --- issue 21, item 6.3: "did you mean" for subcommands, options and node names ---------------------
+
+TEST_F(Cli, MistypedNamesGetTheClosestSuggested) {
+  expect_usage_error("rnu", "unknown subcommand 'rnu'; did you mean 'run'?");
+  expect_usage_error("auidt --ops relu", "unknown subcommand 'auidt'; did you mean 'audit'?");
+  expect_usage_error("run --sed 5", "run: unknown option '--sed'; did you mean '--seed'?");
+  expect_usage_error("sweep --devcies=2", "sweep: unknown option '--devcies'; did you mean '--devices'?");
+  expect_usage_error("run --ops relx --backend cpu", "--ops: unknown node 'relx'; did you mean 'relu'?");
+  expect_usage_error("audit --ops sigmod --backend cpu", "did you mean 'sigmoid'?");
+  // Nothing close: no suggestion, and the known names are still listed.
+  const Ran far = conform("xyzzy");
+  EXPECT_EQ(far.status, 2);
+  EXPECT_NE(far.err.find("unknown subcommand 'xyzzy' (subcommands: run,"), std::string::npos) << far.err;
+  EXPECT_EQ(far.err.find("did you mean"), std::string::npos) << far.err;
+}
+
+// --- issue 21, item 6.1: --json - gives standard output to the report alone --------------------------
+
+TEST_F(Cli, JsonToStandardOutputIsTheReportAlone) {
+  std::ofstream(path("g.json")) << kPlainGraph;
+  make_vectors();
+  const std::vector<std::pair<std::string, std::string>> commands = {
+      {"run --ops relu --backend cpu --cases 10 --seed 1 --json -", "tapewise-conform.report/1"},
+      {"check v --json -", "tapewise-conform.report/1"},
+      {"sweep --backend cpu --ops neg --dtype float32 --range 0x3f800000:0x3f800100 --validate 100 --json -",
+       "tapewise-conform.sweep/2"},
+      {"ops --json -", "tapewise-conform.ops/1"},
+      {"graph g.json --backend cpu --json -", "tapewise-conform.graph-report/1"},
+      {"audit --ops relu --backend cpu --json -", "tapewise-conform.audit/1"},
+      {"run --ops relu --backend cpu --cases 10 --seed 1 --json /dev/stdout", "tapewise-conform.report/1"}};
+  for (const auto& [args, schema] : commands) {
+    const Ran r = conform(args);
+    EXPECT_TRUE(r.status == 0 || r.status == 1) << args << "\n" << r.err;
+    Json report;
+    ASSERT_NO_THROW(report = Json::parse(r.out)) << args << "\nstdout: " << r.out.substr(0, 400);
+    EXPECT_EQ(report["schema"], schema) << args;
+  }
+  // The human text still comes, on stderr.
+  const Ran run = conform("run --ops relu --backend cpu --cases 10 --seed 1 --json -");
+  EXPECT_NE(run.err.find("1/1 nodes conform"), std::string::npos) << run.err;
+}
+
+// --- issue 21, item 6.2: audit --json -------------------------------------------------------------
+
+TEST_F(Cli, AuditWritesItsPointsAsJson) {
+  const Ran r = conform("audit --ops relu,max --dtype float32 --backend cpu --json audit.json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const Json audit = read_json("audit.json");
+  EXPECT_EQ(audit["schema"], "tapewise-conform.audit/1");
+  EXPECT_EQ(audit["tapewise_version"], tapewise::kVersion);
+  EXPECT_EQ(audit["spec_sha256"], tapewise::kSpecSha256);
+  ASSERT_EQ(audit["nodes"].size(), 2u);
+  int rows = 0;
+  for (const Json& node : audit["nodes"]) {
+    EXPECT_EQ(node["points"], node["rows"].size());
+    for (const Json& row : node["rows"]) {
+      ++rows;
+      EXPECT_EQ(row["dtype"], "f32");
+      EXPECT_EQ(row["verdict"], "ok");
+      EXPECT_EQ(row["fused"], row["spec"]) << row.dump();  // a conforming backend gives the spec's values
+      EXPECT_EQ(row["staged"], row["spec"]) << row.dump();
+      for (const char* key : {"line", "inputs", "g", "note", "failing"}) EXPECT_TRUE(row.contains(key)) << key;
+    }
+  }
+  EXPECT_EQ(audit["summary"]["points"], rows);
+  EXPECT_EQ(audit["summary"]["holding"], rows);
+  EXPECT_EQ(audit["summary"]["conforms"], true);
+  // relu'(0) is the spec's +0 for g = 1, written exactly.
+  bool relu_at_zero = false;
+  for (const Json& row : audit["nodes"][1]["rows"])
+    relu_at_zero = relu_at_zero || (row["inputs"]["x"] == "+0" && row["g"] == "1" && row["spec"]["grads"]["dx"] == "+0");
+  EXPECT_TRUE(relu_at_zero) << audit["nodes"][1].dump();
+  // The output is checked before the work, like every other.
+  expect_usage_error("audit --ops relu --backend cpu --json nosuch/audit.json", "--json nosuch/audit.json: folder");
+}
+
 #else
 
 TEST(Cli, NeedsTheRunner) { GTEST_SKIP() << "tapewise-conform is not built here (TAPEWISE_CONFORM_BIN undefined)"; }

@@ -1,7 +1,7 @@
 // tools/conform/audit.cpp — `tapewise-conform audit`: the derivative conventions point by point, for a
 // person to read: every row of spec/special_points grouped by node, with the spec's rationale, what
 // the spec says, what this backend gives on both VJP paths, and the verdict. --markdown writes the
-// same as a document.
+// same as a document, --json as data (schema tapewise-conform.audit/1, described in the README).
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -42,12 +42,28 @@ std::vector<double> produced_values(const NodeOutputs& out) {
   return v;
 }
 
+// Names and values as a JSON object of exact value texts ({"dx": "-0"}).
+Json named_values_json(const std::vector<std::string>& names, const std::vector<double>& values, DType dtype) {
+  Json j = Json::object();
+  for (std::size_t k = 0; k < names.size() && k < values.size(); ++k) j[names[k]] = audit_value(values[k], dtype);
+  return j;
+}
+
 struct AuditedPoint {
   const SpecialPoint* point = nullptr;
   std::string backend_y, backend_grads;
   bool passes = false;
   std::string verdict;
+  std::vector<std::string> failing;  // "y", "dx (fused)", "staged error: ..."
+  Json fused, staged;                // {"y", "grads"} each path gave, or {"error"}
 };
+
+Json path_json(const std::optional<NodeOutputs>& out, const std::vector<std::string>& names, const SpecialPoint& p,
+               const std::string& error) {
+  if (!out) return Json{{"error", utf8_or_escaped(error)}};
+  return Json{{"y", audit_value(out->y.as_double(0), p.dtype)},
+              {"grads", named_values_json(names, produced_values(*out), p.dtype)}};
+}
 
 AuditedPoint audit_point(const std::shared_ptr<Backend>& backend, const SpecialPoint& p) {
   AuditedPoint a;
@@ -55,13 +71,15 @@ AuditedPoint audit_point(const std::shared_ptr<Backend>& backend, const SpecialP
   const std::vector<std::string> names = grad_names(p.op, p.same);
   std::optional<NodeOutputs> outs[2];
   std::vector<std::string> failed;
+  std::string errors[2];
   bool y_failed = false;  // the forward runs once per path; report it once
   const VjpPath paths[2] = {VjpPath::fused, VjpPath::staged};
   const char* path_names[2] = {"fused", "staged"};
   for (int i = 0; i < 2; ++i) {
     auto produced = run_special_point(backend, p, paths[i]);
     if (!produced) {
-      failed.push_back(std::string(path_names[i]) + " error: " + produced.error().str());
+      errors[i] = produced.error().str();
+      failed.push_back(std::string(path_names[i]) + " error: " + errors[i]);
       continue;
     }
     const PointVerdict v = grade_special_point(p, *produced);
@@ -82,6 +100,9 @@ AuditedPoint audit_point(const std::shared_ptr<Backend>& backend, const SpecialP
     for (std::size_t k = 0; k < f.size(); ++k) differ = differ || !same_bits(f[k], s[k], p.dtype);
     if (differ) a.backend_grads = "fused " + a.backend_grads + " / staged " + named_values(names, s, p.dtype);
   }
+  a.fused = path_json(outs[0], names, p, errors[0]);
+  a.staged = path_json(outs[1], names, p, errors[1]);
+  a.failing = failed;
   a.passes = failed.empty();
   if (a.passes) {
     a.verdict = "ok";
@@ -112,6 +133,25 @@ Cells point_cells(const AuditedPoint& a) {
           a.backend_grads,
           a.verdict,
           p.note};
+}
+
+Json point_json(const AuditedPoint& a) {
+  const SpecialPoint& p = *a.point;
+  Json failing = Json::array();
+  for (const std::string& f : a.failing) failing.push_back(utf8_or_escaped(f));
+  return Json{{"line", p.line},
+              {"dtype", special_dtype_name(p.dtype)},
+              {"same", p.same},
+              {"inputs", named_values_json(p.same ? std::vector<std::string>{"a"} : input_names(p.op), p.inputs, p.dtype)},
+              {"scalars", scalars_text(p.op, p.scalars)},
+              {"g", audit_value(p.g, p.dtype)},
+              {"spec", Json{{"y", audit_value(p.y, p.dtype)},
+                            {"grads", named_values_json(grad_names(p.op, p.same), p.grads, p.dtype)}}},
+              {"fused", a.fused},
+              {"staged", a.staged},
+              {"verdict", a.passes ? "ok" : "fail"},
+              {"failing", failing},
+              {"note", utf8_or_escaped(p.note)}};
 }
 
 void print_text_table(std::ostream& out, const Cells& header, const std::vector<Cells>& rows) {
@@ -173,6 +213,7 @@ std::string wrap(const std::string& text, std::size_t width, const std::string& 
 // One node's special points, audited and printed as a text table and a Markdown section.
 struct NodeAudit {
   int points = 0, holding = 0;
+  Json json;  // the node's entry of the report's "nodes"
 };
 
 NodeAudit audit_node(const ChosenBackend& be, const SpecialPoints& spec, const Selection& selection, Op op,
@@ -181,17 +222,21 @@ NodeAudit audit_node(const ChosenBackend& be, const SpecialPoints& spec, const S
                      "spec grads", be.name + " y", be.name + " grads", "verdict", "note"};
   NodeAudit result;
   std::vector<Cells> rows;
+  Json json_rows = Json::array();
   for (const SpecialPoint& p : spec.points) {
     if (p.op != op) continue;
     if (std::find(selection.dtypes.begin(), selection.dtypes.end(), p.dtype) == selection.dtypes.end()) continue;
     const AuditedPoint a = audit_point(be.backend, p);
     result.holding += a.passes ? 1 : 0;
     rows.push_back(point_cells(a));
+    json_rows.push_back(point_json(a));
   }
   result.points = static_cast<int>(rows.size());
   if (rows.empty()) return result;
   const auto why = spec.why.find(op_name(op));
   const std::string rationale = why != spec.why.end() ? why->second : "(spec/special_points gives no rationale)";
+  result.json = Json{{"op", op_name(op)}, {"staged", op_info(op).staged}, {"why", utf8_or_escaped(rationale)},
+                     {"points", result.points}, {"holding", result.holding}, {"rows", std::move(json_rows)}};
   const std::string count = std::to_string(result.holding) + "/" + std::to_string(rows.size()) + " points hold";
 
   text << "\n"
@@ -218,6 +263,21 @@ std::string markdown_intro(const std::string& source, const ChosenBackend& be) {
          "`same=1` are the total gradient of the one leaf of `op(a, a)`.\n";
 }
 
+Json audit_report_json(const AuditOptions& o, const std::string& source, const ChosenBackend& be) {
+  Json report{{"schema", kAuditSchema},
+              {"command", "audit"},
+              {"tapewise_version", kVersion},
+              {"spec_sha256", kSpecSha256},
+              {"special_points_file", utf8_or_escaped(source)},
+              {"backend", Json{{"name", be.name}, {"description", be.backend->describe()}, {"why", be.why}}},
+              {"ops", Json::array()},
+              {"dtypes", Json::array()},
+              {"nodes", Json::array()}};
+  for (Op op : o.selection.ops) report["ops"].push_back(op_name(op));
+  for (DType d : o.selection.dtypes) report["dtypes"].push_back(dtype_name(d));
+  return report;
+}
+
 }  // namespace
 
 int audit_command(const AuditOptions& o) {
@@ -227,6 +287,8 @@ int audit_command(const AuditOptions& o) {
   };
   if (!o.markdown_path.empty())
     if (auto ok = check_output(o.markdown_path, "--markdown"); !ok) return usage(ok.error().message);
+  if (!o.json_path.empty())
+    if (auto ok = check_output(o.json_path, "--json"); !ok) return usage(ok.error().message);
   const auto source = find_special_points(o.special_points_path);
   if (!source) return usage(source.error().message);
   auto spec = load_spec_points(*source);
@@ -238,14 +300,20 @@ int audit_command(const AuditOptions& o) {
   markdown << markdown_intro(*source, *be);
   std::cout << "audit of spec/special_points (" << *source << ") on " << be->backend->describe() << " — " << be->why
             << "\nverdict: every value bit for bit on both VJP paths (fused, staged); any NaN matches any NaN\n";
+  Json report = audit_report_json(o, *source, *be);
+  Json failing_nodes = Json::array();
   int points = 0, holding = 0;
   std::string failing;
   for (Op op : o.selection.ops) {
-    const NodeAudit node = audit_node(*be, *spec, o.selection, op, std::cout, markdown);
+    NodeAudit node = audit_node(*be, *spec, o.selection, op, std::cout, markdown);
     points += node.points;
     holding += node.holding;
     if (node.holding != node.points) failing += std::string(" ") + op_name(op);
+    if (node.holding != node.points) failing_nodes.push_back(op_name(op));
+    if (node.points > 0) report["nodes"].push_back(std::move(node.json));
   }
+  report["summary"] = Json{{"points", points}, {"holding", holding}, {"failing", failing_nodes},
+                           {"conforms", points > 0 && holding == points}};
   const std::string summary = std::to_string(holding) + "/" + std::to_string(points) +
                               " special points hold on both VJP paths" +
                               (failing.empty() ? "" : " (failing:" + failing + ")");
@@ -259,6 +327,8 @@ int audit_command(const AuditOptions& o) {
     if (auto ok = write_output_text(o.markdown_path, "--markdown", markdown.str()); !ok) return usage(ok.error().message);
     std::cout << "wrote " << o.markdown_path << "\n";
   }
+  if (!o.json_path.empty())
+    if (auto ok = write_json_output(o.json_path, "--json", report); !ok) return usage(ok.error().message);
   if (points == 0) return usage("no special point matches --ops/--dtype");
   return holding == points ? kConforms : kViolation;
 }

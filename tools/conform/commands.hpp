@@ -72,6 +72,7 @@ struct AuditOptions {
   Selection selection;
   BackendChoice backend = BackendChoice::automatic;
   std::string markdown_path;  // empty: the terminal table only
+  std::string json_path;      // empty: none; "-": standard output (the text then goes to stderr)
   std::string special_points_path;
 };
 int audit_command(const AuditOptions& options);

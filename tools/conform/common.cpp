@@ -7,6 +7,7 @@
 
 #include "commands.hpp"
 #include "files.hpp"
+#include "suggest.hpp"
 
 namespace tapewise::conform {
 
@@ -24,8 +25,13 @@ Result<Selection> parse_selection(const std::string& ops, const std::string& dty
       const auto op = op_from_name(name);
       if (!op) {
         std::string known;
-        for (const OpInfo& info : kOps) known += std::string(known.empty() ? "" : ", ") + info.name;
-        return fail(ErrorCode::InvalidArgument, "--ops: unknown node '" + name + "' (nodes: " + known + ")");
+        std::vector<std::string> names;
+        for (const OpInfo& info : kOps) {
+          known += std::string(known.empty() ? "" : ", ") + info.name;
+          names.emplace_back(info.name);
+        }
+        return fail(ErrorCode::InvalidArgument, "--ops: unknown node '" + escaped_prefix(name) + "'" +
+                                                    did_you_mean(name, names) + " (nodes: " + known + ")");
       }
       chosen[static_cast<std::size_t>(*op)] = true;
     }

@@ -190,6 +190,13 @@ inline std::string named(const std::string& option, const std::string& path) {
 
 }  // namespace files_detail
 
+// The descriptor "-" writes to when main has moved the human text to stderr so that standard
+// output carries only a machine-read report (--json -, --junit -); -1: std::cout, as usual.
+inline int& machine_output_fd() {
+  static int fd = -1;
+  return fd;
+}
+
 struct OutputTarget {
   enum class Kind { standard_output, stream, file };
   Kind kind = Kind::file;
@@ -305,7 +312,10 @@ class OutputBatch {
   [[nodiscard]] Result<void> commit() {
     for (Pending& p : pending_) {
       const std::string what = files_detail::named(p.target.option, p.target.path);
-      if (p.target.kind == OutputTarget::Kind::standard_output) {
+      if (p.target.kind == OutputTarget::Kind::standard_output && machine_output_fd() >= 0) {
+        std::cout.flush();  // the human text, now on stderr, keeps its order with the report
+        if (auto ok = files_detail::write_all(machine_output_fd(), p.stream_bytes, what); !ok) return ok;
+      } else if (p.target.kind == OutputTarget::Kind::standard_output) {
         std::cout.write(reinterpret_cast<const char*>(p.stream_bytes.data()), static_cast<std::streamsize>(p.stream_bytes.size()));
         if (!std::cout.flush()) return files_detail::file_error(what, "cannot write to standard output");
       } else if (p.target.kind == OutputTarget::Kind::stream) {

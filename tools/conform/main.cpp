@@ -15,12 +15,15 @@
 #include <tuple>
 #include <vector>
 
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <tapewise/version.hpp>
 
 #include "commands.hpp"
 #include "ops_command.hpp"
 #include "reference.hpp"
+#include "suggest.hpp"
 
 namespace tc = tapewise::conform;
 
@@ -97,10 +100,13 @@ Subcommand add_run(CLI::App& app, CommonText& t) {
   run->add_option("--dtype", t.dtype, "float32, float64 or all")->capture_default_str();
   run->add_option("--backend", t.backend, "auto (CUDA where present, else CPU), cpu or cuda")->capture_default_str();
   run->add_option("--cases", t.cases, "random cases per node and dtype (0 to 10^8; a pass needs at least 1)")
+      ->type_name("N")
       ->capture_default_str();
   CLI::Option* seed =
-      run->add_option("--seed", t.seed, "seed of the random cases, 0 to 2^64-1 (default: a fresh one, printed)");
-  run->add_option("--json", *json, "write the whole report as JSON to this file");
+      run->add_option("--seed", t.seed, "seed of the random cases, 0 to 2^64-1 (default: a fresh one, printed)")
+          ->type_name("UINT64");
+  run->add_option("--json", *json, "write the whole report as JSON to this file (- for standard output)")
+      ->type_name("FILE|-");
   run->add_option("--special-points", t.special,
                   "path of spec/special_points (default: <bin>/../share/tapewise/special_points, else ./spec)");
   return {run, [&t, seed, json] {
@@ -114,17 +120,20 @@ Subcommand add_run(CLI::App& app, CommonText& t) {
 }
 
 Subcommand add_audit(CLI::App& app, CommonText& t) {
-  auto markdown = std::make_shared<std::string>();
+  auto markdown = std::make_shared<std::string>(), json = std::make_shared<std::string>();
   CLI::App* audit = app.add_subcommand("audit", "the derivative conventions, point by point, against this backend");
   audit->add_option("--ops", t.ops, "comma-separated node names, or all");
   audit->add_option("--dtype", t.dtype, "float32, float64 or all");
   audit->add_option("--backend", t.backend, "auto, cpu or cuda");
   audit->add_option("--markdown", *markdown, "also write the audit as a Markdown document to this file");
+  audit->add_option("--json", *json, "write the audit as JSON to this file (- for standard output)")
+      ->type_name("FILE|-");
   audit->add_option("--special-points", t.special, "path of spec/special_points");
-  return {audit, [&t, markdown] {
+  return {audit, [&t, markdown, json] {
             tc::AuditOptions o;
             if (auto bad = read_selection(t, o)) return *bad;
             o.markdown_path = *markdown;
+            o.json_path = *json;
             o.special_points_path = t.special;
             return tc::guarded("audit", [&] { return tc::audit_command(o); });
           }};
@@ -148,10 +157,10 @@ Subcommand add_eval(CLI::App& app, CommonText& t) {
   eval->add_option("--b", e->options.b, "second input of a binary node (.npy)");
   eval->add_flag("--same", e->options.same, "record a binary node as op(a, a) (give --a only); da is the total");
   eval->add_option("--g", e->options.g, "upstream gradient (.npy); without it only y is written");
-  e->scalars = {{eval->add_option("--c", e->c, "scale's c"), &e->c, &e->options.c},
-                {eval->add_option("--lo", e->lo, "clamp's lo"), &e->lo, &e->options.lo},
-                {eval->add_option("--hi", e->hi, "clamp's hi"), &e->hi, &e->options.hi},
-                {eval->add_option("--eps", e->eps, "safeLog's eps"), &e->eps, &e->options.eps}};
+  e->scalars = {{eval->add_option("--c", e->c, "scale's c")->type_name("FLOAT"), &e->c, &e->options.c},
+                {eval->add_option("--lo", e->lo, "clamp's lo")->type_name("FLOAT"), &e->lo, &e->options.lo},
+                {eval->add_option("--hi", e->hi, "clamp's hi")->type_name("FLOAT"), &e->hi, &e->options.hi},
+                {eval->add_option("--eps", e->eps, "safeLog's eps")->type_name("FLOAT"), &e->eps, &e->options.eps}};
   CLI::Option* staged = eval->add_flag("--staged", e->staged, "VJP by the spec's stages");
   staged->excludes(eval->add_flag("--fused", e->fused, "VJP by the fused kernel (default)"));
   eval->add_option("--backend", t.backend, "auto, cpu or cuda");
@@ -179,8 +188,9 @@ Subcommand add_vectors(CLI::App& app, CommonText& t) {
   vectors->add_option("--ops", t.ops, "comma-separated node names, or all");
   vectors->add_option("--dtype", t.dtype, "float32, float64 or all");
   vectors->add_option("--cases", t.cases,
-                      "random cases per node and dtype (0 to 10^8; check passes only with at least 1)");
-  CLI::Option* seed = vectors->add_option("--seed", t.seed, "seed of the random cases");
+                      "random cases per node and dtype (0 to 10^8; check passes only with at least 1)")
+      ->type_name("N");
+  CLI::Option* seed = vectors->add_option("--seed", t.seed, "seed of the random cases")->type_name("UINT64");
   vectors->add_option("--special-points", t.special, "path of spec/special_points");
   return {vectors, [&t, seed, o] {
             if (auto bad = read_selection(t, *o)) return *bad;
@@ -194,7 +204,8 @@ Subcommand add_check(CLI::App& app) {
   auto o = std::make_shared<tc::CheckOptions>();
   CLI::App* check = app.add_subcommand("check", "grade another implementation's outputs in a vectors folder");
   check->add_option("dir", o->dir, "a folder written by `vectors`, with out_*.npy files")->required();
-  check->add_option("--json", o->json_path, "write the report as JSON to this file");
+  check->add_option("--json", o->json_path, "write the report as JSON to this file (- for standard output)")
+      ->type_name("FILE|-");
   return {check, [o] { return tc::guarded("check", [&] { return tc::check_command(*o); }); }};
 }
 
@@ -210,7 +221,8 @@ Subcommand add_graph(CLI::App& app, CommonText& t) {
       ->check(CLI::IsMember({"fused", "staged"}))
       ->capture_default_str();
   graph->add_flag("--dense", o->dense, "backward_dense: every slot that requires grad starts at +0");
-  graph->add_option("--json", o->json_path, "write the report as JSON to this file");
+  graph->add_option("--json", o->json_path, "write the report as JSON to this file (- for standard output)")
+      ->type_name("FILE|-");
   return {graph, [&t, o, path] {
             auto backend = tc::parse_backend(t.backend);
             if (!backend) return usage_error(backend.error().message);
@@ -230,6 +242,50 @@ Subcommand add_sweep(CLI::App& app) {
   return {app.get_subcommand("sweep"), [status] { return status().value_or(tc::kUsageError); }};
 }
 
+// Every name `sub` accepts as an option token: --long and -s forms, and help.
+std::vector<std::string> option_names(const CLI::App& sub) {
+  std::vector<std::string> names{"--help", "-h"};
+  for (const CLI::Option* option : sub.get_options()) {
+    for (const std::string& name : option->get_lnames()) names.push_back("--" + name);
+    for (const std::string& name : option->get_snames()) names.push_back("-" + name);
+  }
+  return names;
+}
+
+// The first token of `args` (in order) that looks like an option `sub` does not have, with the closest
+// one it has; nullopt when every option token is known (the parse failed for another reason).
+std::optional<std::string> unknown_option_message(const CLI::App& sub, const std::vector<std::string>& args) {
+  const std::vector<std::string> names = option_names(sub);
+  for (const std::string& token : args) {
+    if (token.size() < 2 || token[0] != '-' || token == "--" || parse_double(token)) continue;
+    const std::string name = token.substr(0, token.find('='));
+    if (std::find(names.begin(), names.end(), name) != names.end()) continue;
+    return sub.get_name() + ": unknown option '" + tc::escaped_prefix(name) + "'" + tc::did_you_mean(name, names);
+  }
+  return std::nullopt;
+}
+
+// Whether an option of the parsed `sub` sends a machine-read report to standard output ("-").
+bool report_to_standard_output(const CLI::App& sub) {
+  for (const char* name : {"--json", "--junit"}) {
+    const CLI::Option* option = sub.get_option_no_throw(name);
+    if (option == nullptr) continue;
+    for (const std::string& value : option->results())
+      if (value == "-" || value == "/dev/stdout") return true;
+  }
+  return false;
+}
+
+// With --json - (or --junit -), standard output carries the report alone: the human text (table,
+// verdict, seed) goes to stderr, and the writer (files.hpp) writes "-" to the original stdout.
+void move_human_text_to_stderr() {
+  std::cout.flush();
+  std::fflush(stdout);
+  const int report_fd = ::dup(STDOUT_FILENO);
+  if (report_fd < 0 || ::dup2(STDERR_FILENO, STDOUT_FILENO) < 0) return;  // both stay on stdout, as before
+  tc::machine_output_fd() = report_fd;
+}
+
 // The command's status, unless its standard output could not be written (a full disk, a closed
 // pipe, /dev/full): then the table and verdict were lost, and that is an error, not a pass.
 int with_stdout_written(int status) {
@@ -247,23 +303,31 @@ int main(int argc, char** argv) {
 
   // `tapewise-conform` alone, or with only options, means `run`.
   std::vector<std::string> args(argv + 1, argv + argc);
-  if (args.size() == 1 && args[0] == "--version") return print_version();
+  if (args.size() == 1 && (args[0] == "--version" || args[0] == "-V")) return print_version();
   const bool help = !args.empty() && (args[0] == "-h" || args[0] == "--help");
   if (args.empty() || (args[0].starts_with("-") && !help)) args.insert(args.begin(), "run");
-  std::reverse(args.begin(), args.end());  // CLI11 takes a reversed vector
 
   CLI::App app{
       "tapewise-conform — conformance of tapewise's nodes to their spec (MPFR reference, "
       "spec/bounds.def, spec/special_points)",
       "tapewise-conform"};
   app.require_subcommand(1);
-  app.footer(
-      "Exit status: 0 conforms, 1 a violation, 2 a usage or input error. "
-      "`tapewise-conform --version` prints the version and the spec's hash.");
+  // Handled above, before parsing (alone on the line); registered so that --help lists it.
+  bool version_listed = false;
+  app.add_flag("-V,--version", version_listed, "print the version and the hash of the spec files, then exit");
+  app.footer("Exit status: 0 conforms, 1 a violation, 2 a usage or input error.");
   CommonText common;
   const Subcommand subcommands[] = {
       add_run(app, common), add_audit(app, common), add_eval(app, common), add_vectors(app, common),
       add_check(app),       add_graph(app, common), add_sweep(app),        add_ops(app)};
+  std::vector<std::string> subcommand_names;
+  for (const Subcommand& sub : subcommands) subcommand_names.push_back(sub.app->get_name());
+  if (!help && std::find(subcommand_names.begin(), subcommand_names.end(), args[0]) == subcommand_names.end())
+    return usage_error("unknown subcommand '" + tc::escaped_prefix(args[0]) + "'" +
+                       tc::did_you_mean(args[0], subcommand_names) + " (subcommands: run, audit, eval, vectors, "
+                       "check, graph, sweep, ops)");
+  const std::vector<std::string> in_order = args;
+  std::reverse(args.begin(), args.end());  // CLI11 takes a reversed vector
   try {
     app.parse(args);
   } catch (const CLI::CallForHelp& e) {
@@ -271,10 +335,16 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
+    if (!help)
+      if (auto unknown = unknown_option_message(*app.get_subcommand(in_order[0]), in_order))
+        return usage_error(*unknown);
     app.exit(e);
     return tc::kUsageError;
   }
-  for (const Subcommand& sub : subcommands)
-    if (sub.app->parsed()) return with_stdout_written(sub.run());
+  for (const Subcommand& sub : subcommands) {
+    if (!sub.app->parsed()) continue;
+    if (report_to_standard_output(*sub.app)) move_human_text_to_stderr();
+    return with_stdout_written(sub.run());
+  }
   return usage_error("no subcommand");
 }

@@ -86,7 +86,8 @@ Json op_table_json() {
 std::function<std::optional<int>()> add_ops_subcommand(CLI::App& app) {
   auto json_path = std::make_shared<std::string>();
   CLI::App* ops = app.add_subcommand("ops", "the op table this binary was built from (spec/ops.def)");
-  ops->add_option("--json", *json_path, "write the table as JSON to this file (- for standard output)");
+  ops->add_option("--json", *json_path, "write the table as JSON to this file (- for standard output)")
+      ->type_name("FILE|-");
   return [ops, json_path]() -> std::optional<int> {
     if (!ops->parsed()) return std::nullopt;
     if (json_path->empty()) {

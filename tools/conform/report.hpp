@@ -24,6 +24,7 @@ using Json = nlohmann::ordered_json;  // keys in the order written: the schema r
 // built with), special_points_file (run: the file graded), backend (run) | implementation (check),
 // seed, cases, ops and dtypes (run), rows, summary.
 inline constexpr const char* kReportSchema = "tapewise-conform.report/1";
+inline constexpr const char* kAuditSchema = "tapewise-conform.audit/1";  // audit --json
 
 // The table: a header, then one line per row (the node's name on its first dtype only).
 void print_table_header(std::ostream& out);

@@ -1273,24 +1273,32 @@ std::function<std::optional<int>()> add_sweep_subcommand(CLI::App& app) {
       ->capture_default_str();
   sweep->add_option("--dtype", cli->dtype, "float32, float64 or all")->capture_default_str();
   sweep->add_option("--backend", cli->backend, "auto, cpu or cuda")->capture_default_str();
-  sweep->add_option("--range", cli->range, "case indices LO:HI (decimal or 0x hex; unary float32: the bit patterns)");
+  sweep->add_option("--range", cli->range, "case indices LO:HI (decimal or 0x hex; unary float32: the bit patterns)")
+      ->type_name("LO:HI");
   sweep->add_option("--stride", cli->stride,
                     "every N-th case of the range (device sweeps): --stride 256 samples every exponent of a float32 "
                     "node with 2^24 cases")
+      ->type_name("N")
       ->capture_default_str();
-  sweep->add_option("--devices", cli->devices, "split the range over this many GPUs of this host")->capture_default_str();
-  sweep->add_option("--json", cli->json, "write the report as JSON to this file");
-  sweep->add_option("--pair-log2", cli->pair_log2, "binary float32: 2^N cases per exponent pair (0..16)")->capture_default_str();
+  sweep->add_option("--devices", cli->devices, "split the range over this many GPUs of this host")->type_name("N")
+      ->capture_default_str();
+  sweep->add_option("--json", cli->json, "write the report as JSON to this file (- for standard output)")
+      ->type_name("FILE|-");
+  sweep->add_option("--pair-log2", cli->pair_log2, "binary float32: 2^N cases per exponent pair (0..16)")->type_name("N")
+      ->capture_default_str();
   sweep->add_option("--float64-log2", cli->float64_log2, "float64 on the device: 2^N random cases per node (0..32)")
+      ->type_name("N")
       ->capture_default_str();
   sweep->add_flag("--float64-mpfr", cli->float64_mpfr,
                   "grade the float64 libm nodes (exp sin cos log safeLog sigmoid tanh silu gelu softplus) with MPFR on "
                   "the host instead of the double-double reference");
-  sweep->add_option("--host-cases", cli->host_cases, "with --float64-mpfr: cases per libm node")->capture_default_str();
-  sweep->add_option("--validate", cli->validate, "random cases for validating the sweep's reference against MPFR")
+  sweep->add_option("--host-cases", cli->host_cases, "with --float64-mpfr: cases per libm node")->type_name("N")
       ->capture_default_str();
-  sweep->add_option("--seed", cli->seed, "seed of the random cases")->capture_default_str();
-  sweep->add_option("--chunk", cli->chunk, "elements per chunk (default 2^28 on CUDA, 2^20 on the CPU)");
+  sweep->add_option("--validate", cli->validate, "random cases for validating the sweep's reference against MPFR")
+      ->type_name("N")
+      ->capture_default_str();
+  sweep->add_option("--seed", cli->seed, "seed of the random cases")->type_name("UINT64")->capture_default_str();
+  sweep->add_option("--chunk", cli->chunk, "elements per chunk (default 2^28 on CUDA, 2^20 on the CPU)")->type_name("N");
   sweep->add_flag("--allow-long", cli->allow_long,
                   "run a CPU sweep estimated to take longer than 30 minutes (refused without it)");
   return [sweep, cli]() -> std::optional<int> {
