@@ -136,7 +136,46 @@ std::optional<std::intptr_t> PyBackend::dlpack_stream() const {
   return handle == 0 ? 1 : handle;
 }
 
-Imported import_array(const PyBackend& be, nb::handle obj, Copy copy, const char* what) {
+// A Python number or (nested) list/tuple of numbers: memory-less data that is always copied.
+bool is_python_numbers(nb::handle obj) {
+  PyObject* o = obj.ptr();
+  return PyList_Check(o) || PyTuple_Check(o) || PyFloat_Check(o) || (PyLong_Check(o) && !PyBool_Check(o));
+}
+
+// The numbers as a new numpy array of `dtype`; anything numpy cannot read as one rectangular array
+// of ints or floats (strings, ragged lists, None, bools) is the TypeError every argument of the wrong
+// type raises. numpy reads without a dtype first: asked for float64 it would turn None into NaN.
+nb::object numbers_as_array(nb::handle obj, DType dtype, const char* what) {
+  const std::string prefix = std::string(what) + ": this " + nb::type_name(obj.type()).c_str();
+  nb::object numpy = nb::module_::import_("numpy");
+  nb::object parsed;
+  try {
+    parsed = numpy.attr("array")(obj);
+  } catch (nb::python_error& refusal) {
+    throw nb::type_error((prefix + " is not a rectangular array of numbers (" + nb::type_name(refusal.type()).c_str() +
+                          ": " + nb::str(refusal.value()).c_str() + ")").c_str());
+  }
+  const nb::object parsed_dtype = parsed.attr("dtype");
+  const std::string kind = nb::cast<const char*>(parsed_dtype.attr("kind"));
+  if (kind != "i" && kind != "u" && kind != "f") {
+    const std::string dtype_text = nb::cast<const char*>(parsed_dtype.attr("name"));
+    throw nb::type_error((prefix + " holds " + dtype_text + " elements, not ints or floats").c_str());
+  }
+  return numpy.attr("asarray")(parsed, nb::arg("dtype") = tapewise::dtype_name(dtype));
+}
+
+Imported import_array(const PyBackend& be, nb::handle obj, Copy copy, const char* what, DType numbers_dtype) {
+  if (is_python_numbers(obj)) {
+    // A list has no memory to view: its fresh array is the copy, used in place on the host (unless
+    // copy=True asks for backend-owned memory) and uploaded to a CUDA backend. Either way the result
+    // is a copy, so a leaf's value is read-only.
+    nb::object fresh = numbers_as_array(obj, numbers_dtype, what);
+    const Copy mode = be.is_cuda() || copy == Copy::always ? Copy::always : Copy::never;
+    Imported in = import_array(be, fresh, mode, what, numbers_dtype);
+    in.access = Access::writable;
+    in.copied = true;
+    return in;
+  }
   nb::object source = dlpack_source(be, obj);
   nb::ndarray<nb::ro> a;
   // Asked for writable first: nanobind refuses a read-only source (buffer protocol, or DLPack's
@@ -160,7 +199,7 @@ Imported import_array(const PyBackend& be, nb::handle obj, Copy copy, const char
       }
     }
     throw nb::type_error((std::string(what) + ": expected an array exporting __dlpack__ or the buffer protocol "
-                          "(numpy, torch, jax, cupy), got " + nb::type_name(obj.type()).c_str()).c_str());
+                          "(numpy, torch, jax, cupy) or a list of numbers, got " + nb::type_name(obj.type()).c_str()).c_str());
   }
   DType dtype;
   if (a.dtype() == nb::dtype<float>()) dtype = DType::float32;
@@ -197,6 +236,15 @@ nb::object export_array(const Buffer& buffer, nb::handle owner, Access access) {
   std::vector<std::size_t> shape(buffer.shape().dims.begin(), buffer.shape().dims.end());
   const nb::dlpack::dtype dtype = buffer.dtype() == DType::float32 ? nb::dtype<float>() : nb::dtype<double>();
   const Backend* be = buffer.backend();
+  // Host memory goes out as a numpy array (a view: numpy prints it, and every library reads it);
+  // device memory as a DLPack object for the consumer's framework to import.
+  if (be->dlpack_device_type() == kDLCPU) {
+    if (access == Access::read_only)
+      return nb::cast(nb::ndarray<nb::numpy, nb::ro>(buffer.data(), shape.size(), shape.data(), owner, nullptr, dtype,
+                                                     kDLCPU, 0));
+    return nb::cast(nb::ndarray<nb::numpy>(const_cast<void*>(buffer.data()), shape.size(), shape.data(), owner, nullptr,
+                                           dtype, kDLCPU, 0));
+  }
   if (access == Access::read_only)
     return nb::cast(nb::ndarray<nb::array_api, nb::ro>(buffer.data(), shape.size(), shape.data(), owner, nullptr, dtype,
                                                        be->dlpack_device_type(), be->device_id()));
@@ -222,6 +270,24 @@ Buffer& PyBuffer::output(const std::string& what) {
   if (access == Access::read_only)
     raise(ErrorCode::InvalidArgument, what + ": the buffer views read-only memory; it cannot be an output");
   return *memory;
+}
+
+std::string shape_text(const Shape& shape) {
+  std::string text = "(";
+  for (std::size_t d = 0; d < shape.dims.size(); ++d)
+    text += (d ? ", " : "") + std::to_string(shape.dims[d]);
+  return text + (shape.dims.size() == 1 ? ",)" : ")");  // Python's tuple spelling
+}
+
+std::string device_text(const Backend& backend) {
+  return device_name(backend.dlpack_device_type(), backend.device_id());
+}
+
+std::string buffer_summary(const PyBuffer& holder) {
+  if (!holder.live()) return "released";
+  const Buffer& b = *holder.memory;
+  return shape_text(b.shape()) + " " + tapewise::dtype_name(b.dtype()) + " on " + device_text(*b.backend()) + ", " +
+         (b.borrowed() ? "borrowed" : "owned") + ", " + (holder.access == Access::read_only ? "read-only" : "writable");
 }
 
 std::vector<NodeId> node_ids(const std::vector<NodeIdArg>& ids) {

@@ -147,7 +147,8 @@ void bind_backend(nb::module_& m) {
       .def_prop_ro("kind", [](const PyBackend& b) { return b.is_cuda() ? "cuda" : "cpu"; }, "\"cpu\" or \"cuda\".")
       .def("describe", [](const PyBackend& b) { return b.backend->describe(); },
            "A line naming the backend, e.g. \"CUDA device 0: NVIDIA H200 (sm_90, 132 SMs)\".")
-      .def("__repr__", [](const PyBackend& b) { return "<tapewise.Backend " + b.backend->describe() + ">"; })
+      .def("__repr__", [](const PyBackend& b) {
+             return std::string("<tapewise.Backend ") + (b.is_cuda() ? "cuda" : "cpu") + ": " + b.backend->describe() + ">"; })
       .def_prop_ro("device_id", [](const PyBackend& b) { return b.backend->device_id(); }, "The CUDA ordinal (0 on the CPU).")
       .def("__dlpack_device__", [](const PyBackend& b) {
              return std::make_tuple(b.backend->dlpack_device_type(), b.backend->device_id()); },
@@ -172,6 +173,7 @@ void bind_backend(nb::module_& m) {
            "nth"_a, "Test hook: the nth allocation from now fails with OutOfMemory.")
       .def("wrap", &wrap_array, "array"_a, "copy"_a = false,
            "A Buffer over `array`'s memory, no copy (see Tape.leaf for what is accepted); copy=True copies.\n"
+           "A Python float or (nested) list of numbers is always copied, as float64.\n"
            "A view of read-only memory is read-only: its array() refuses writes and it cannot be an output.")
       .def("allocate", &allocate_buffer, "shape"_a, "dtype"_a = "float32",
            "A fresh, uninitialised Buffer of this backend (tag \"value\").")
@@ -194,6 +196,7 @@ void bind_backend(nb::module_& m) {
       "host memory. array() (or __dlpack__) exports it without a copy; the arrays share the memory, so\n"
       "it stays valid while any of them lives, even after release(). A view of read-only memory\n"
       "(Backend.wrap of a read-only array) is exported read-only.")
+      .def("__repr__", [](const PyBuffer& b) { return "<tapewise.Buffer " + buffer_summary(b) + ">"; })
       .def_prop_ro("shape", [](const PyBuffer& b) { return shape_tuple(live_buffer(b).shape()); })
       .def_prop_ro("dtype", [](const PyBuffer& b) { return std::string(dtype_name(live_buffer(b).dtype())); })
       .def_prop_ro("nbytes", [](const PyBuffer& b) { return live_buffer(b).bytes(); })
@@ -210,8 +213,8 @@ void bind_backend(nb::module_& m) {
              // A Buffer does not know its Python backend; waiting for the device is always correct.
              unwrap(const_cast<Backend*>(buffer.backend())->synchronize());
              return export_buffer(b, "Buffer"); },
-           "The buffer as an array object (no copy, shares the memory) exporting __dlpack__ and, on the\n"
-           "host, the buffer protocol (numpy.asarray works). Synchronises the backend first.")
+           "The buffer as an array (no copy, shares the memory): a numpy array on the host, an object\n"
+           "exporting __dlpack__ on a device. Synchronises the backend first.")
       .def("host", [](const PyBuffer& b) {
              const Buffer& buffer = live_buffer(b);
              return host_numpy(unwrap(const_cast<Backend*>(buffer.backend())->download(buffer))); },

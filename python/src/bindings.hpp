@@ -99,9 +99,11 @@ struct Imported {
   Access access = Access::writable;
   bool copied = false;
 };
-Imported import_array(const PyBackend& be, nb::handle obj, Copy copy, const char* what);
+// A Python number or (nested) list of numbers is always copied, as an array of `numbers_dtype`.
+Imported import_array(const PyBackend& be, nb::handle obj, Copy copy, const char* what,
+                      DType numbers_dtype = DType::float64);
 
-// Buffer -> array object exporting __dlpack__ (and the buffer protocol on the host), no copy; `owner`
+// Buffer -> array, no copy: a numpy array on the host, an object exporting __dlpack__ on a device; `owner`
 // is kept alive by the array (the Tape for values). A read-only export refuses writes through the
 // buffer protocol and carries DLPack's read-only flag in versioned capsules.
 nb::object export_array(const Buffer& buffer, nb::handle owner, Access access);
@@ -110,6 +112,12 @@ nb::object export_buffer(const PyBuffer& holder, const std::string& what);
 
 // A host copy as a new numpy array (owning its bytes): Tape.host, Gradients.host.
 nb::ndarray<nb::numpy> host_numpy(HostArray host);
+
+// The parts of a repr the classes share: "(3, 4)" and "cpu" / "cuda:0".
+std::string shape_text(const Shape& shape);
+std::string device_text(const Backend& backend);
+// What a Buffer holds, e.g. "(3,) float64 on cpu, owned, writable" (or "released").
+std::string buffer_summary(const PyBuffer& buffer);
 
 Op op_from_python(const std::string& name);
 DType dtype_from_python(const std::string& name);

@@ -160,7 +160,9 @@ PyGradients run_backward(PyTape& t, NodeId out, nb::handle seed, const std::stri
     }
     grads = dense ? t.tape.backward_dense(out, ones, path) : t.tape.backward(out, ones, path);
   } else {
-    Buffer s = import_array(t.be, seed, Copy::if_needed, "seed").buffer;
+    // A seed given as a list takes the output's dtype, as ones would.
+    const DType out_dtype = t.node_checked(out).value.dtype();
+    Buffer s = import_array(t.be, seed, Copy::if_needed, "seed", out_dtype).buffer;
     grads = dense ? t.tape.backward_dense(out, s, path) : t.tape.backward(out, s, path);
     // The seed's memory may be released once we return: let the backward finish reading it.
     t.be.settle();
@@ -187,10 +189,10 @@ nb::list ids_of(const PyGradients& g) {
 constexpr const char* kBackwardDoc =
     "Reverse pass from node `out` with upstream gradient `seed` (an array of the output's shape and dtype,\n"
     "used in place like a leaf, or copied when it is not on the backend's device or not contiguous;\n"
-    "None: ones). path: \"fused\" (one kernel per node, the default) or \"staged\"\n"
-    "(the spec's stages); both give results identical up to NaN: equal bits, or both NaN (a NaN's sign\n"
-    "and payload may differ between the paths). Returns a Gradients object; its arrays are ready to\n"
-    "read (see Backend for the stream rule). On error the nodes, ids and values are as before; only\n"
+    "a list of numbers is copied in the output's dtype; None: ones). path: \"fused\" (one kernel per\n"
+    "node, the default) or \"staged\" (the spec's stages); both give results\n"
+    "identical up to NaN: equal bits, or both NaN (a NaN's sign and payload may differ between the paths).\n"
+    "Returns a Gradients object; its arrays are ready to read (see Backend for the stream rule). On error the nodes, ids and values are as before; only\n"
     "`pending` may change: a backward whose arguments were valid but that failed later (e.g.\n"
     "OutOfMemoryError) on path \"staged\", or with an output of more than program_threshold elements,\n"
     "had already run the pending forwards, so `pending` is then 0.";
@@ -204,6 +206,49 @@ constexpr const char* kTapeDoc =
     "host read; recording a node of more than program_threshold elements) has still run the pending\n"
     "forwards. Not thread-safe.";
 
+std::string plural(std::size_t n, const char* noun) {
+  return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
+}
+
+std::string tape_repr(const PyTape& t) {
+  return "<tapewise.Tape on " + device_text(*t.be.backend) + ": " + plural(t.tape.size(), "node") + ", " + std::to_string(t.tape.pending()) + " pending>";
+}
+
+// The gradient of a node that has one, wherever it is now (still in grads, or in its holder).
+const Buffer& gradient_buffer(const PyGradients& g, NodeId id) {
+  const nb::object& slot = g.taken[static_cast<std::size_t>(id)];
+  return slot.is_valid() ? *nb::cast<const PyBuffer&>(slot).memory : *g.grads.get(id);
+}
+
+// e.g. "<tapewise.Gradients 2 of 5 nodes: ids [0, 2], float64 (3,)>"; past 8 ids the list shows the
+// first and last 3, and dtype and shape are named only when every gradient has the same ones.
+std::string gradients_repr(const PyGradients& g) {
+  std::vector<NodeId> ids;
+  for (std::size_t i = 0; i < g.taken.size(); ++i)
+    if (g.has(static_cast<NodeId>(i))) ids.push_back(static_cast<NodeId>(i));
+  std::string text = "<tapewise.Gradients " + std::to_string(ids.size()) + " of " + plural(g.taken.size(), "node");
+  if (ids.empty()) return text + ">";
+  constexpr std::size_t kShown = 8, kEnds = 3;
+  text += ": ids [";
+  for (std::size_t k = 0; k < ids.size(); ++k) {
+    if (ids.size() > kShown && k == kEnds) {
+      text += ", ...";
+      k = ids.size() - kEnds - 1;
+      continue;
+    }
+    text += (k ? ", " : "") + std::to_string(ids[k]);
+  }
+  text += "]";
+  const Buffer& first = gradient_buffer(g, ids[0]);
+  bool uniform = true;
+  for (NodeId id : ids) {
+    const Buffer& b = gradient_buffer(g, id);
+    uniform = uniform && b.dtype() == first.dtype() && b.shape() == first.shape();
+  }
+  if (uniform) text += std::string(", ") + dtype_name(first.dtype()) + " " + shape_text(first.shape());
+  return text + ">";
+}
+
 nb::ndarray<nb::numpy> gradient_host(PyGradients& g, NodeIdArg id) {
   nb::object holder = g.holder(id.value);
   const Buffer& b = nb::cast<const PyBuffer&>(holder).get("gradient");
@@ -213,10 +258,12 @@ nb::ndarray<nb::numpy> gradient_host(PyGradients& g, NodeIdArg id) {
 void bind_gradients(nb::module_& m) {
   nb::class_<PyGradients>(m, "Gradients",
       "The gradients of one backward pass, by node id: grads[id], grads.get(id), id in grads. Each array\n"
-      "is exported without a copy, is writable, and shares its memory with the gradient's Buffer\n"
-      "(grads.buffer(id)): the memory lives while either does, so it outlives this object. Releasing\n"
+      "(a numpy array on the CPU backend, a DLPack object on CUDA) is exported without a copy, is\n"
+      "writable, and shares its memory with the gradient's Buffer (grads.buffer(id)):\n"
+      "the memory lives while either does, so it outlives this object. Releasing\n"
       "that Buffer takes the gradient out of this object (grads[id] then raises KeyError); arrays read\n"
       "before the release stay valid.")
+      .def("__repr__", &gradients_repr)
       .def("__getitem__", [](PyGradients& g, NodeIdArg id) { return g.array(id.value); }, "id"_a)
       .def("get", [](PyGradients& g, NodeIdArg id, nb::object fallback) -> nb::object {
              return g.has(id.value) ? g.array(id.value) : fallback; },
@@ -237,6 +284,7 @@ void bind_gradients(nb::module_& m) {
 void bind_tape(nb::module_& m) {
   nb::class_<PyTape> tape(m, "Tape", kTapeDoc);
   tape.def(nb::init<const PyBackend&>(), "backend"_a, "An empty tape on `backend` (tapewise.cpu() or tapewise.cuda()).")
+      .def("__repr__", &tape_repr)
       .def_prop_ro("backend", [](const PyTape& t) { return t.be; }, "The tape's backend.")
       .def("__len__", [](const PyTape& t) { return t.tape.size(); }, "The number of nodes (leaves included).")
       .def_prop_ro("pending", [](const PyTape& t) { return t.tape.pending(); },
@@ -251,12 +299,16 @@ void bind_tape(nb::module_& m) {
            "the array is. copy=True copies it instead (value(id) is then read-only), also from host\n"
            "memory into a CUDA backend, and from a non-contiguous host array. Anything else raises a\n"
            "TapewiseError naming what is wrong (DTypeMismatchError, BackendMismatchError,\n"
-           "InvalidArgumentError, OutOfMemoryError); an object that is not an array raises TypeError.")
+           "InvalidArgumentError, OutOfMemoryError); an object that is not an array raises TypeError.\n"
+           "A Python float or (nested) list of numbers is always copied, as float64 (whatever `copy` says;\n"
+           "a list has no memory to view; pass np.array(values, np.float32) for float32), and its value is\n"
+           "read-only; strings or ragged lists raise TypeError.")
       .def("apply", &apply, "op"_a, "parents"_a, "scalars"_a = std::vector<double>{},
            "Records node `op` (its name, e.g. \"clamp\") of `parents` (ids) with `scalars` (floats).")
       .def("value", &value, "id"_a,
-           "The node's value as an array (no copy) exporting __dlpack__ and __dlpack_device__, and on the\n"
-           "host the buffer protocol: numpy.asarray(v), torch.from_dlpack(v), jax.dlpack.from_dlpack(v).\n"
+           "The node's value, no copy: on the CPU backend a numpy array (a view of the tape's memory), on\n"
+           "CUDA an object exporting __dlpack__ and __dlpack_device__; either way numpy.asarray(v) (host),\n"
+           "torch.from_dlpack(v), jax.dlpack.from_dlpack(v) read it.\n"
            "It keeps the tape alive. Read-only (the buffer protocol refuses writes, versioned DLPack\n"
            "capsules carry the read-only flag), except for a leaf that views writable caller memory.\n"
            "Flushes pending nodes first.")

@@ -6,9 +6,12 @@ CUDA backend (production) or a CPU backend (the same per-element code compiled f
     x = tape.leaf(np.array([-1.0, 0.0, 2.0]))          # zero-copy: the tape views the array
     y = tape.mul(tape.sin(x), tape.relu(x))
     grads = tape.backward(y, np.ones(3))
-    dx = np.asarray(grads[x])                           # zero-copy: the array owns the gradient
+    dx = grads[x]                                       # zero-copy: the array owns the gradient
+    print(tape.value(y), tape, grads)                   # numpy arrays on the CPU backend; reprs
 
-Arrays go in and out through DLPack without copies (numpy, torch, jax, cupy); errors raise
+Arrays go in and out through DLPack without copies (numpy, torch, jax, cupy): on the CPU backend
+values and gradients come out as numpy arrays (values read-only), on CUDA as DLPack objects. A
+Python float or list of numbers is accepted wherever an array is, copied as float64. Errors raise
 TapewiseError subclasses carrying the C++ error code. tapewise.torch exposes every node as a
 torch.autograd.Function; tapewise.conform drives the conformance runner.
 

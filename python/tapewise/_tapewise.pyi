@@ -77,6 +77,7 @@ class Backend:
     def wrap(self, array: object, copy: bool = False) -> Buffer:
         """
         A Buffer over `array`'s memory, no copy (see Tape.leaf for what is accepted); copy=True copies.
+        A Python float or (nested) list of numbers is always copied, as float64.
         A view of read-only memory is read-only: its array() refuses writes and it cannot be an output.
         """
 
@@ -114,6 +115,8 @@ class Buffer:
     (Backend.wrap of a read-only array) is exported read-only.
     """
 
+    def __repr__(self) -> str: ...
+
     @property
     def shape(self) -> tuple: ...
 
@@ -148,8 +151,8 @@ class Buffer:
 
     def array(self) -> Any:
         """
-        The buffer as an array object (no copy, shares the memory) exporting __dlpack__ and, on the
-        host, the buffer protocol (numpy.asarray works). Synchronises the backend first.
+        The buffer as an array (no copy, shares the memory): a numpy array on the host, an object
+        exporting __dlpack__ on a device. Synchronises the backend first.
         """
 
     def host(self) -> NDArray:
@@ -192,6 +195,8 @@ class Tape:
     def __init__(self, backend: Backend) -> None:
         """An empty tape on `backend` (tapewise.cpu() or tapewise.cuda())."""
 
+    def __repr__(self) -> str: ...
+
     @property
     def backend(self) -> Backend:
         """The tape's backend."""
@@ -219,6 +224,9 @@ class Tape:
         memory into a CUDA backend, and from a non-contiguous host array. Anything else raises a
         TapewiseError naming what is wrong (DTypeMismatchError, BackendMismatchError,
         InvalidArgumentError, OutOfMemoryError); an object that is not an array raises TypeError.
+        A Python float or (nested) list of numbers is always copied, as float64 (whatever `copy` says;
+        a list has no memory to view; pass np.array(values, np.float32) for float32), and its value is
+        read-only; strings or ragged lists raise TypeError.
         """
 
     def apply(self, op: str, parents: Sequence[int], scalars: Sequence[float] = []) -> int:
@@ -228,8 +236,9 @@ class Tape:
 
     def value(self, id: int) -> Any:
         """
-        The node's value as an array (no copy) exporting __dlpack__ and __dlpack_device__, and on the
-        host the buffer protocol: numpy.asarray(v), torch.from_dlpack(v), jax.dlpack.from_dlpack(v).
+        The node's value, no copy: on the CPU backend a numpy array (a view of the tape's memory), on
+        CUDA an object exporting __dlpack__ and __dlpack_device__; either way numpy.asarray(v) (host),
+        torch.from_dlpack(v), jax.dlpack.from_dlpack(v) read it.
         It keeps the tape alive. Read-only (the buffer protocol refuses writes, versioned DLPack
         capsules carry the read-only flag), except for a leaf that views writable caller memory.
         Flushes pending nodes first.
@@ -250,10 +259,10 @@ class Tape:
         """
         Reverse pass from node `out` with upstream gradient `seed` (an array of the output's shape and dtype,
         used in place like a leaf, or copied when it is not on the backend's device or not contiguous;
-        None: ones). path: "fused" (one kernel per node, the default) or "staged"
-        (the spec's stages); both give results identical up to NaN: equal bits, or both NaN (a NaN's sign
-        and payload may differ between the paths). Returns a Gradients object; its arrays are ready to
-        read (see Backend for the stream rule). On error the nodes, ids and values are as before; only
+        a list of numbers is copied in the output's dtype; None: ones). path: "fused" (one kernel per
+        node, the default) or "staged" (the spec's stages); both give results
+        identical up to NaN: equal bits, or both NaN (a NaN's sign and payload may differ between the paths).
+        Returns a Gradients object; its arrays are ready to read (see Backend for the stream rule). On error the nodes, ids and values are as before; only
         `pending` may change: a backward whose arguments were valid but that failed later (e.g.
         OutOfMemoryError) on path "staged", or with an output of more than program_threshold elements,
         had already run the pending forwards, so `pending` is then 0.
@@ -264,10 +273,10 @@ class Tape:
         """
         Reverse pass from node `out` with upstream gradient `seed` (an array of the output's shape and dtype,
         used in place like a leaf, or copied when it is not on the backend's device or not contiguous;
-        None: ones). path: "fused" (one kernel per node, the default) or "staged"
-        (the spec's stages); both give results identical up to NaN: equal bits, or both NaN (a NaN's sign
-        and payload may differ between the paths). Returns a Gradients object; its arrays are ready to
-        read (see Backend for the stream rule). On error the nodes, ids and values are as before; only
+        a list of numbers is copied in the output's dtype; None: ones). path: "fused" (one kernel per
+        node, the default) or "staged" (the spec's stages); both give results
+        identical up to NaN: equal bits, or both NaN (a NaN's sign and payload may differ between the paths).
+        Returns a Gradients object; its arrays are ready to read (see Backend for the stream rule). On error the nodes, ids and values are as before; only
         `pending` may change: a backward whose arguments were valid but that failed later (e.g.
         OutOfMemoryError) on path "staged", or with an output of more than program_threshold elements,
         had already run the pending forwards, so `pending` is then 0.
@@ -418,11 +427,14 @@ class Tape:
 class Gradients:
     """
     The gradients of one backward pass, by node id: grads[id], grads.get(id), id in grads. Each array
-    is exported without a copy, is writable, and shares its memory with the gradient's Buffer
-    (grads.buffer(id)): the memory lives while either does, so it outlives this object. Releasing
+    (a numpy array on the CPU backend, a DLPack object on CUDA) is exported without a copy, is
+    writable, and shares its memory with the gradient's Buffer (grads.buffer(id)):
+    the memory lives while either does, so it outlives this object. Releasing
     that Buffer takes the gradient out of this object (grads[id] then raises KeyError); arrays read
     before the release stay valid.
     """
+
+    def __repr__(self) -> str: ...
 
     def __getitem__(self, id: int) -> Any: ...
 

@@ -79,9 +79,13 @@ def test_tape_still_works_after_an_error(backend):
 
 def test_not_an_array_is_a_type_error(backend):
     tape = tapewise.Tape(backend)
-    with pytest.raises(TypeError, match="leaf: expected an array"):
-        tape.leaf([1.0, 2.0])
-    assert len(tape) == 0
+    x = tape.leaf([1.0, 2.0])  # a list of numbers is copied, as float64
+    assert tape.dtype(x) == "float64"
+    np.testing.assert_array_equal(tape.host(x), [1.0, 2.0])
+    for not_numbers in (["a"], [[1.0], [1.0, 2.0]], {"a": 1.0}, "1.0"):
+        with pytest.raises(TypeError, match="leaf: "):
+            tape.leaf(not_numbers)
+    assert len(tape) == 1
 
 
 @pytest.mark.parametrize("array, reason", [

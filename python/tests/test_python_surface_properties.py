@@ -42,7 +42,8 @@ HOSTILE_KINDS = ["plain", "plain", "plain", "read_only", "bytes", "strided", "fo
 
 @st.composite
 def hostile_arrays(draw):
-    """(kind, object): mostly arrays tapewise takes, else arrays and objects it must refuse cleanly."""
+    """(kind, object): mostly arrays (or lists of numbers) tapewise takes, else arrays and objects it must
+    refuse cleanly."""
     kind = draw(st.sampled_from(HOSTILE_KINDS))
     a = draw(float_arrays())
     if kind == "read_only":
@@ -147,6 +148,10 @@ class PythonSurface(RuleBasedStateMachine):
         before = np.array(obj, copy=True) if a_float_array(obj) and kind != "huge" else None
         ok, node = self.attempt(lambda: self.tape.leaf(obj, requires_grad=requires_grad, copy=copy))
         if not ok:
+            return
+        if kind in ("list", "python_float"):  # numbers are always copied, as float64, and read-only
+            self.record(writable=False)
+            self.known[node] = bits(np.array(obj, np.float64)).copy()
             return
         assert a_float_array(obj) and (copy or obj.flags.c_contiguous), f"took a {kind} leaf in place"
         self.record(writable=not copy and obj.flags.writeable)

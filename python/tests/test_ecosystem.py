@@ -1,0 +1,122 @@
+"""Python that fits its ecosystem: reprs that say what an object holds, CPU exports that are numpy
+arrays (no copy), and Python lists accepted as copied float64 arrays."""
+
+import numpy as np
+import pytest
+
+import tapewise
+
+
+def pointer(a: np.ndarray) -> int:
+    return a.__array_interface__["data"][0]
+
+
+# --- reprs -----------------------------------------------------------------------------------------
+
+def test_tape_repr_names_backend_nodes_and_pending():
+    tape = tapewise.Tape(tapewise.cpu())
+    assert repr(tape) == "<tapewise.Tape on cpu: 0 nodes, 0 pending>"
+    x = tape.leaf(np.ones(3))
+    tape.sin(x)
+    assert repr(tape) == f"<tapewise.Tape on cpu: 2 nodes, {tape.pending} pending>"
+    tape.flush()
+    assert repr(tape) == "<tapewise.Tape on cpu: 2 nodes, 0 pending>"
+    assert repr(tape.backend).startswith("<tapewise.Backend cpu: ")
+
+
+def test_gradients_repr_names_ids_dtype_and_shape():
+    tape = tapewise.Tape(tapewise.cpu())
+    x = tape.leaf(np.ones(3, np.float32))
+    grads = tape.backward(tape.exp(x))
+    assert repr(grads) == "<tapewise.Gradients 2 of 2 nodes: ids [0, 1], float32 (3,)>"
+    grads.buffer(x).release()
+    assert repr(grads) == "<tapewise.Gradients 1 of 2 nodes: ids [1], float32 (3,)>"
+
+
+def test_gradients_repr_abbreviates_many_ids_and_omits_mixed_dtypes():
+    tape = tapewise.Tape(tapewise.cpu())
+    leaves = [tape.leaf(np.ones((2, 2))) for _ in range(12)]
+    total = leaves[0]
+    for x in leaves[1:]:
+        total = tape.add(total, x)
+    assert repr(tape.backward(total)) == (
+        "<tapewise.Gradients 23 of 23 nodes: ids [0, 1, 2, ..., 20, 21, 22], float64 (2, 2)>")
+    mixed = tapewise.Tape(tapewise.cpu())
+    a, b = mixed.leaf(np.ones(2)), mixed.leaf(np.ones(2, np.float32))
+    mixed.sin(b)
+    assert repr(mixed.backward_dense(a)) == "<tapewise.Gradients 3 of 3 nodes: ids [0, 1, 2]>"
+
+
+def test_buffer_repr_names_shape_dtype_device_ownership_access_and_release():
+    backend = tapewise.cpu()
+    owned = backend.allocate([2, 3], "float64")
+    assert repr(owned) == "<tapewise.Buffer (2, 3) float64 on cpu, owned, writable>"
+    view = backend.wrap(np.frombuffer(bytes(16), np.float32))
+    assert repr(view) == "<tapewise.Buffer (4,) float32 on cpu, borrowed, read-only>"
+    owned.release()
+    assert repr(owned) == "<tapewise.Buffer released>"
+
+
+# --- CPU exports are numpy arrays ------------------------------------------------------------------
+
+def test_cpu_values_are_read_only_numpy_views():
+    tape = tapewise.Tape(tapewise.cpu())
+    source = np.array([0.0, 1.0, 2.0])
+    x = tape.leaf(source, requires_grad=True)
+    y = tape.sin(x)
+    value = tape.value(y)
+    assert type(value) is np.ndarray and not value.flags.writeable
+    assert str(value) == str(np.sin(source))  # print() shows the numbers
+    with pytest.raises(ValueError, match="read-only"):
+        value[0] = 1.0
+    assert pointer(tape.value(x)) == pointer(source)  # still no copy
+    assert pointer(np.array(tape.value(y), copy=False)) == pointer(value)
+
+
+def test_cpu_gradients_are_writable_numpy_arrays_sharing_the_buffer():
+    tape = tapewise.Tape(tapewise.cpu())
+    x = tape.leaf(np.array([0.25, 0.5]))
+    grads = tape.backward(tape.exp(x))
+    g = grads[x]
+    assert type(g) is np.ndarray and g.flags.writeable
+    assert pointer(g) == grads.buffer(x).data_ptr
+    assert type(grads.buffer(x).array()) is np.ndarray
+    g[0] = 7.0
+    assert grads.host(x)[0] == 7.0
+
+
+# --- Python lists --------------------------------------------------------------------------------
+
+def test_lists_and_floats_are_copied_as_float64():
+    tape = tapewise.Tape(tapewise.cpu())
+    x = tape.leaf([1.0, 2.0])
+    assert tape.dtype(x) == "float64" and tape.shape(x) == (2,)
+    m = tape.leaf([[1, 2], [3, 4]])
+    assert tape.shape(m) == (2, 2)
+    s = tape.leaf(3.0)
+    assert tape.shape(s) == () and tape.value(s) == 3.0
+    assert not tape.value(x).flags.writeable  # a copy: read-only like any copied leaf
+    np.testing.assert_array_equal(tape.host(m), [[1.0, 2.0], [3.0, 4.0]])
+
+
+def test_a_list_seed_takes_the_outputs_dtype():
+    tape = tapewise.Tape(tapewise.cpu())
+    x = tape.leaf(np.array([0.5, 1.5], np.float32))
+    grads = tape.backward(tape.mul(x, x), [1.0, 2.0])
+    np.testing.assert_array_equal(grads[x], np.array([1.0, 6.0], np.float32))
+
+
+def test_backend_wrap_copies_a_list():
+    backend = tapewise.cpu()
+    owned = backend.wrap([[1.0, 2.0], [3.0, 4.0]], copy=True)
+    assert owned.shape == (2, 2) and owned.dtype == "float64" and not owned.borrowed
+    np.testing.assert_array_equal(owned.array(), [[1.0, 2.0], [3.0, 4.0]])
+    assert backend.wrap([1.0]).shape == (1,)
+
+
+@pytest.mark.parametrize("numbers", [["a"], [[1.0], [1.0, 2.0]], [None], [True], True])
+def test_what_is_not_numbers_is_a_type_error(numbers):
+    tape = tapewise.Tape(tapewise.cpu())
+    with pytest.raises(TypeError, match="leaf: "):
+        tape.leaf(numbers)
+    assert len(tape) == 0
