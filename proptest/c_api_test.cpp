@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <ostream>
@@ -12,6 +13,9 @@
 #include <vector>
 
 #include <dlpack/dlpack.h>
+#ifdef TAPEWISE_HAS_CUDA
+#include <cuda_runtime.h>
+#endif
 
 #include <tapewise/tapewise.h>
 #include <tapewise/version.hpp>
@@ -271,7 +275,7 @@ TEST_P(CApiPerBackend, WrapIsZeroCopy) {
 // --- library queries ------------------------------------------------------------------------------------
 
 TEST(CApi, LibraryQueries) {
-  EXPECT_STREQ(tw_version(), kVersion);
+  EXPECT_STREQ(tw_version_string(), kVersion);
   ASSERT_EQ(tw_op_count(), kOpCount);
   for (const OpInfo& op : kOps) {
     EXPECT_STREQ(tw_op_name(static_cast<int>(op.op)), op.name);
@@ -329,6 +333,119 @@ TEST(CApi, BackendQueries) {
     EXPECT_EQ(none, nullptr);
     EXPECT_NE(std::string(tw_last_error()).find("tw_backend_create_cuda"), std::string::npos);
   }
+}
+
+// --- versions, status sentences, the stream ------------------------------------------------------------
+
+TEST(CApiVersion, HeaderAndLibraryVersionsAreTheProjectVersion) {
+  EXPECT_EQ(TW_VERSION_MAJOR, TAPEWISE_VERSION_MAJOR);
+  EXPECT_EQ(TW_VERSION_MINOR, TAPEWISE_VERSION_MINOR);
+  EXPECT_EQ(TW_VERSION_PATCH, TAPEWISE_VERSION_PATCH);
+  EXPECT_EQ(TW_VERSION, TW_VERSION_MAJOR * 10000 + TW_VERSION_MINOR * 100 + TW_VERSION_PATCH);
+  EXPECT_EQ(tw_version(), TW_VERSION);
+  EXPECT_EQ(std::to_string(TW_VERSION_MAJOR) + "." + std::to_string(TW_VERSION_MINOR) + "." +
+                std::to_string(TW_VERSION_PATCH),
+            tw_version_string());
+}
+
+// The packed version of major.minor.patch, as TW_VERSION packs it.
+constexpr int packed_version(int major, int minor, int patch) { return major * 10000 + minor * 100 + patch; }
+
+TEST(CApiVersion, CheckVersionAcceptsCompatibleHeadersOnly) {
+  TW_EXPECT_OK(tw_check_version(TW_VERSION));
+  EXPECT_STREQ(tw_last_error(), "");
+  // Patch versions never matter, in either direction.
+  TW_EXPECT_OK(tw_check_version(packed_version(TW_VERSION_MAJOR, TW_VERSION_MINOR, 0)));
+  TW_EXPECT_OK(tw_check_version(packed_version(TW_VERSION_MAJOR, TW_VERSION_MINOR, 99)));
+  // A newer minor than the library's is refused always; an older one only before 1.0.
+  EXPECT_EQ(tw_check_version(packed_version(TW_VERSION_MAJOR, TW_VERSION_MINOR + 1, 0)), TW_VERSION_MISMATCH);
+  if (TW_VERSION_MINOR > 0)
+    EXPECT_EQ(tw_check_version(packed_version(TW_VERSION_MAJOR, TW_VERSION_MINOR - 1, 0)),
+              TW_VERSION_MAJOR == 0 ? TW_VERSION_MISMATCH : TW_OK);
+  EXPECT_EQ(tw_check_version(packed_version(TW_VERSION_MAJOR + 1, TW_VERSION_MINOR, TW_VERSION_PATCH)),
+            TW_VERSION_MISMATCH);
+  // The message names both versions.
+  const std::string message = tw_last_error();
+  EXPECT_NE(message.find("tw_check_version"), std::string::npos) << message;
+  EXPECT_NE(message.find(std::string("library ") + kVersion + " (" + std::to_string(TW_VERSION) + ")"),
+            std::string::npos) << message;
+  EXPECT_NE(message.find(std::to_string(TW_VERSION_MAJOR + 1) + "." + std::to_string(TW_VERSION_MINOR) + "." +
+                         std::to_string(TW_VERSION_PATCH)),
+            std::string::npos) << message;
+  EXPECT_EQ(tw_check_version(-1), TW_INVALID_ARGUMENT);
+  EXPECT_STREQ(tw_status_name(TW_VERSION_MISMATCH), "TW_VERSION_MISMATCH");
+}
+
+TEST(CApiStatus, EveryStatusHasItsOwnSentence) {
+  const int statuses[] = {TW_OK, TW_INVALID_NODE_ID, TW_INVALID_SHAPE, TW_SHAPE_MISMATCH, TW_DTYPE_MISMATCH,
+                          TW_SEED_SHAPE_MISMATCH, TW_SEED_DTYPE_MISMATCH, TW_BACKEND_MISMATCH,
+                          TW_INVALID_ARGUMENT, TW_OUT_OF_MEMORY, TW_DEVICE_UNAVAILABLE, TW_CUDA_FAILURE,
+                          TW_NULL_POINTER, TW_INVALID_HANDLE, TW_INTERNAL, TW_VERSION_MISMATCH};
+  std::vector<std::string> sentences;
+  for (int status : statuses) {
+    SCOPED_TRACE(tw_status_name(status));
+    EXPECT_STRNE(tw_status_name(status), "TW_UNKNOWN_STATUS");
+    const char* sentence = tw_status_string(status);
+    ASSERT_NE(sentence, nullptr);
+    EXPECT_GT(std::strlen(sentence), 6u);
+    EXPECT_EQ(std::string(sentence).rfind("unknown status", 0), std::string::npos) << sentence;
+    EXPECT_EQ(tw_status_string(status), sentence) << "a constant, the same pointer each call";
+    sentences.push_back(sentence);
+  }
+  std::sort(sentences.begin(), sentences.end());
+  EXPECT_EQ(std::adjacent_find(sentences.begin(), sentences.end()), sentences.end()) << "two statuses share a sentence";
+  EXPECT_STREQ(tw_status_string(TW_NULL_POINTER), "a required pointer argument is NULL");
+}
+
+TEST(CApiStatus, UnknownStatusesAreNamedByNumber) {
+  for (int status : {-1, 12, 55, 99, 104, std::numeric_limits<int>::min(), std::numeric_limits<int>::max()}) {
+    const char* sentence = tw_status_string(status);
+    ASSERT_NE(sentence, nullptr);
+    EXPECT_EQ(std::string(sentence), "unknown status " + std::to_string(status) + " (not a tw_status value)");
+  }
+}
+
+TEST(CApiBackendStream, CpuBackendHasNoStream) {
+  tw_backend* raw = nullptr;
+  TW_ASSERT_OK(tw_backend_create_cpu(&raw));
+  BackendHandle backend(raw);
+  void* stream = &raw;
+  TW_EXPECT_OK(tw_backend_stream(raw, &stream));
+  EXPECT_EQ(stream, nullptr);
+  EXPECT_EQ(tw_backend_stream(raw, nullptr), TW_NULL_POINTER);
+  stream = &raw;
+  EXPECT_EQ(tw_backend_stream(nullptr, &stream), TW_NULL_POINTER);
+  int garbage[16] = {};
+  EXPECT_EQ(tw_backend_stream(reinterpret_cast<tw_backend*>(garbage), &stream), TW_INVALID_HANDLE);
+  EXPECT_EQ(stream, static_cast<void*>(&raw)) << "a failed call writes no output";
+}
+
+TEST(CApiBackendStream, CudaBackendReportsItsStream) {
+#ifdef TAPEWISE_HAS_CUDA
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device, GPU test skipped";
+  // Its own stream: a real one, not the legacy default stream (NULL).
+  tw_backend* own = nullptr;
+  TW_ASSERT_OK(tw_backend_create_cuda(0, nullptr, &own));
+  BackendHandle own_backend(own);
+  void* stream = nullptr;
+  TW_EXPECT_OK(tw_backend_stream(own, &stream));
+  EXPECT_NE(stream, nullptr);
+  // The caller's stream comes back as given.
+  cudaStream_t mine = nullptr;
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  ASSERT_EQ(cudaStreamCreate(&mine), cudaSuccess);
+  {
+    tw_backend* raw = nullptr;
+    TW_ASSERT_OK(tw_backend_create_cuda(0, mine, &raw));
+    BackendHandle backend(raw);
+    void* got = nullptr;
+    TW_EXPECT_OK(tw_backend_stream(raw, &got));
+    EXPECT_EQ(got, static_cast<void*>(mine));
+  }
+  EXPECT_EQ(cudaStreamDestroy(mine), cudaSuccess);
+#else
+  GTEST_SKIP() << "built without CUDA";
+#endif
 }
 
 // --- error paths: a status, a message, and nothing changed -------------------------------------------------

@@ -1,10 +1,14 @@
 """proptest/test_c_api_ctypes.py — the C ABI from Python through ctypes: loads the shared library named
 by $TAPEWISE_LIB (libtapewise.so of a BUILD_SHARED_LIBS=ON build), records a few nodes on the CPU
 backend, runs backward, and checks values and gradients against numpy on easy points, and a failing
-call's status and message. Skipped when TAPEWISE_LIB is unset or names no file."""
+call's status and message; the version check a binding makes on load, with the version of the
+<tapewise/version.h> installed beside the library; status sentences; the backend's stream. Skipped
+when TAPEWISE_LIB is unset or names no file."""
 
 import ctypes
 import os
+import pathlib
+import re
 
 import numpy as np
 import pytest
@@ -12,7 +16,9 @@ import pytest
 TW_OK = 0
 TW_INVALID_NODE_ID = 1
 TW_INVALID_ARGUMENT = 8
+TW_NULL_POINTER = 100
 TW_INVALID_HANDLE = 101
+TW_VERSION_MISMATCH = 103
 TW_FLOAT32, TW_FLOAT64 = 0, 1
 TW_PATH_FUSED, TW_PATH_STAGED = 0, 1
 
@@ -31,7 +37,11 @@ def load_library():
     signatures = {
         "tw_last_error": (ctypes.c_char_p, []),
         "tw_status_name": (ctypes.c_char_p, [ctypes.c_int]),
-        "tw_version": (ctypes.c_char_p, []),
+        "tw_status_string": (ctypes.c_char_p, [ctypes.c_int]),
+        "tw_version": (ctypes.c_int, []),
+        "tw_version_string": (ctypes.c_char_p, []),
+        "tw_check_version": (ctypes.c_int, [ctypes.c_int]),
+        "tw_backend_stream": (ctypes.c_int, [vp, ctypes.POINTER(vp)]),
         "tw_op_count": (ctypes.c_int, []),
         "tw_op_name": (ctypes.c_char_p, [ctypes.c_int]),
         "tw_backend_create_cpu": (ctypes.c_int, [ctypes.POINTER(vp)]),
@@ -128,11 +138,67 @@ def tape():
 
 def test_library_queries(tape):
     lib = tape.lib
-    assert lib.tw_version().decode().count(".") == 2
+    assert lib.tw_version_string().decode().count(".") == 2
     assert lib.tw_op_count() == 23
     assert lib.tw_op_name(0) == b"add"
     assert lib.tw_op_name(-1) is None
     assert lib.tw_status_name(TW_INVALID_HANDLE) == b"TW_INVALID_HANDLE"
+
+
+def installed_header_version(lib_path):
+    """(major, minor, patch) from the tapewise/version.h installed with the library (prefix/lib/ and
+    prefix/include/, or a build tree's include/ beside the library), or None when there is none."""
+    lib_dir = pathlib.Path(lib_path).resolve().parent
+    for include in (lib_dir.parent / "include", lib_dir / "include"):
+        header = include / "tapewise" / "version.h"
+        if header.is_file():
+            text = header.read_text()
+            return tuple(int(re.search(rf"#define TW_VERSION_{part} (\d+)", text).group(1))
+                         for part in ("MAJOR", "MINOR", "PATCH"))
+    return None
+
+
+def test_version_check_on_load(tape):
+    lib = tape.lib
+    header = installed_header_version(os.environ["TAPEWISE_LIB"])
+    if header is None:
+        pytest.skip("no tapewise/version.h installed beside TAPEWISE_LIB")
+    major, minor, patch = header
+    packed = major * 10000 + minor * 100 + patch
+    assert lib.tw_version() == packed
+    assert lib.tw_version_string().decode() == f"{major}.{minor}.{patch}"
+    assert lib.tw_check_version(packed) == TW_OK
+    assert lib.tw_last_error() == b""
+    assert lib.tw_check_version(major * 10000 + minor * 100 + 99) == TW_OK  # patches never matter
+    newer_minor = major * 10000 + (minor + 1) * 100
+    assert lib.tw_check_version(newer_minor) == TW_VERSION_MISMATCH
+    other_major = (major + 1) * 10000 + minor * 100 + patch
+    assert lib.tw_check_version(other_major) == TW_VERSION_MISMATCH
+    message = lib.tw_last_error().decode()
+    assert f"library {major}.{minor}.{patch} ({packed})" in message
+    assert f"{major + 1}.{minor}.{patch} ({other_major})" in message
+    assert lib.tw_status_name(TW_VERSION_MISMATCH) == b"TW_VERSION_MISMATCH"
+    assert lib.tw_check_version(-5) == TW_INVALID_ARGUMENT
+
+
+def test_status_sentences(tape):
+    lib = tape.lib
+    known = [0, *range(1, 12), 100, 101, 102, 103]
+    sentences = [lib.tw_status_string(status).decode() for status in known]
+    assert len(set(sentences)) == len(known)
+    assert all(s and not s.startswith("unknown status") for s in sentences)
+    assert lib.tw_status_string(TW_NULL_POINTER) == b"a required pointer argument is NULL"
+    for status in (-7, 12, 104, 2**31 - 1):
+        assert lib.tw_status_string(status).decode() == f"unknown status {status} (not a tw_status value)"
+
+
+def test_cpu_backend_has_no_stream(tape):
+    lib = tape.lib
+    stream = vp(1234)
+    tape.check(lib.tw_backend_stream(tape.backend, ctypes.byref(stream)))
+    assert stream.value is None
+    assert lib.tw_backend_stream(tape.backend, None) == TW_NULL_POINTER
+    assert lib.tw_backend_stream(None, ctypes.byref(stream)) == TW_NULL_POINTER
 
 
 @pytest.mark.parametrize("path", [TW_PATH_FUSED, TW_PATH_STAGED])

@@ -65,6 +65,10 @@ static_assert(TW_INVALID_ARGUMENT == 1 + static_cast<int>(ErrorCode::InvalidArgu
 static_assert(TW_OUT_OF_MEMORY == 1 + static_cast<int>(ErrorCode::OutOfMemory));
 static_assert(TW_DEVICE_UNAVAILABLE == 1 + static_cast<int>(ErrorCode::DeviceUnavailable));
 static_assert(TW_CUDA_FAILURE == 1 + static_cast<int>(ErrorCode::CudaFailure));
+// The C constants and the C++ ones come from the same CMake version; tw_version() is compiled here,
+// so it reports the library's version whatever headers its caller was built with.
+static_assert(TW_VERSION_MAJOR == TAPEWISE_VERSION_MAJOR && TW_VERSION_MINOR == TAPEWISE_VERSION_MINOR &&
+              TW_VERSION_PATCH == TAPEWISE_VERSION_PATCH);
 static_assert(static_cast<int>(DType::float32) == TW_FLOAT32 && static_cast<int>(DType::float64) == TW_FLOAT64);
 static_assert(static_cast<int>(AllocTag::value) == TW_TAG_VALUE && static_cast<int>(AllocTag::gradient) == TW_TAG_GRADIENT &&
               static_cast<int>(AllocTag::workspace) == TW_TAG_WORKSPACE && kAllocTagCount == 3);
@@ -338,11 +342,57 @@ const char* tw_status_name(int status) {
     case TW_NULL_POINTER: return "TW_NULL_POINTER";
     case TW_INVALID_HANDLE: return "TW_INVALID_HANDLE";
     case TW_INTERNAL: return "TW_INTERNAL";
+    case TW_VERSION_MISMATCH: return "TW_VERSION_MISMATCH";
   }
   return "TW_UNKNOWN_STATUS";
 }
 
-const char* tw_version(void) { return kVersion; }
+const char* tw_status_string(int status) {
+  switch (status) {
+    case TW_OK: return "success";
+    case TW_INVALID_NODE_ID: return "a node id outside the tape, or a node with no gradient";
+    case TW_INVALID_SHAPE: return "an invalid shape: a negative rank or dimension, too many dimensions, or an element count that overflows";
+    case TW_SHAPE_MISMATCH: return "the inputs of a binary node differ in shape";
+    case TW_DTYPE_MISMATCH: return "the inputs of a binary node differ in dtype, or a DLPack tensor's dtype is not float32 or float64";
+    case TW_SEED_SHAPE_MISMATCH: return "the backward seed's shape differs from the output's";
+    case TW_SEED_DTYPE_MISMATCH: return "the backward seed's dtype differs from the output's";
+    case TW_BACKEND_MISMATCH: return "memory or a buffer from another backend or device";
+    case TW_INVALID_ARGUMENT: return "an invalid argument: an unknown op, dtype, path or tag, a wrong count, or a wrong byte size";
+    case TW_OUT_OF_MEMORY: return "out of memory (host or device)";
+    case TW_DEVICE_UNAVAILABLE: return "no usable CUDA device, or a library built without CUDA";
+    case TW_CUDA_FAILURE: return "a CUDA call failed";
+    case TW_NULL_POINTER: return "a required pointer argument is NULL";
+    case TW_INVALID_HANDLE: return "a handle that is not live: destroyed, never created, or of another type";
+    case TW_INTERNAL: return "an unexpected failure inside tapewise (a bug: please report it)";
+    case TW_VERSION_MISMATCH: return "the library's version cannot serve headers of the version asked for";
+  }
+  // Per thread, so that concurrent callers never see each other's number; never allocates.
+  thread_local char unknown[64];
+  std::snprintf(unknown, sizeof unknown, "unknown status %d (not a tw_status value)", status);
+  return unknown;
+}
+
+int tw_version(void) { return TW_VERSION; }
+
+const char* tw_version_string(void) { return kVersion; }
+
+tw_status tw_check_version(int header_version) {
+  return guarded(__func__, [&] {
+    if (header_version < 0) raise(TW_INVALID_ARGUMENT, "negative header version " + std::to_string(header_version));
+    const int header_major = header_version / 10000, header_minor = header_version / 100 % 100;
+    const int header_patch = header_version % 100;
+    // Before 1.0 a minor version is a new ABI (the soname is MAJOR.MINOR); from 1.0 on minors only add.
+    const bool compatible = header_major == TW_VERSION_MAJOR &&
+                            (TW_VERSION_MAJOR == 0 ? header_minor == TW_VERSION_MINOR : header_minor <= TW_VERSION_MINOR);
+    if (!compatible)
+      raise(TW_VERSION_MISMATCH, std::string("library ") + kVersion + " (" + std::to_string(TW_VERSION) +
+                                     ") cannot serve headers " + std::to_string(header_major) + "." +
+                                     std::to_string(header_minor) + "." + std::to_string(header_patch) + " (" +
+                                     std::to_string(header_version) + "): " +
+                                     (TW_VERSION_MAJOR == 0 ? "before 1.0 the major and minor versions must be equal"
+                                                            : "the major versions must be equal and the library's minor at least the headers'"));
+  });
+}
 
 int tw_op_count(void) { return kOpCount; }
 
@@ -386,6 +436,13 @@ tw_status tw_backend_kind_of(const tw_backend* backend, int* out) {
   return guarded(__func__, [&] {
     const Backend& be = *live(backend).backend;
     required(out, "out") = be.kind() == BackendKind::cuda ? TW_BACKEND_CUDA : TW_BACKEND_CPU;
+  });
+}
+
+tw_status tw_backend_stream(const tw_backend* backend, void** out) {
+  return guarded(__func__, [&] {
+    const Backend& be = *live(backend).backend;
+    required(out, "out") = cuda_stream(be);
   });
 }
 

@@ -30,7 +30,8 @@ int main(void) {
   int64_t x, sin_x, relu_x, out;
   int i, failures = 0;
 
-  printf("tapewise %s, %d ops\n", tw_version(), tw_op_count());
+  check(tw_check_version(TW_VERSION), "tw_check_version"); /* these headers suit the library loaded */
+  printf("tapewise %s, %d ops\n", tw_version_string(), tw_op_count());
   check(tw_backend_create_cpu(&backend), "tw_backend_create_cpu");
   check(tw_tape_create(backend, &tape), "tw_tape_create");
   check(tw_tape_leaf_host(tape, x_values, sizeof x_values, shape, 1, TW_FLOAT32, 1, &x), "leaf x");

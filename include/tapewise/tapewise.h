@@ -2,6 +2,9 @@
  * cuda/c_api/c_api.cpp, in the same library), for C programs and foreign-function interfaces (ctypes, …).
  *
  * Rules that hold for every function:
+ * - Versions: TW_VERSION (<tapewise/version.h>, included here) is the headers' version, tw_version()
+ *   the library's. A binding loading the library at run time calls tw_check_version(TW_VERSION of the
+ *   headers it was written against) first and stops unless it returns TW_OK.
  * - Every function except the few that return a string, an int or nothing reports a tw_status;
  *   TW_OK (0) is success. On failure tw_last_error() holds a message for this thread, no output
  *   parameter is written, and the tape keeps its nodes, ids and values, with one exception: a call
@@ -38,6 +41,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <tapewise/version.h>
+
 #if defined(__GNUC__)
 #define TW_API __attribute__((visibility("default")))
 #else
@@ -72,7 +77,8 @@ typedef enum tw_status {
   TW_CUDA_FAILURE = 11,
   TW_NULL_POINTER = 100,       /* a required pointer argument is NULL */
   TW_INVALID_HANDLE = 101,     /* a handle that is not live (destroyed, garbage, another type) */
-  TW_INTERNAL = 102            /* an unexpected failure inside the library (a bug: please report it) */
+  TW_INTERNAL = 102,           /* an unexpected failure inside the library (a bug: please report it) */
+  TW_VERSION_MISMATCH = 103    /* tw_check_version: the library cannot serve headers of that version */
 } tw_status;
 
 typedef enum tw_dtype { TW_FLOAT32 = 0, TW_FLOAT64 = 1 } tw_dtype;
@@ -105,8 +111,25 @@ typedef enum tw_op {
 TW_API const char* tw_last_error(void);
 /* The enumerator's name ("TW_OK", "TW_INVALID_NODE_ID", …); "TW_UNKNOWN_STATUS" for other values. */
 TW_API const char* tw_status_name(int status);
-/* The library's version, e.g. "0.2.0" (tapewise::kVersion). */
-TW_API const char* tw_version(void);
+/* What a status means, as a sentence ("a node id outside the tape, or a node with no gradient"), for
+ * messages; tw_last_error() says what went wrong in the call itself. Never NULL. A value that is no
+ * tw_status gives "unknown status N (not a tw_status value)", written into a buffer of this thread
+ * that the next such call on this thread overwrites; every other string is a constant. Safe to call
+ * from any thread. (status travels as int, like tw_status_name's, so that any value is well-defined.) */
+TW_API const char* tw_status_string(int status);
+/* The library's version as one integer, TW_VERSION's packing (major * 10000 + minor * 100 + patch):
+ * the version of the library actually loaded, which may differ from the TW_VERSION a caller was
+ * compiled with. */
+TW_API int tw_version(void);
+/* The library's version as text, e.g. "0.2.0" (tapewise::kVersion). */
+TW_API const char* tw_version_string(void);
+/* TW_OK when this library serves programs written against headers of version header_version (pass
+ * TW_VERSION): the same major version, and then for major 0 the same minor (before 1.0 each minor
+ * version is a new ABI, as the shared library's soname, libtapewise.so.0.MINOR, says) and from 1.0 on
+ * a library minor at least the header's (newer minors only add). Patch versions never matter. Else
+ * TW_VERSION_MISMATCH, and tw_last_error() names both versions; a negative header_version is
+ * TW_INVALID_ARGUMENT. */
+TW_API tw_status tw_check_version(int header_version);
 /* The number of ops (TW_OP_COUNT), and an op's name ("add", …) or NULL for an unknown id. */
 TW_API int tw_op_count(void);
 TW_API const char* tw_op_name(int op);
@@ -126,6 +149,13 @@ TW_API tw_status tw_backend_create_cuda(int device, void* stream, tw_backend** o
 TW_API tw_status tw_backend_destroy(tw_backend* backend);
 /* TW_BACKEND_CPU or TW_BACKEND_CUDA. */
 TW_API tw_status tw_backend_kind_of(const tw_backend* backend, int* out);
+/* The cudaStream_t (as void*) a CUDA backend queues all its work on: the caller's stream given to
+ * tw_backend_create_cuda, else the stream the backend created for itself, which is never the legacy
+ * default stream (so *out is non-NULL for CUDA). NULL for the CPU backend. Use it to order the
+ * caller's work after the backend's (cudaStreamWaitEvent) instead of tw_backend_synchronize. The
+ * backend's own stream stays valid while the backend lives (while any handle made from it does) and
+ * is the backend's to destroy; a caller's stream stays the caller's. */
+TW_API tw_status tw_backend_stream(const tw_backend* backend, void** out);
 /* Copies the description ("CUDA device 0: NVIDIA H200 (…)") with its NUL into dst. `needed` (may be
  * NULL) receives its size including the NUL; dst = NULL with dst_size = 0 only asks for that size; a
  * dst_size smaller than needed is TW_INVALID_ARGUMENT (nothing written). */
