@@ -14,7 +14,16 @@
 
 #include <tapewise/core.hpp>
 
+// GCC says it builds with AddressSanitizer by __SANITIZE_ADDRESS__; clang before 16 only by
+// __has_feature (the fuzzers' build), so both are asked.
 #if defined(__SANITIZE_ADDRESS__)
+#define TAPEWISE_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TAPEWISE_ASAN 1
+#endif
+#endif
+#if defined(TAPEWISE_ASAN)
 #include <sanitizer/asan_interface.h>
 #endif
 
@@ -127,12 +136,12 @@ class SlabAllocator {
   static bool by_base(const std::byte* at, const std::unique_ptr<Slab>& slab) { return at < slab->base; }
 
   void poison([[maybe_unused]] const void* p, [[maybe_unused]] std::size_t bytes) const {
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(TAPEWISE_ASAN)
     if (host_memory_) ASAN_POISON_MEMORY_REGION(p, bytes);
 #endif
   }
   void unpoison([[maybe_unused]] const void* p, [[maybe_unused]] std::size_t bytes) const {
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(TAPEWISE_ASAN)
     if (host_memory_) ASAN_UNPOISON_MEMORY_REGION(p, bytes);
 #endif
   }
