@@ -686,6 +686,76 @@ TEST_F(Cli, AuditWritesItsPointsAsJson) {
   expect_usage_error("audit --ops relu --backend cpu --json nosuch/audit.json", "--json nosuch/audit.json: folder");
 }
 
+// --- issue 21, item 6.6: --junit, read back by a real XML parser ------------------------------------
+
+// Python's xml.etree reads a JUnit file and prints one line per suite ("suite NAME tests=N failures=N
+// skipped=N") and per test case ("case CLASSNAME NAME ok|failure|skipped"), then each failure's text;
+// it exits 1 when the counts in the attributes disagree with the elements.
+const char* const kJunitReader = R"(import sys, xml.etree.ElementTree as ET
+root = ET.parse(sys.argv[1]).getroot()
+assert root.tag == "testsuites", root.tag
+bad = 0
+for suite in root.findall("testsuite"):
+    cases = suite.findall("testcase")
+    failures = sum(1 for c in cases if c.find("failure") is not None)
+    skipped = sum(1 for c in cases if c.find("skipped") is not None)
+    print("suite %s tests=%s failures=%s skipped=%s" % (suite.get("name"), suite.get("tests"), suite.get("failures"), suite.get("skipped")))
+    bad |= int(suite.get("tests")) != len(cases) or int(suite.get("failures")) != failures or int(suite.get("skipped")) != skipped
+    for c in cases:
+        status = "failure" if c.find("failure") is not None else "skipped" if c.find("skipped") is not None else "ok"
+        print("case %s %s %s" % (c.get("classname"), c.get("name"), status))
+    for f in suite.iter("failure"):
+        print("failure-text " + f.text.replace("\n", " | "))
+sys.exit(1 if bad else 0)
+)";
+
+TEST_F(Cli, JunitReportsAreReadByAnXmlParser) {
+  std::ofstream(path("read_junit.py")) << kJunitReader;
+  auto read = [&](const std::string& file) {
+    const std::string command = "python3 " + arg("read_junit.py") + " " + arg(file) + " >" + quoted(root_ / "parsed") + " 2>&1";
+    const int raw = std::system(command.c_str());
+    EXPECT_TRUE(WIFEXITED(raw) && WEXITSTATUS(raw) == 0) << file << ": " << slurp(root_ / "parsed");
+    return slurp(root_ / "parsed");
+  };
+  ASSERT_EQ(conform("run --ops relu,max --backend cpu --cases 10 --seed 1 --junit run.xml").status, 0);
+  const std::string run = read("run.xml");
+  EXPECT_NE(run.find("suite tapewise.run tests=4 failures=0 skipped=0"), std::string::npos) << run;
+  EXPECT_NE(run.find("case tapewise.run.float32 relu ok"), std::string::npos) << run;
+  EXPECT_NE(run.find("case tapewise.run.float64 max ok"), std::string::npos) << run;
+
+  ASSERT_EQ(conform("audit --ops relu --dtype float32 --backend cpu --junit audit.xml").status, 0);
+  EXPECT_NE(read("audit.xml").find("suite tapewise.audit tests=1 failures=0 skipped=0\ncase tapewise.audit.float32 relu ok"),
+            std::string::npos);
+
+  const Ran sweep = conform("sweep --backend cpu --ops all --dtype float32 --range 0x3f800000:0x3f800100 --validate 100 "
+                            "--junit sweep.xml");
+  ASSERT_EQ(sweep.status, 0) << sweep.err;
+  const std::string swept = read("sweep.xml");
+  EXPECT_NE(swept.find("case tapewise.sweep.float32 neg ok"), std::string::npos) << swept;
+  EXPECT_NE(swept.find("case tapewise.sweep reference-validation ok"), std::string::npos) << swept;
+
+  // check of an unanswered suite in a folder whose name holds < & " ' ]]>, a control byte and a byte
+  // that is not UTF-8: each node fails, and the reason, naming the folder, still parses.
+  make_vectors();
+  shell_setup_ = "D=$(printf 'v<&\"\\047\\001\\377]]>') && mv v \"$D\" && ";
+  const Ran check = conform("check \"$D\" --junit check.xml");
+  shell_setup_.clear();
+  EXPECT_EQ(check.status, 1) << check.err;
+  const std::string checked = read("check.xml");
+  EXPECT_NE(checked.find("suite tapewise.check tests=4 failures=4 skipped=0"), std::string::npos) << checked;
+  EXPECT_NE(checked.find("case tapewise.check.float32 relu failure"), std::string::npos) << checked;
+  EXPECT_NE(checked.find("v<&\"'\\x01\\xff]]>/relu_float32_random0/out_y.npy: cannot open"), std::string::npos) << checked;
+
+  // The one writer: checked before the work, never through a symbolic link, "-" is standard output.
+  expect_usage_error("run --ops relu --backend cpu --cases 10 --junit nosuch/r.xml", "--junit nosuch/r.xml: folder");
+  fs::create_symlink(root_ / "victim", path("link"));
+  expect_usage_error("audit --ops relu --backend cpu --junit link", "--junit link: is a symbolic link");
+  EXPECT_FALSE(fs::exists(root_ / "victim"));
+  const Ran out = conform("run --ops relu --backend cpu --cases 10 --seed 1 --junit -");
+  EXPECT_EQ(out.status, 0) << out.err;
+  EXPECT_TRUE(out.out.starts_with("<?xml")) << out.out.substr(0, 200);
+}
+
 #else
 
 TEST(Cli, NeedsTheRunner) { GTEST_SKIP() << "tapewise-conform is not built here (TAPEWISE_CONFORM_BIN undefined)"; }

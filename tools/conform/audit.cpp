@@ -214,7 +214,30 @@ std::string wrap(const std::string& text, std::size_t width, const std::string& 
 struct NodeAudit {
   int points = 0, holding = 0;
   Json json;  // the node's entry of the report's "nodes"
+  std::vector<JunitCase> cases;  // one per selected dtype
 };
+
+// The node's JUnit cases: per dtype, a failure listing each point that does not hold, or skipped
+// when the spec has no point of that dtype.
+std::vector<JunitCase> audit_junit_cases(Op op, const Selection& selection, const std::vector<AuditedPoint>& audited) {
+  std::vector<JunitCase> cases;
+  for (DType dtype : selection.dtypes) {
+    JunitCase c{std::string("tapewise.audit.") + dtype_name(dtype), op_name(op), "", ""};
+    int points = 0, holding = 0;
+    std::string lines;
+    for (const AuditedPoint& a : audited) {
+      if (a.point->dtype != dtype) continue;
+      ++points;
+      holding += a.passes ? 1 : 0;
+      if (!a.passes) lines += "\nspecial_points line " + std::to_string(a.point->line) + ": " + a.verdict;
+    }
+    if (points == 0) c.skipped = "spec/special_points has no point of this node in this dtype";
+    else if (holding != points)
+      c.failure = std::to_string(points - holding) + " of " + std::to_string(points) + " special points do not hold" + lines;
+    cases.push_back(std::move(c));
+  }
+  return cases;
+}
 
 NodeAudit audit_node(const ChosenBackend& be, const SpecialPoints& spec, const Selection& selection, Op op,
                      std::ostream& text, std::ostream& markdown) {
@@ -223,6 +246,7 @@ NodeAudit audit_node(const ChosenBackend& be, const SpecialPoints& spec, const S
   NodeAudit result;
   std::vector<Cells> rows;
   Json json_rows = Json::array();
+  std::vector<AuditedPoint> audited;
   for (const SpecialPoint& p : spec.points) {
     if (p.op != op) continue;
     if (std::find(selection.dtypes.begin(), selection.dtypes.end(), p.dtype) == selection.dtypes.end()) continue;
@@ -230,7 +254,9 @@ NodeAudit audit_node(const ChosenBackend& be, const SpecialPoints& spec, const S
     result.holding += a.passes ? 1 : 0;
     rows.push_back(point_cells(a));
     json_rows.push_back(point_json(a));
+    audited.push_back(a);
   }
+  result.cases = audit_junit_cases(op, selection, audited);
   result.points = static_cast<int>(rows.size());
   if (rows.empty()) return result;
   const auto why = spec.why.find(op_name(op));
@@ -289,6 +315,8 @@ int audit_command(const AuditOptions& o) {
     if (auto ok = check_output(o.markdown_path, "--markdown"); !ok) return usage(ok.error().message);
   if (!o.json_path.empty())
     if (auto ok = check_output(o.json_path, "--json"); !ok) return usage(ok.error().message);
+  if (!o.junit_path.empty())
+    if (auto ok = check_output(o.junit_path, "--junit"); !ok) return usage(ok.error().message);
   const auto source = find_special_points(o.special_points_path);
   if (!source) return usage(source.error().message);
   auto spec = load_spec_points(*source);
@@ -302,6 +330,7 @@ int audit_command(const AuditOptions& o) {
             << "\nverdict: every value bit for bit on both VJP paths (fused, staged); any NaN matches any NaN\n";
   Json report = audit_report_json(o, *source, *be);
   Json failing_nodes = Json::array();
+  std::vector<JunitCase> cases;
   int points = 0, holding = 0;
   std::string failing;
   for (Op op : o.selection.ops) {
@@ -311,6 +340,7 @@ int audit_command(const AuditOptions& o) {
     if (node.holding != node.points) failing += std::string(" ") + op_name(op);
     if (node.holding != node.points) failing_nodes.push_back(op_name(op));
     if (node.points > 0) report["nodes"].push_back(std::move(node.json));
+    cases.insert(cases.end(), node.cases.begin(), node.cases.end());
   }
   report["summary"] = Json{{"points", points}, {"holding", holding}, {"failing", failing_nodes},
                            {"conforms", points > 0 && holding == points}};
@@ -329,6 +359,8 @@ int audit_command(const AuditOptions& o) {
   }
   if (!o.json_path.empty())
     if (auto ok = write_json_output(o.json_path, "--json", report); !ok) return usage(ok.error().message);
+  if (!o.junit_path.empty())
+    if (auto ok = write_junit(o.junit_path, "audit", cases); !ok) return usage(ok.error().message);
   if (points == 0) return usage("no special point matches --ops/--dtype");
   return holding == points ? kConforms : kViolation;
 }

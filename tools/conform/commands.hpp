@@ -64,6 +64,7 @@ struct RunOptions {
   std::int64_t cases = 0;
   std::uint64_t seed = 0;
   std::string json_path;
+  std::string junit_path;  // --junit: JUnit XML, one test case per node and dtype
   std::string special_points_path;
 };
 int run_command(const RunOptions& options);
@@ -73,6 +74,7 @@ struct AuditOptions {
   BackendChoice backend = BackendChoice::automatic;
   std::string markdown_path;  // empty: the terminal table only
   std::string json_path;      // empty: none; "-": standard output (the text then goes to stderr)
+  std::string junit_path;     // --junit: JUnit XML, one test case per node and dtype
   std::string special_points_path;
 };
 int audit_command(const AuditOptions& options);
@@ -101,6 +103,7 @@ int vectors_command(const VectorsOptions& options);
 struct CheckOptions {
   std::string dir;
   std::string json_path;
+  std::string junit_path;
 };
 int check_command(const CheckOptions& options);
 

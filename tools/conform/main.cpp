@@ -94,7 +94,7 @@ std::optional<int> read_cases_and_seed(const CommonText& t, const CLI::Option* s
 }
 
 Subcommand add_run(CLI::App& app, CommonText& t) {
-  auto json = std::make_shared<std::string>();
+  auto json = std::make_shared<std::string>(), junit = std::make_shared<std::string>();
   CLI::App* run = app.add_subcommand("run", "every node on the production backend vs the reference (default)");
   run->add_option("--ops", t.ops, "comma-separated node names, or all")->capture_default_str();
   run->add_option("--dtype", t.dtype, "float32, float64 or all")->capture_default_str();
@@ -107,20 +107,24 @@ Subcommand add_run(CLI::App& app, CommonText& t) {
           ->type_name("UINT64");
   run->add_option("--json", *json, "write the whole report as JSON to this file (- for standard output)")
       ->type_name("FILE|-");
+  run->add_option("--junit", *junit, "write a JUnit XML report, one test case per node and dtype (- for standard output)")
+      ->type_name("FILE|-");
   run->add_option("--special-points", t.special,
                   "path of spec/special_points (default: <bin>/../share/tapewise/special_points, else ./spec)");
-  return {run, [&t, seed, json] {
+  return {run, [&t, seed, json, junit] {
             tc::RunOptions o;
             if (auto bad = read_selection(t, o)) return *bad;
             if (auto bad = read_cases_and_seed(t, seed, o)) return *bad;
             o.json_path = *json;
+            o.junit_path = *junit;
             o.special_points_path = t.special;
             return tc::guarded("run", [&] { return tc::run_command(o); });
           }};
 }
 
 Subcommand add_audit(CLI::App& app, CommonText& t) {
-  auto markdown = std::make_shared<std::string>(), json = std::make_shared<std::string>();
+  auto markdown = std::make_shared<std::string>(), json = std::make_shared<std::string>(),
+       junit = std::make_shared<std::string>();
   CLI::App* audit = app.add_subcommand("audit", "the derivative conventions, point by point, against this backend");
   audit->add_option("--ops", t.ops, "comma-separated node names, or all");
   audit->add_option("--dtype", t.dtype, "float32, float64 or all");
@@ -128,12 +132,15 @@ Subcommand add_audit(CLI::App& app, CommonText& t) {
   audit->add_option("--markdown", *markdown, "also write the audit as a Markdown document to this file");
   audit->add_option("--json", *json, "write the audit as JSON to this file (- for standard output)")
       ->type_name("FILE|-");
+  audit->add_option("--junit", *junit, "write a JUnit XML report, one test case per node and dtype (- for standard output)")
+      ->type_name("FILE|-");
   audit->add_option("--special-points", t.special, "path of spec/special_points");
-  return {audit, [&t, markdown, json] {
+  return {audit, [&t, markdown, json, junit] {
             tc::AuditOptions o;
             if (auto bad = read_selection(t, o)) return *bad;
             o.markdown_path = *markdown;
             o.json_path = *json;
+            o.junit_path = *junit;
             o.special_points_path = t.special;
             return tc::guarded("audit", [&] { return tc::audit_command(o); });
           }};
@@ -205,6 +212,8 @@ Subcommand add_check(CLI::App& app) {
   CLI::App* check = app.add_subcommand("check", "grade another implementation's outputs in a vectors folder");
   check->add_option("dir", o->dir, "a folder written by `vectors`, with out_*.npy files")->required();
   check->add_option("--json", o->json_path, "write the report as JSON to this file (- for standard output)")
+      ->type_name("FILE|-");
+  check->add_option("--junit", o->junit_path, "write a JUnit XML report, one test case per node and dtype (- for standard output)")
       ->type_name("FILE|-");
   return {check, [o] { return tc::guarded("check", [&] { return tc::check_command(*o); }); }};
 }

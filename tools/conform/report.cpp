@@ -184,6 +184,31 @@ void print_violations(std::ostream& out, const std::vector<Row>& rows) {
   }
 }
 
+namespace {
+
+std::string row_failure(const Row& row) {
+  std::string text = "fails:";
+  for (const std::string& check : row.failed_checks()) text += " " + check;
+  text += "\nforward: " + std::to_string(row.forward.violations) + " values above the bound; vjp: " +
+          std::to_string(row.vjp.violations) + " values above the bound; special points " +
+          std::to_string(row.special.passed) + "/" + std::to_string(row.special.total) + " hold";
+  for (const std::string& error : row.errors) text += "\n" + error;
+  return text;
+}
+
+}  // namespace
+
+std::vector<JunitCase> junit_cases(const std::vector<Row>& rows, const std::string& command) {
+  std::vector<JunitCase> cases;
+  for (const Row& row : rows) {
+    JunitCase c{"tapewise." + command + "." + dtype_name(row.dtype), op_name(row.op), "", ""};
+    if (!row.conforms()) c.failure = row_failure(row);
+    else c.skipped = row.missing_evidence(true);
+    cases.push_back(std::move(c));
+  }
+  return cases;
+}
+
 Json row_json(const Row& row) {
   Json failed = Json::array();
   for (const std::string& f : row.failed_checks()) failed.push_back(f);

@@ -14,6 +14,7 @@
 #include "grade.hpp"
 #include "graph.hpp"
 #include "json_io.hpp"  // write_json_output: every report goes through it
+#include "junit.hpp"
 
 namespace tapewise::conform {
 
@@ -51,6 +52,9 @@ std::vector<std::string> missing_evidence(const std::vector<Row>& rows, bool spe
 void print_violations(std::ostream& out, const std::vector<Row>& rows);
 
 Json row_json(const Row& row);
+// One JUnit test case per row (classname tapewise.<command>.<dtype>, name the node): a failure that
+// names each failed check, or skipped with why the row cannot support a verdict.
+std::vector<JunitCase> junit_cases(const std::vector<Row>& rows, const std::string& command);
 Json summary_json(const Summary& s, double elapsed_s);
 // A double as JSON: a number when finite, else the string "inf", "-inf" or "nan".
 Json number_json(double v);

@@ -169,6 +169,8 @@ int run_command(const RunOptions& options) {
   };
   if (!options.json_path.empty())
     if (auto ok = check_output(options.json_path, "--json"); !ok) return usage(ok.error().message);
+  if (!options.junit_path.empty())
+    if (auto ok = check_output(options.junit_path, "--junit"); !ok) return usage(ok.error().message);
   const auto spec_path = find_special_points(options.special_points_path);
   if (!spec_path) return usage(spec_path.error().message);
   auto spec = load_spec_points(*spec_path);
@@ -199,6 +201,8 @@ int run_command(const RunOptions& options) {
       std::cerr << "tapewise-conform: " << ok.error().message << "\n";
       return kUsageError;
     }
+  if (!options.junit_path.empty())
+    if (auto ok = write_junit(options.junit_path, "run", junit_cases(rows, "run")); !ok) return usage(ok.error().message);
   return summary.conforms() ? kConforms : kViolation;
 }
 

@@ -40,6 +40,7 @@ struct SweepOptions {
   BackendChoice backend = BackendChoice::automatic;
   int devices = 1;
   std::string json_path;
+  std::string junit_path;  // --junit: JUnit XML, one test case per node and dtype
   int pair_log2 = 16;                  // binary float32: 2^this cases per exponent pair (0..16)
   int float64_log2 = 32;               // float64 on the device: 2^this random cases per node (0..32)
   bool float64_mpfr = false;           // float64 libm nodes: MPFR on the host instead of double-double
@@ -1101,12 +1102,50 @@ std::unique_ptr<ChunkEngine> sweep::make_host_engine(int slots) { return std::ma
   return std::pair{*lo, *hi};
 }
 
+// Why a swept node does not conform: its error, or each output with values above the bound for a
+// cause its row does not accept, or a re-check that disagrees with MPFR.
+std::string node_failure(const NodeResult& n) {
+  if (!n.error.empty()) return n.error;
+  std::string text = "does not conform:";
+  for (const OutputResult& o : n.outputs) {
+    if (output_conforms(n.plan, o)) continue;
+    text += std::string("\n") + output_name(n.plan.op, o.request.output) + " at g=" + std::to_string(o.request.g) + ":";
+    for (int c = 0; c < kCauseCount; ++c)
+      if (o.tally.above_by_cause[c] > 0 && !cause_accepted(n.plan.op, n.plan.dtype, c))
+        text += " " + std::to_string(o.tally.above_by_cause[c]) + " above the bound (" + cause_name(c) + ")";
+    for (const Recheck& r : o.rechecks)
+      if (!r.agrees) text += " the sweep's reference disagrees with MPFR at case " + std::to_string(r.index);
+  }
+  return text;
+}
+
+// One test case per node (with its scalars where it is swept at several) and dtype swept, or skipped
+// (no sweep reference), and one for the reference's validation against MPFR, on which every verdict rests.
+std::vector<JunitCase> sweep_junit_cases(const SweepOptions& o, const std::vector<NodeResult>& nodes, const Validation& v) {
+  std::vector<JunitCase> cases;
+  for (const NodeResult& n : nodes)
+    cases.push_back({std::string("tapewise.sweep.") + dtype_name(n.plan.dtype), node_label(n.plan),
+                     node_conforms(n) ? "" : node_failure(n), ""});
+  for (Op op : o.not_swept)
+    for (DType dtype : o.dtypes)
+      cases.push_back({std::string("tapewise.sweep.") + dtype_name(dtype), op_name(op), "",
+                       "no sweep reference (spec/bounds.def: TAPEWISE_NOT_SWEPT)"});
+  std::string validation_failure;
+  if (v.failures > 0) {
+    validation_failure = std::to_string(v.failures) + " of " + std::to_string(v.values) + " reference values disagree with MPFR";
+    for (const std::string& e : v.examples) validation_failure += "\n" + e;
+  }
+  cases.push_back({"tapewise.sweep", "reference-validation", validation_failure, ""});
+  return cases;
+}
+
 int sweep_command(const SweepOptions& o) {
-  if (!o.json_path.empty())
-    if (auto ok = check_output(o.json_path, "--json"); !ok) {
-      std::cerr << "tapewise-conform sweep: " << ok.error().message << "\n";
-      return kUsageError;
-    }
+  for (const auto& [path, option] : {std::pair{o.json_path, "--json"}, std::pair{o.junit_path, "--junit"}})
+    if (!path.empty())
+      if (auto ok = check_output(path, option); !ok) {
+        std::cerr << "tapewise-conform sweep: " << ok.error().message << "\n";
+        return kUsageError;
+      }
   auto workers = open_backends(o);
   if (!workers) {
     std::cerr << "tapewise-conform sweep: " << workers.error().str() << "\n";
@@ -1153,6 +1192,11 @@ int sweep_command(const SweepOptions& o) {
       std::cerr << "tapewise-conform sweep: " << r.error().str() << "\n";
       return kUsageError;
     }
+  if (!o.junit_path.empty())
+    if (auto r = write_junit(o.junit_path, "sweep", sweep_junit_cases(o, nodes, *validation)); !r) {
+      std::cerr << "tapewise-conform sweep: " << r.error().str() << "\n";
+      return kUsageError;
+    }
   return ok ? kConforms : kViolation;
 }
 
@@ -1160,7 +1204,7 @@ namespace {
 
 // The sweep's command line, as text until parsed (CLI11 would wrap negative numbers around).
 struct SweepCli {
-  std::string ops = "all", dtype = "float32", backend = "auto", range, json, seed = "20261130";
+  std::string ops = "all", dtype = "float32", backend = "auto", range, json, junit, seed = "20261130";
   std::string devices = "1", pair_log2 = "16", float64_log2 = "32", host_cases = "20000", validate = "1000000",
               chunk = "0", stride = "1";
   bool float64_mpfr = false, allow_long = false;
@@ -1235,6 +1279,7 @@ int run_sweep_cli(const SweepCli& cli) {
   }
   if (auto numbers = read_numbers(cli, o); !numbers) return usage(numbers.error().message);
   o.json_path = cli.json;
+  o.junit_path = cli.junit;
   o.float64_mpfr = cli.float64_mpfr;
   o.allow_long = cli.allow_long;
   return sweep_command(o);
@@ -1283,6 +1328,8 @@ std::function<std::optional<int>()> add_sweep_subcommand(CLI::App& app) {
   sweep->add_option("--devices", cli->devices, "split the range over this many GPUs of this host")->type_name("N")
       ->capture_default_str();
   sweep->add_option("--json", cli->json, "write the report as JSON to this file (- for standard output)")
+      ->type_name("FILE|-");
+  sweep->add_option("--junit", cli->junit, "write a JUnit XML report, one test case per node and dtype (- for standard output)")
       ->type_name("FILE|-");
   sweep->add_option("--pair-log2", cli->pair_log2, "binary float32: 2^N cases per exponent pair (0..16)")->type_name("N")
       ->capture_default_str();

@@ -436,6 +436,8 @@ int check_command(const CheckOptions& o) {
   if (o.dir.empty()) return usage("the vectors folder is empty (give the folder `vectors` wrote)");
   if (!o.json_path.empty())
     if (auto ok = check_output(o.json_path, "--json"); !ok) return usage(ok.error().message);
+  if (!o.junit_path.empty())
+    if (auto ok = check_output(o.junit_path, "--junit"); !ok) return usage(ok.error().message);
   const fs::path dir(o.dir);
   const std::string index_path = (dir / kIndexFile).string();
   auto index = read_index(dir);
@@ -479,6 +481,8 @@ int check_command(const CheckOptions& o) {
     for (const Row& r : rows) report["rows"].push_back(row_json(r));
     if (auto ok = write_json_output(o.json_path, "--json", report); !ok) return usage(ok.error().message);
   }
+  if (!o.junit_path.empty())
+    if (auto ok = write_junit(o.junit_path, "check", junit_cases(rows, "check")); !ok) return usage(ok.error().message);
   return summary.conforms() ? kConforms : kViolation;
 }
 
