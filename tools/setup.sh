@@ -18,11 +18,12 @@ for arg in "$@"; do
   esac
 done
 
+# python3: the runner's CLI tests read its JUnit reports with Python's XML parser.
 packages=(cmake ninja-build g++ librapidcheck-dev libgtest-dev libeigen3-dev libboost-dev
-          libmpfr-dev libgmp-dev libexpected-dev libcli11-dev nlohmann-json3-dev libdlpack-dev)
+          libmpfr-dev libgmp-dev libexpected-dev libcli11-dev nlohmann-json3-dev libdlpack-dev python3)
 # python3-venv: Debian's Python refuses `pip install` outside a virtual environment (PEP 668), and
 # its venv module needs this package to bootstrap pip.
-((for_tests)) && packages+=(clang libclang-rt-14-dev pkg-config python3 python3-venv python3-dev)
+((for_tests)) && packages+=(clang libclang-rt-14-dev pkg-config python3-venv python3-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
