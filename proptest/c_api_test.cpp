@@ -359,9 +359,10 @@ TEST(CApiVersion, CheckVersionAcceptsCompatibleHeadersOnly) {
   TW_EXPECT_OK(tw_check_version(packed_version(TW_VERSION_MAJOR, TW_VERSION_MINOR, 99)));
   // A newer minor than the library's is refused always; an older one only before 1.0.
   EXPECT_EQ(tw_check_version(packed_version(TW_VERSION_MAJOR, TW_VERSION_MINOR + 1, 0)), TW_VERSION_MISMATCH);
-  if (TW_VERSION_MINOR > 0)
+  if (TW_VERSION_MINOR > 0) {
     EXPECT_EQ(tw_check_version(packed_version(TW_VERSION_MAJOR, TW_VERSION_MINOR - 1, 0)),
               TW_VERSION_MAJOR == 0 ? TW_VERSION_MISMATCH : TW_OK);
+  }
   EXPECT_EQ(tw_check_version(packed_version(TW_VERSION_MAJOR + 1, TW_VERSION_MINOR, TW_VERSION_PATCH)),
             TW_VERSION_MISMATCH);
   // The message names both versions.
@@ -734,13 +735,22 @@ TEST(CApiHandles, BackendDestroyedWhileInUse) {
 
 // --- zero-copy views and DLPack ---------------------------------------------------------------------------------
 
-TEST(CApiViews, WrappedLeafIsTheCallersMemory) {
+// A CPU backend (be) and a tape on it (raw), released after each test.
+class CApiViews : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    TW_ASSERT_OK(tw_backend_create_cpu(&be));
+    backend.reset(be);
+    TW_ASSERT_OK(tw_tape_create(be, &raw));
+    tape.reset(raw);
+  }
   tw_backend* be = nullptr;
-  TW_ASSERT_OK(tw_backend_create_cpu(&be));
-  BackendHandle backend(be);
   tw_tape* raw = nullptr;
-  TW_ASSERT_OK(tw_tape_create(be, &raw));
-  TapeHandle tape(raw);
+  BackendHandle backend;
+  TapeHandle tape;
+};
+
+TEST_F(CApiViews, WrappedLeafIsTheCallersMemory) {
   std::vector<double> data{1.0, -2.0, 4.0};
   const std::int64_t shape[1] = {3};
   std::int64_t x = -1;
@@ -790,16 +800,13 @@ struct OwnedTensor {
   }
 };
 
-TEST(CApiViews, DlpackRoundTrip) {
-  tw_backend* be = nullptr;
-  TW_ASSERT_OK(tw_backend_create_cpu(&be));
-  BackendHandle backend(be);
+TEST_F(CApiViews, DlpackRoundTrip) {
   int deleted = 0;
   OwnedTensor* owned = OwnedTensor::make({0.5f, -1.5f, 2.f}, &deleted);
   {
-    tw_tape* raw = nullptr;
+    TapeHandle own_tape;  // this test's own tape (raw names it now), so that its release can be watched
     TW_ASSERT_OK(tw_tape_create(be, &raw));
-    TapeHandle tape(raw);
+    own_tape.reset(raw);
     std::int64_t x = -1, y = -1;
     TW_ASSERT_OK(tw_tape_leaf_dlpack(raw, &owned->managed, 1, &x));
     TW_ASSERT_OK(tw_tape_apply(raw, TW_OP_sqrt, &x, 1, nullptr, 0, &y));
@@ -841,13 +848,7 @@ TEST(CApiViews, DlpackRoundTrip) {
   EXPECT_EQ(deleted, 1);  // released with the tape, once
 }
 
-TEST(CApiViews, FailedDlpackImportLeavesTheTensorWithTheCaller) {
-  tw_backend* be = nullptr;
-  TW_ASSERT_OK(tw_backend_create_cpu(&be));
-  BackendHandle backend(be);
-  tw_tape* raw = nullptr;
-  TW_ASSERT_OK(tw_tape_create(be, &raw));
-  TapeHandle tape(raw);
+TEST_F(CApiViews, FailedDlpackImportLeavesTheTensorWithTheCaller) {
   int deleted = 0;
   OwnedTensor* owned = OwnedTensor::make({1.f, 2.f}, &deleted);
   owned->managed.dl_tensor.dtype = DLDataType{kDLInt, 32, 1};
@@ -894,13 +895,7 @@ struct RawTensor {
 
 // Malformed tensors through both DLPack doors: the status, a message naming the field, no leaf,
 // no buffer, and the tensor still the caller's.
-TEST(CApiViews, MalformedDlpackTensorsAreRefusedNamingTheField) {
-  tw_backend* be = nullptr;
-  TW_ASSERT_OK(tw_backend_create_cpu(&be));
-  BackendHandle backend(be);
-  tw_tape* raw = nullptr;
-  TW_ASSERT_OK(tw_tape_create(be, &raw));
-  TapeHandle tape(raw);
+TEST_F(CApiViews, MalformedDlpackTensorsAreRefusedNamingTheField) {
   float data[6] = {1.f, 2.f, 3.f, 4.f, 5.f, 6.f};
   auto expect_refused = [&](RawTensor& t, tw_status want, const std::string& words) {
     std::int64_t id = -7;
@@ -934,13 +929,7 @@ TEST(CApiViews, MalformedDlpackTensorsAreRefusedNamingTheField) {
 
 // A tensor of no elements is contiguous whatever its strides (PyTorch gives empty tensors such
 // strides), and its data may be NULL.
-TEST(CApiViews, EmptyDlpackTensorWithAnyStridesIsALeaf) {
-  tw_backend* be = nullptr;
-  TW_ASSERT_OK(tw_backend_create_cpu(&be));
-  BackendHandle backend(be);
-  tw_tape* raw = nullptr;
-  TW_ASSERT_OK(tw_tape_create(be, &raw));
-  TapeHandle tape(raw);
+TEST_F(CApiViews, EmptyDlpackTensorWithAnyStridesIsALeaf) {
   RawTensor empty(nullptr, {0, 3});
   empty.strides = {1, 1};
   empty.managed.dl_tensor.strides = empty.strides.data();
@@ -959,13 +948,7 @@ TEST(CApiViews, EmptyDlpackTensorWithAnyStridesIsALeaf) {
   EXPECT_EQ(empty.deleted, 1);
 }
 
-TEST(CApiViews, PendingNodesAndFlush) {
-  tw_backend* be = nullptr;
-  TW_ASSERT_OK(tw_backend_create_cpu(&be));
-  BackendHandle backend(be);
-  tw_tape* raw = nullptr;
-  TW_ASSERT_OK(tw_tape_create(be, &raw));
-  TapeHandle tape(raw);
+TEST_F(CApiViews, PendingNodesAndFlush) {
   const float v[2] = {1.f, 4.f};
   const std::int64_t shape[1] = {2};
   std::int64_t x = -1, y = -1, pending = -1;
