@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # tools/test_package.sh — tapewise as other projects use it: installs the build (build/, or
 # $TAPEWISE_BUILD) into a temporary prefix and builds and runs examples/consumer (C++ and C) against
-# it through find_package, checks the pkg-config file, builds the consumer again through
-# add_subdirectory, and does it all once more with BUILD_SHARED_LIBS=ON (CPU backend), whose
-# libtapewise.so also serves the C ABI's ctypes test. Exit status: non-zero on the first failure.
+# it through find_package, checks the pkg-config file (no machine paths; --static for the static
+# library), builds the consumer again through add_subdirectory, and does it all once more with
+# BUILD_SHARED_LIBS=ON (CPU backend): pkg-config without --static, the installed runner through its
+# RPATH, find_package's components (cpu found, cuda refused), and the C ABI's ctypes test on its
+# libtapewise.so. Exit status: non-zero on the first failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build="${TAPEWISE_BUILD:-build}"
@@ -21,11 +23,22 @@ quiet cmake --build "$work/consumer"
 "$work/consumer/consumer"
 "$work/consumer/consumer_c"
 
-echo "== pkg-config"
-PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig" pkg-config --modversion tapewise
+echo "== pkg-config (static library: --static gives the full link set)"
+pc() { PKG_CONFIG_PATH="$1/lib/pkgconfig" pkg-config "${@:2}" tapewise; }
+pc "$work/prefix" --modversion
+# No build-machine paths in the .pc: only ${prefix}-relative ones (the prefix is the temporary one).
+if grep -n '/usr/\|/opt/\|cuda/' "$work/prefix/lib/pkgconfig/tapewise.pc"; then
+  echo "test_package: FAILED: tapewise.pc names a machine path" >&2; exit 1
+fi
+# A CUDA build's runtime goes by name only: the consumer puts CUDA's lib dir on its link path.
+cuda_ldflags=()
+cudart=$(sed -n 's/^CUDA_cudart_LIBRARY:FILEPATH=//p' "$build/CMakeCache.txt")
+if grep -q '^TAPEWISE_CUDA:BOOL=ON' "$build/CMakeCache.txt" && [ -n "$cudart" ]; then
+  cuda_ldflags=("-L$(dirname "$cudart")")
+fi
 # shellcheck disable=SC2046
-g++ -std=c++20 examples/consumer/main.cpp -o "$work/consumer_pc" \
-    $(PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig" pkg-config --cflags --libs tapewise)
+g++ -std=c++20 examples/consumer/main.cpp -o "$work/consumer_pc" $(pc "$work/prefix" --cflags) \
+    "${cuda_ldflags[@]}" $(pc "$work/prefix" --libs --static)
 "$work/consumer_pc" | tail -n 1
 
 echo "== the installed runner finds its data"
@@ -40,7 +53,7 @@ quiet cmake --build "$work/subdir"
 echo "== BUILD_SHARED_LIBS=ON (CPU backend): install, consumer, C ABI from Python ctypes"
 shared_build="${TAPEWISE_SHARED_BUILD:-build-shared}"
 quiet cmake -S . -B "$shared_build" -G Ninja -DBUILD_SHARED_LIBS=ON -DTAPEWISE_CUDA=OFF \
-      -DTAPEWISE_BUILD_TESTS=OFF -DTAPEWISE_BUILD_TOOLS=OFF
+      -DTAPEWISE_BUILD_TESTS=OFF -DTAPEWISE_BUILD_TOOLS=ON
 quiet cmake --build "$shared_build"
 quiet cmake --install "$shared_build" --prefix "$work/shared"
 quiet cmake -S examples/consumer -B "$work/consumer_shared" -G Ninja -DCMAKE_PREFIX_PATH="$work/shared"
@@ -48,5 +61,28 @@ quiet cmake --build "$work/consumer_shared"
 ldd "$work/consumer_shared/consumer" | grep -o 'libtapewise[^ ]* => [^ ]*'
 "$work/consumer_shared/consumer" | tail -n 1
 "$work/consumer_shared/consumer_c" | tail -n 1
+echo "== shared install: pkg-config without --static, the runner's RPATH, the find_package components"
+# shellcheck disable=SC2046
+g++ -std=c++20 examples/consumer/main.cpp -o "$work/consumer_pc_shared" $(pc "$work/shared" --cflags --libs)
+LD_LIBRARY_PATH="$work/shared/lib" "$work/consumer_pc_shared" | tail -n 1
+# The installed runner finds ../lib/libtapewise.so through its RPATH, with no LD_LIBRARY_PATH.
+ldd "$work/shared/bin/tapewise-conform" | grep -q "libtapewise.so.* => $work/shared/bin/../lib/" || {
+  ldd "$work/shared/bin/tapewise-conform"; echo "test_package: FAILED: runner does not find ../lib" >&2; exit 1; }
+env -u LD_LIBRARY_PATH "$work/shared/bin/tapewise-conform" --version
+# find_package components: cpu is always there; cuda is refused, with a reason, by a CPU-only build.
+mkdir -p "$work/components"
+cat >"$work/components/CMakeLists.txt" <<'CMAKE'
+cmake_minimum_required(VERSION 3.25)
+project(tapewise_components LANGUAGES CXX)
+find_package(tapewise 0.3 REQUIRED COMPONENTS ${COMPONENTS})
+CMAKE
+quiet cmake -S "$work/components" -B "$work/components/cpu" -DCMAKE_PREFIX_PATH="$work/shared" -DCOMPONENTS=cpu
+if cmake -S "$work/components" -B "$work/components/cuda" -DCMAKE_PREFIX_PATH="$work/shared" \
+     -DCOMPONENTS=cuda >"$work/components.log" 2>&1; then
+  echo "test_package: FAILED: COMPONENTS cuda found in a CPU-only build" >&2; exit 1
+fi
+grep -q "built without CUDA" "$work/components.log" || {
+  cat "$work/components.log"; echo "test_package: FAILED: no reason given for COMPONENTS cuda" >&2; exit 1; }
+echo "   COMPONENTS cpu: found; COMPONENTS cuda: refused (built without CUDA)"
 TAPEWISE_LIB="$(ls "$work"/shared/lib/libtapewise.so)" python3 -m pytest -q -p no:cacheprovider proptest/test_c_api_ctypes.py
 echo "test_package: all passed"
