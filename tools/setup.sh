@@ -3,7 +3,8 @@
 # Debian packages the build needs (only those missing; silent when all are present), configures and
 # builds into build/. CUDA is optional: with nvcc (on the PATH or in /usr/local/cuda/bin) the CUDA
 # backend is built too. --for-tests also installs what the whole test run needs (tools/test.sh):
-# clang for the fuzzers, pkg-config, and the Python packages from PyPI into a virtual environment.
+# clang for the fuzzers, pkg-config, doxygen for the API reference, and the Python packages from
+# PyPI into a virtual environment.
 # Build folder: $TAPEWISE_BUILD (default build/); GPU architecture: $CUDA_ARCH (default 90);
 # virtual environment: $TAPEWISE_VENV (default .venv/).
 set -euo pipefail
@@ -23,7 +24,7 @@ packages=(cmake ninja-build g++ librapidcheck-dev libgtest-dev libeigen3-dev lib
           libmpfr-dev libgmp-dev libexpected-dev libcli11-dev nlohmann-json3-dev libdlpack-dev python3)
 # python3-venv: Debian's Python refuses `pip install` outside a virtual environment (PEP 668), and
 # its venv module needs this package to bootstrap pip.
-((for_tests)) && packages+=(clang libclang-rt-14-dev pkg-config python3-venv python3-dev)
+((for_tests)) && packages+=(clang libclang-rt-14-dev pkg-config python3-venv python3-dev doxygen)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -2,7 +2,8 @@
 # tools/test.sh — every test, after tools/setup.sh --for-tests has built build/: the GoogleTest and
 # RapidCheck suite and the runner's CLI tests (ctest), the installed package and its consumers
 # (test_package.sh), the Python package (pip install . and pytest, with the framework adapters'
-# tests), the ASan+UBSan build (sanitize.sh), the threaded C ABI test under ThreadSanitizer (tsan.sh)
+# tests), the Doxygen API reference with no undocumented public symbol (api_docs.sh), the ASan+UBSan
+# build (sanitize.sh), the threaded C ABI test under ThreadSanitizer (tsan.sh)
 # and a short fuzzing run (fuzz.sh). Runs every step,
 # then prints one line per step and "N passed, N failed"; exit status: the number of failed steps.
 # FUZZ_SECONDS (default 60) is the time per fuzz harness. Python is the virtual environment that
@@ -35,6 +36,7 @@ python_tests() {
 step ctest ctest --test-dir "$build" --output-on-failure -j2
 step package tools/test_package.sh
 step python python_tests
+step apidocs tools/api_docs.sh
 step sanitize tools/sanitize.sh
 step tsan tools/tsan.sh
 step fuzz tools/fuzz.sh "${FUZZ_SECONDS:-60}"

@@ -1,5 +1,6 @@
-// tapewise/core.hpp — the value types of the public API: DType, Shape, Error, Result, HostArray.
-// Plain data with no backend dependency; everything else in the API is built from these.
+/// tapewise/core.hpp — the value types of the public API: DType, Shape, Error, Result, HostArray.
+/// Plain data with no backend dependency; everything else in the API is built from these.
+/// \file
 #pragma once
 
 #include <cstddef>
@@ -14,16 +15,20 @@
 
 namespace tapewise {
 
+/// Element types: IEEE binary32 and binary64.
 enum class DType : std::uint8_t { float32, float64 };
 
+/// Bytes per element: 4 or 8.
 inline std::size_t dtype_size(DType d) { return d == DType::float32 ? 4 : 8; }
+/// "float32" or "float64".
 inline const char* dtype_name(DType d) { return d == DType::float32 ? "float32" : "float64"; }
 
-// Rounds a host double once (round-to-nearest-even) to the dtype and widens it back exactly.
+/// Rounds a host double once (round-to-nearest-even) to the dtype and widens it back exactly.
 inline double round_to(DType d, double v) {
   return d == DType::float32 ? static_cast<double>(static_cast<float>(v)) : v;
 }
 
+/// What went wrong; the C ABI's tw_status is this enum's value + 1.
 enum class ErrorCode {
   InvalidNodeId,
   InvalidShape,
@@ -38,85 +43,104 @@ enum class ErrorCode {
   CudaFailure,
 };
 
+/// The enumerator's name, e.g. "InvalidNodeId".
 const char* error_code_name(ErrorCode c);
 
+/// An error: its code and a message naming the op and the offending ids, shapes or dtypes.
 struct [[nodiscard]] Error {
+  /// What went wrong.
   ErrorCode code;
-  std::string message;  // names the op and the offending ids, shapes or dtypes
+  std::string message;  ///< names the op and the offending ids, shapes or dtypes
+  /// "Code: message".
   std::string str() const { return std::string(error_code_name(code)) + ": " + message; }
 };
 
-// Every function that returns a Result is [[nodiscard]], and tapewise's own build makes ignoring
-// one an error (-Werror=unused-result): a failed call whose Result is dropped, or read with `*`
-// without a check, goes on with a value that was never computed. Use .value() (throws
-// tl::bad_expected_access) or test the Result before `*` or `->`.
+/// Every function that returns a Result is [[nodiscard]], and tapewise's own build makes ignoring
+/// one an error (-Werror=unused-result): a failed call whose Result is dropped, or read with `*`
+/// without a check, goes on with a value that was never computed. Use .value() (throws
+/// tl::bad_expected_access) or test the Result before `*` or `->`.
 template <class T>
 using Result = tl::expected<T, Error>;
 
+/// A failed Result of any type, with this code and message.
 [[nodiscard]] inline tl::unexpected<Error> fail(ErrorCode c, std::string message) {
   return tl::unexpected<Error>(Error{c, std::move(message)});
 }
 
-// The most dims a shape may have (the C ABI's TW_MAX_NDIM): every way in checks it, so that a
-// shape can always be read back into a buffer of this size.
+/// The most dims a shape may have (the C ABI's TW_MAX_NDIM): every way in checks it, so that a
+/// shape can always be read back into a buffer of this size.
 inline constexpr int kMaxNdim = 32;
 
-// Rank-N shape with 64-bit dims; rank 0 is a scalar (one element), a zero dim makes it empty.
+/// Rank-N shape with 64-bit dims; rank 0 is a scalar (one element), a zero dim makes it empty.
 struct Shape {
+  /// The dims, outermost first.
   std::vector<std::int64_t> dims;
 
   Shape() = default;
+  /// A shape of these dims, e.g. Shape{2, 3}.
   Shape(std::initializer_list<std::int64_t> d) : dims(d) {}
+  /// A shape of these dims.
   explicit Shape(std::vector<std::int64_t> d) : dims(std::move(d)) {}
 
-  // Element count, or -1 when a dim is negative or the product overflows int64.
+  /// Element count, or -1 when a dim is negative or the product overflows int64.
   std::int64_t numel() const;
-  // At most kMaxNdim dims, none negative, and an element count that fits int64.
+  /// At most kMaxNdim dims, none negative, and an element count that fits int64.
   bool valid() const { return dims.size() <= static_cast<std::size_t>(kMaxNdim) && numel() >= 0; }
-  // Why the shape is not valid (InvalidShape, naming the dims), or nothing when it is.
+  /// Why the shape is not valid (InvalidShape, naming the dims), or nothing when it is.
   [[nodiscard]] Result<void> check() const;
+  /// The dims as text, e.g. "[2, 3]".
   std::string str() const;
+  /// Equal when the dims are.
   friend bool operator==(const Shape&, const Shape&) = default;
 };
 
-// The one way errors travel through tapewise's own code (library, runner, tools): a failed Result
-// returns its Error from the enclosing function, whatever that function's Result<T> is.
-//   TAPEWISE_TRY(buf, be.allocate(...));   declares `buf` from the value, or returns the error
-//   TAPEWISE_CHECK(tape.flush());          returns the error of a Result<void> (or any Result)
+/// The one way errors travel through tapewise's own code (library, runner, tools): a failed Result
+/// returns its Error from the enclosing function, whatever that function's Result<T> is.
+///   TAPEWISE_TRY(buf, be.allocate(...));   declares `buf` from the value, or returns the error
+///   TAPEWISE_CHECK(tape.flush());          returns the error of a Result<void> (or any Result)
 #define TAPEWISE_TRY(var, expr)                                              \
   auto var##_result_ = (expr);                                               \
   if (!var##_result_) return ::tl::unexpected(std::move(var##_result_).error()); \
   auto var = std::move(*var##_result_)
+/// Returns the error of a failed Result from the enclosing function (see TAPEWISE_TRY).
 #define TAPEWISE_CHECK(expr)                                                          \
   do {                                                                                \
     if (auto&& tapewise_check_ = (expr); !tapewise_check_)                            \
       return ::tl::unexpected(std::move(tapewise_check_).error());                    \
   } while (0)
 
-// A host-side tensor: shape, dtype and the raw little-endian element bytes (bit-exact).
+/// A host-side tensor: shape, dtype and the raw little-endian element bytes (bit-exact).
 struct HostArray {
+  /// The shape.
   Shape shape;
+  /// The element type.
   DType dtype = DType::float32;
+  /// The elements' bytes, little-endian, numel() * dtype_size(dtype).
   std::vector<std::byte> bytes;
 
   template <class T>
+  /// A copy of `values` (float or double) with this shape.
   static HostArray of(Shape shape, std::span<const T> values);
   template <class T>
+  /// A copy of `values` (float or double) with this shape.
   static HostArray of(Shape shape, const std::vector<T>& values) {
     return of<T>(std::move(shape), std::span<const T>(values));
   }
+  /// The element count.
   std::int64_t numel() const { return static_cast<std::int64_t>(bytes.size() / dtype_size(dtype)); }
   template <class T>
+  /// Element i as T (T must match the dtype).
   T at(std::int64_t i) const {
     T v;
     std::memcpy(&v, bytes.data() + i * sizeof(T), sizeof(T));
     return v;
   }
-  // Element i widened to double (exact for both dtypes).
+  /// Element i widened to double (exact for both dtypes).
   double as_double(std::int64_t i) const {
     return dtype == DType::float32 ? static_cast<double>(at<float>(i)) : at<double>(i);
   }
   template <class T>
+  /// The elements as T (T must match the dtype).
   std::vector<T> to_vector() const {
     std::vector<T> out(bytes.size() / sizeof(T));
     if (!out.empty()) std::memcpy(out.data(), bytes.data(), out.size() * sizeof(T));
@@ -127,11 +151,15 @@ struct HostArray {
 template <class T>
 struct dtype_of;
 template <>
+/// float is float32.
 struct dtype_of<float> {
+  /// The dtype.
   static constexpr DType value = DType::float32;
 };
 template <>
+/// double is float64.
 struct dtype_of<double> {
+  /// The dtype.
   static constexpr DType value = DType::float64;
 };
 

@@ -1,6 +1,7 @@
-// tapewise/op.hpp — the node vocabulary, generated from the op table (spec/ops.def, installed as
-// <tapewise/ops.def>; every column is explained there). Only names, numbers and the staged form as
-// text live here; the formulas live in cuda/ and reference/.
+/// tapewise/op.hpp — the node vocabulary, generated from the op table (spec/ops.def, installed as
+/// <tapewise/ops.def>; every column is explained there). Only names, numbers and the staged form as
+/// text live here; the formulas live in cuda/ and reference/.
+/// \file
 #pragma once
 
 #include <cstddef>
@@ -11,30 +12,40 @@
 
 namespace tapewise {
 
+/// The nodes, one per row of spec/ops.def, in table order (add = 0).
 enum class Op {
 #define TAPEWISE_OP(name, ...) name,
 #include <tapewise/ops.def>
 #undef TAPEWISE_OP
 };
 
-// Scalars arrive as host doubles; the backend rounds each once to the buffer dtype.
+/// Scalars arrive as host doubles; the backend rounds each once to the buffer dtype.
 struct Scalars {
+  /// The first scalar (scale's c, clamp's lo, safeLog's eps); 0 when unused.
   double s0 = 0.0;
+  /// The second scalar (clamp's hi); 0 when unused.
   double s1 = 0.0;
 };
 
-// A short list of scalar sets, as a column of the table writes it: ({0.37}, {0x1.000001p+0}).
+/// A short list of scalar sets, as a column of the table writes it: ({0.37}, {0x1.000001p+0}).
 class ScalarSets {
  public:
+  /// The most sets a list holds.
   static constexpr int kCapacity = 6;
   constexpr ScalarSets() = default;
+  /// The sets given (at most kCapacity).
   constexpr ScalarSets(std::initializer_list<Scalars> sets) {
     for (const Scalars& s : sets) sets_[count_++] = s;  // more than kCapacity: not a constant expression
   }
+  /// The number of sets.
   constexpr int size() const { return count_; }
+  /// True when there is none.
   constexpr bool empty() const { return count_ == 0; }
+  /// Set i.
   constexpr const Scalars& operator[](int i) const { return sets_[i]; }
+  /// Iteration over the sets.
   constexpr const Scalars* begin() const { return sets_; }
+  /// Iteration over the sets.
   constexpr const Scalars* end() const { return sets_ + count_; }
 
  private:
@@ -42,44 +53,58 @@ class ScalarSets {
   int count_ = 0;
 };
 
-// Where the spec decides a derivative by a convention (spec/ops.def, `kink`).
+/// Where the spec decides a derivative by a convention (spec/ops.def, `kink`).
 enum class Kink { none, zero, bounds, tie };
-// What the benchmarks feed a node: N(0, 1), or |N(0, 1)| + 0.5.
+/// What the benchmarks feed a node: N(0, 1), or |N(0, 1)| + 0.5.
 enum class BenchInputs { normal, positive };
-// What tools/aten_parity.py does with the node: grade its ATen transcription of the staging, only
-// report it (TorchLean's staging is not published), or nothing (TorchLean has no such node).
+/// What tools/aten_parity.py does with the node: grade its ATen transcription of the staging, only
+/// report it (TorchLean's staging is not published), or nothing (TorchLean has no such node).
 enum class AtenParity { graded, ungraded, none };
 
-// The words of spec/ops.def for these columns (also the JSON's and Python's).
+/// The words of spec/ops.def for these columns (also the JSON's and Python's).
 constexpr const char* kink_name(Kink k) {
   constexpr const char* names[] = {"none", "zero", "bounds", "tie"};
   return names[static_cast<int>(k)];
 }
+/// "normal" or "positive".
 constexpr const char* bench_inputs_name(BenchInputs b) { return b == BenchInputs::normal ? "normal" : "positive"; }
+/// "graded", "ungraded" or "none".
 constexpr const char* aten_parity_name(AtenParity a) {
   constexpr const char* names[] = {"graded", "ungraded", "none"};
   return names[static_cast<int>(a)];
 }
 
+/// One row of the op table (spec/ops.def explains each column).
 struct OpInfo {
+  /// The node.
   Op op;
+  /// Its name, e.g. "add".
   const char* name;
+  /// Inputs: 1 or 2.
   int arity;
-  const char* scalar_names[2];  // "" when unused
-  int domain_log2_lo;           // random magnitudes in [2^lo, 2^hi)
+  const char* scalar_names[2];  ///< "" when unused
+  int domain_log2_lo;           ///< random magnitudes in [2^lo, 2^hi)
+  /// See domain_log2_lo.
   int domain_log2_hi;
+  /// Whether the node is defined only on positive inputs.
   bool positive_only;
+  /// Where a derivative is decided by a convention.
   Kink kink;
+  /// What the benchmarks feed it.
   BenchInputs bench_inputs;
+  /// What tools/aten_parity.py does with it.
   AtenParity aten_parity;
-  ScalarSets run_scalars;     // the runner's sets; the first is the benchmarks'
-  ScalarSets graded_scalars;  // more sets inside the contract (tests graded against the reference)
-  ScalarSets edge_scalars;    // sets outside it (tests comparing bits only)
+  ScalarSets run_scalars;     ///< the runner's sets; the first is the benchmarks'
+  ScalarSets graded_scalars;  ///< more sets inside the contract (tests graded against the reference)
+  ScalarSets edge_scalars;    ///< sets outside it (tests comparing bits only)
+  /// The staged VJP as text (the `staged` column).
   const char* staged;
+  /// Scalars the node takes: 0, 1 or 2.
   constexpr int scalar_count() const { return (scalar_names[0][0] ? 1 : 0) + (scalar_names[1][0] ? 1 : 0); }
 };
 
 #define TAPEWISE_SCALAR_SETS_(...) ScalarSets{__VA_ARGS__}
+/// The op table, indexed by Op.
 inline constexpr OpInfo kOps[] = {
 #define TAPEWISE_OP(name, arity, s0, s1, lo, hi, pos, kink, bench, aten, run, graded, edge, staged) \
   OpInfo{Op::name, #name, arity, {s0, s1}, lo, hi, pos != 0, Kink::kink, BenchInputs::bench, AtenParity::aten, \
@@ -89,31 +114,40 @@ inline constexpr OpInfo kOps[] = {
 };
 #undef TAPEWISE_SCALAR_SETS_
 
+/// The number of ops.
 inline constexpr int kOpCount = static_cast<int>(sizeof(kOps) / sizeof(kOps[0]));
 
+/// The op's row of the table.
 constexpr const OpInfo& op_info(Op op) { return kOps[static_cast<int>(op)]; }
+/// The op's name, e.g. "add".
 constexpr const char* op_name(Op op) { return op_info(op).name; }
 
+/// The op of that name, or nullopt.
 inline std::optional<Op> op_from_name(std::string_view name) {
   for (const OpInfo& info : kOps)
     if (name == info.name) return info.op;
   return std::nullopt;
 }
 
-// The node's first run set ({} without scalars): what a single sample call (the benchmarks, an
-// example) passes.
+/// The node's first run set ({} without scalars): what a single sample call (the benchmarks, an
+/// example) passes.
 constexpr Scalars default_scalars(const OpInfo& info) {
   return info.run_scalars.empty() ? Scalars{} : info.run_scalars[0];
 }
 
-// The scalar sets the tests graded against the reference use: run_scalars, then graded_scalars;
-// one empty set for a node without scalars. (At most 2 * ScalarSets::kCapacity.)
+/// The scalar sets the tests graded against the reference use: run_scalars, then graded_scalars;
+/// one empty set for a node without scalars. (At most 2 * ScalarSets::kCapacity.)
 struct ScalarSetList {
+  /// The sets; the first `count` are used.
   Scalars sets[2 * ScalarSets::kCapacity]{};
+  /// The number of sets used.
   int count = 0;
+  /// Iteration over the sets used.
   const Scalars* begin() const { return sets; }
+  /// Iteration over the sets used.
   const Scalars* end() const { return sets + count; }
 };
+/// The ScalarSetList of a node (see ScalarSetList).
 constexpr ScalarSetList graded_scalar_sets(const OpInfo& info) {
   ScalarSetList out;
   for (const ScalarSets* column : {&info.run_scalars, &info.graded_scalars})
@@ -123,8 +157,8 @@ constexpr ScalarSetList graded_scalar_sets(const OpInfo& info) {
 }
 
 // --- compile-time rules of the table -----------------------------------------------------------
-// A row that breaks one fails the build naming the rule and the node, e.g. "call to non-constexpr
-// function 'void tapewise::op_table_rule::kink_tie_needs_two_inputs() [with Op op = Op::relu]'".
+/// A row that breaks one fails the build naming the rule and the node, e.g. "call to non-constexpr
+/// function 'void tapewise::op_table_rule::kink_tie_needs_two_inputs() [with Op op = Op::relu]'".
 namespace op_table_rule {
 template <Op op> void rows_in_enum_order();
 template <Op op> void arity_is_1_or_2();

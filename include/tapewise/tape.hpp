@@ -1,30 +1,31 @@
-// tapewise/tape.hpp — the reverse-mode tape. A node is data ({op, scalars, parents, value}); the
-// backward pass interprets it. Ids are array positions, so parents always have smaller ids.
-// Every method either succeeds or returns an Error, and a failed call leaves the tape as it was
-// but for one thing: a call that flushes (below) before it fails has still run the pending
-// forwards. Its ids, nodes, values as read, requires_grad and memory statistics are as before.
-//
-// Small nodes run as programs. A node of at most backend().program_threshold() elements gets its
-// value buffer at record (so OutOfMemory still surfaces there), but its forward is deferred: it
-// joins the pending list, and one program computes all pending nodes at the next flush — before
-// anything reads a value (value, value_buffer, backward*), before recording a larger node, when
-// kMaxPendingNodes are pending, or when flush() is called. A fused backward whose output is that
-// small (every node it visits has the output's shape) runs as one program too, its gradient slots
-// carved from one allocation. Programs call the per-node path's per-element code in the same
-// order, so values and gradients are identical either way up to NaN: equal bits, or both NaN (a
-// NaN's sign and payload may differ between programs and per-node kernels, as between builds).
-//
-// A failed flush (a kernel launch error: in practice a device that is gone) returns its error from
-// the call that flushed, and that call changes nothing: the nodes stay on the tape and pending,
-// and the next read tries again (a forward depends only on its inputs, so running it twice is
-// harmless). They are not removed, because their ids have already been handed out: removing them
-// would let later nodes reuse those ids. `node(id)` does not flush: its `value` may be pending.
-// The one state change a failing call can leave behind is that flush: a backward, a read or the
-// recording of a larger node that fails after flushing (say, OutOfMemory in a staged VJP's
-// workspace) has run the pending forwards, so pending() is then 0. Ids, values, requires_grad and
-// memory statistics are exactly as before the call.
-// Threads: a tape is used by one thread at a time (const methods may flush, so even reads change
-// it); tapes of different threads may share one backend (backend.hpp).
+/// tapewise/tape.hpp — the reverse-mode tape. A node is data ({op, scalars, parents, value}); the
+/// backward pass interprets it. Ids are array positions, so parents always have smaller ids.
+/// Every method either succeeds or returns an Error, and a failed call leaves the tape as it was
+/// but for one thing: a call that flushes (below) before it fails has still run the pending
+/// forwards. Its ids, nodes, values as read, requires_grad and memory statistics are as before.
+///
+/// Small nodes run as programs. A node of at most backend().program_threshold() elements gets its
+/// value buffer at record (so OutOfMemory still surfaces there), but its forward is deferred: it
+/// joins the pending list, and one program computes all pending nodes at the next flush — before
+/// anything reads a value (value, value_buffer, backward*), before recording a larger node, when
+/// kMaxPendingNodes are pending, or when flush() is called. A fused backward whose output is that
+/// small (every node it visits has the output's shape) runs as one program too, its gradient slots
+/// carved from one allocation. Programs call the per-node path's per-element code in the same
+/// order, so values and gradients are identical either way up to NaN: equal bits, or both NaN (a
+/// NaN's sign and payload may differ between programs and per-node kernels, as between builds).
+///
+/// A failed flush (a kernel launch error: in practice a device that is gone) returns its error from
+/// the call that flushed, and that call changes nothing: the nodes stay on the tape and pending,
+/// and the next read tries again (a forward depends only on its inputs, so running it twice is
+/// harmless). They are not removed, because their ids have already been handed out: removing them
+/// would let later nodes reuse those ids. `node(id)` does not flush: its `value` may be pending.
+/// The one state change a failing call can leave behind is that flush: a backward, a read or the
+/// recording of a larger node that fails after flushing (say, OutOfMemory in a staged VJP's
+/// workspace) has run the pending forwards, so pending() is then 0. Ids, values, requires_grad and
+/// memory statistics are exactly as before the call.
+/// Threads: a tape is used by one thread at a time (const methods may flush, so even reads change
+/// it); tapes of different threads may share one backend (backend.hpp).
+/// \file
 #pragma once
 
 #include <cstdint>
@@ -37,65 +38,84 @@
 
 namespace tapewise {
 
+/// A node's id: its position on the tape (parents always have smaller ids).
 using NodeId = std::int64_t;
 namespace detail {
-struct BackwardPlan;  // the backward walk (cuda/tape/backward_plan.hpp): internal to the library
+struct BackwardPlan;  ///< the backward walk (cuda/tape/backward_plan.hpp): internal to the library
 }  // namespace detail
 
-// Which VJP form backward runs: one fused kernel per node (production) or the spec's stages, each a
-// primitive buffer op with its intermediates in workspace buffers. Both give identical results up to
-// NaN: equal bits, or both NaN.
+/// Which VJP form backward runs: one fused kernel per node (production) or the spec's stages, each a
+/// primitive buffer op with its intermediates in workspace buffers. Both give identical results up to
+/// NaN: equal bits, or both NaN.
 enum class VjpPath { fused, staged };
 
+/// A recorded node: its op, scalars, parents and value.
 struct Node {
-  std::optional<Op> op;  // nullopt for a leaf
-  Scalars scalars;       // as given (doubles); rounded to the dtype when used
+  std::optional<Op> op;  ///< nullopt for a leaf
+  Scalars scalars;       ///< as given (doubles); rounded to the dtype when used
+  /// Input ids; -1 where unused.
   std::array<NodeId, 2> parents{-1, -1};
+  /// Inputs: 0 for a leaf, 1 or 2.
   int arity = 0;
+  /// Whether backward computes a gradient for it.
   bool requires_grad = true;
+  /// The value (its contents may still be pending: see Tape).
   Buffer value;
 };
 
-// Gradients returned by backward: one slot per tape node; owned by the caller.
+/// Gradients returned by backward: one slot per tape node; owned by the caller.
 class Gradients {
  public:
+  /// n empty slots.
   explicit Gradients(std::size_t n = 0) : slots_(n) {}
+  /// The number of slots (the tape's size at backward).
   std::size_t size() const { return slots_.size(); }
+  /// Whether node id received a gradient.
   bool has(NodeId id) const;
-  const Buffer* get(NodeId id) const;  // nullptr when the node received no gradient
+  const Buffer* get(NodeId id) const;  ///< nullptr when the node received no gradient
+  /// A copy of node id's gradient on the host (InvalidNodeId when none).
   [[nodiscard]] Result<HostArray> host(NodeId id) const;
-  Buffer take(NodeId id);  // moves the buffer out (empty when none)
+  Buffer take(NodeId id);  ///< moves the buffer out (empty when none)
 
  private:
   friend class Tape;
   std::vector<std::optional<Buffer>> slots_;
 };
 
+/// The reverse-mode tape (see the file's description).
 class Tape {
  public:
-  // At most this many nodes wait for their forward: one CUDA launch's worth of program steps
-  // (cuda/kernels/program.hpp), so a full list flushes as exactly one kernel, and the device starts on
-  // long recordings while the host is still recording.
+  /// At most this many nodes wait for their forward: one CUDA launch's worth of program steps
+  /// (cuda/kernels/program.hpp), so a full list flushes as exactly one kernel, and the device starts on
+  /// long recordings while the host is still recording.
   static constexpr std::size_t kMaxPendingNodes = 448;
 
+  /// An empty tape recording on `backend`.
   explicit Tape(std::shared_ptr<Backend> backend);
 
+  /// The backend the tape records on.
   Backend& backend() const { return *backend_; }
+  /// The number of nodes.
   std::size_t size() const { return nodes_.size(); }
-  // The node's record (InvalidNodeId for an id not on the tape); its value's contents may still be
-  // pending (see above): read values through value() or value_buffer(), which flush.
+  /// The node's record (InvalidNodeId for an id not on the tape); its value's contents may still be
+  /// pending (see above): read values through value() or value_buffer(), which flush.
   [[nodiscard]] Result<const Node*> node(NodeId id) const;
 
-  // Nodes whose forward is deferred; flush() runs them now (as one program).
+  /// Nodes whose forward is deferred; flush() runs them now (as one program).
   std::size_t pending() const { return pending_.size(); }
+  /// Runs the pending forwards now.
   [[nodiscard]] Result<void> flush() const;
 
+  /// A leaf whose value is `value` (a buffer of this tape's backend, moved in).
   [[nodiscard]] Result<NodeId> leaf(Buffer value, bool requires_grad = true);
+  /// A leaf whose value is uploaded from the host.
   [[nodiscard]] Result<NodeId> leaf(const HostArray& value, bool requires_grad = true);
 
-  // Generic recording: checks ids, shapes and dtypes, runs the forward, appends the node.
+  /// Generic recording: checks ids, shapes and dtypes, runs the forward, appends the node.
   [[nodiscard]] Result<NodeId> apply(Op op, std::span<const NodeId> parents, Scalars scalars = {});
 
+  /// One call per op: apply(Op::name, ...) with the op's inputs and scalars (spec/ops.def).
+  ///@{
   [[nodiscard]] Result<NodeId> add(NodeId a, NodeId b) { return binary(Op::add, a, b); }
   [[nodiscard]] Result<NodeId> sub(NodeId a, NodeId b) { return binary(Op::sub, a, b); }
   [[nodiscard]] Result<NodeId> mul(NodeId a, NodeId b) { return binary(Op::mul, a, b); }
@@ -119,19 +139,24 @@ class Tape {
   [[nodiscard]] Result<NodeId> silu(NodeId x) { return unary(Op::silu, x); }
   [[nodiscard]] Result<NodeId> gelu(NodeId x) { return unary(Op::gelu, x); }
   [[nodiscard]] Result<NodeId> softplus(NodeId x) { return unary(Op::softplus, x); }
+  ///@}
 
+  /// A copy of the node's value on the host (flushes).
   [[nodiscard]] Result<HostArray> value(NodeId id) const;
+  /// The node's value buffer, computed (flushes).
   [[nodiscard]] Result<const Buffer*> value_buffer(NodeId id) const;
 
-  // Sparse (training) convention: the first contribution to a slot is kept bit-exact, later ones
-  // accumulate as existing + g. Only nodes reachable from `out` that require grad run their VJP.
+  /// Sparse (training) convention: the first contribution to a slot is kept bit-exact, later ones
+  /// accumulate as existing + g. Only nodes reachable from `out` that require grad run their VJP.
   [[nodiscard]] Result<Gradients> backward(NodeId out, const Buffer& seed, VjpPath path = VjpPath::fused) const;
+  /// backward with the seed given on the host.
   [[nodiscard]] Result<Gradients> backward(NodeId out, const HostArray& seed,
                              VjpPath path = VjpPath::fused) const;
-  // Dense convention: every slot of a node that requires grad starts at +0 (so a first
-  // contribution of -0 becomes +0); every such node gets a gradient buffer.
+  /// Dense convention: every slot of a node that requires grad starts at +0 (so a first
+  /// contribution of -0 becomes +0); every such node gets a gradient buffer.
   [[nodiscard]] Result<Gradients> backward_dense(NodeId out, const Buffer& seed,
                                    VjpPath path = VjpPath::fused) const;
+  /// backward_dense with the seed given on the host.
   [[nodiscard]] Result<Gradients> backward_dense(NodeId out, const HostArray& seed,
                                    VjpPath path = VjpPath::fused) const;
 
@@ -151,8 +176,8 @@ class Tape {
 
   std::shared_ptr<Backend> backend_;
   std::vector<Node> nodes_;
-  // Ids of the nodes whose forward has not run yet, ascending. Flushing computes their values, a
-  // cache of what was recorded, so const readers may flush.
+  /// Ids of the nodes whose forward has not run yet, ascending. Flushing computes their values, a
+  /// cache of what was recorded, so const readers may flush.
   mutable std::vector<NodeId> pending_;
 };
 

@@ -1,4 +1,4 @@
-/* tapewise/tapewise.h — the C ABI of tapewise: plain C99 over the C++ API (implemented in
+/** tapewise/tapewise.h — the C ABI of tapewise: plain C99 over the C++ API (implemented in
  * cuda/c_api/c_api.cpp, in the same library), for C programs and foreign-function interfaces (ctypes, …).
  *
  * Rules that hold for every function:
@@ -34,7 +34,7 @@
  *   (allocation, memory statistics, the program threshold and the kernels are safe to use
  *   concurrently). A tape, buffer or gradients handle is used by one thread at a time: even reading a
  *   tape's values may run its deferred work. tw_last_error is per thread.
- */
+ * \file */
 #ifndef TAPEWISE_TAPEWISE_H
 #define TAPEWISE_TAPEWISE_H
 
@@ -53,46 +53,52 @@
 extern "C" {
 #endif
 
-struct DLManagedTensor; /* DLPack (dlpack/dlpack.h): include it to exchange tensors */
+struct DLManagedTensor; /**< DLPack (dlpack/dlpack.h): include it to exchange tensors */
 
+/** Opaque handle: a backend (CPU or CUDA), its memory and kernels. */
 typedef struct tw_backend tw_backend;
+/** Opaque handle: a tape of recorded nodes. */
 typedef struct tw_tape tw_tape;
+/** Opaque handle: a buffer of a backend (a view of caller memory, for backward seeds). */
 typedef struct tw_buffer tw_buffer;
+/** Opaque handle: the gradients a backward pass returned. */
 typedef struct tw_gradients tw_gradients;
 
-/* Status codes. 1..11 are tapewise::ErrorCode + 1, in that enum's order; a new ErrorCode gets the next
+/** Status codes. 1..11 are tapewise::ErrorCode + 1, in that enum's order; a new ErrorCode gets the next
  * number below 100. The codes of the C layer itself start at 100. The numbers never change. */
 typedef enum tw_status {
   TW_OK = 0,
-  TW_INVALID_NODE_ID = 1,      /* a node id outside the tape, or a node with no gradient */
-  TW_INVALID_SHAPE = 2,        /* negative ndim or dim, ndim > TW_MAX_NDIM, element count overflow */
-  TW_SHAPE_MISMATCH = 3,       /* a binary node's inputs differ in shape */
-  TW_DTYPE_MISMATCH = 4,       /* a binary node's inputs differ in dtype, or a DLPack dtype is unusable */
-  TW_SEED_SHAPE_MISMATCH = 5,  /* a backward seed buffer's shape differs from the output's */
-  TW_SEED_DTYPE_MISMATCH = 6,  /* a backward seed buffer's dtype differs from the output's */
-  TW_BACKEND_MISMATCH = 7,     /* memory or a buffer from another backend or device */
-  TW_INVALID_ARGUMENT = 8,     /* unknown op/dtype/path/tag, wrong counts or byte sizes, … */
+  TW_INVALID_NODE_ID = 1,      /**< a node id outside the tape, or a node with no gradient */
+  TW_INVALID_SHAPE = 2,        /**< negative ndim or dim, ndim > TW_MAX_NDIM, element count overflow */
+  TW_SHAPE_MISMATCH = 3,       /**< a binary node's inputs differ in shape */
+  TW_DTYPE_MISMATCH = 4,       /**< a binary node's inputs differ in dtype, or a DLPack dtype is unusable */
+  TW_SEED_SHAPE_MISMATCH = 5,  /**< a backward seed buffer's shape differs from the output's */
+  TW_SEED_DTYPE_MISMATCH = 6,  /**< a backward seed buffer's dtype differs from the output's */
+  TW_BACKEND_MISMATCH = 7,     /**< memory or a buffer from another backend or device */
+  TW_INVALID_ARGUMENT = 8,     /**< unknown op/dtype/path/tag, wrong counts or byte sizes, … */
   TW_OUT_OF_MEMORY = 9,
-  TW_DEVICE_UNAVAILABLE = 10,  /* no usable CUDA device, or a build without CUDA */
+  TW_DEVICE_UNAVAILABLE = 10,  /**< no usable CUDA device, or a build without CUDA */
   TW_CUDA_FAILURE = 11,
-  TW_NULL_POINTER = 100,       /* a required pointer argument is NULL */
-  TW_INVALID_HANDLE = 101,     /* a handle that is not live (destroyed, garbage, another type) */
-  TW_INTERNAL = 102,           /* an unexpected failure inside the library (a bug: please report it) */
-  TW_VERSION_MISMATCH = 103    /* tw_check_version: the library cannot serve headers of that version */
+  TW_NULL_POINTER = 100,       /**< a required pointer argument is NULL */
+  TW_INVALID_HANDLE = 101,     /**< a handle that is not live (destroyed, garbage, another type) */
+  TW_INTERNAL = 102,           /**< an unexpected failure inside the library (a bug: please report it) */
+  TW_VERSION_MISMATCH = 103    /**< tw_check_version: the library cannot serve headers of that version */
 } tw_status;
 
+/** Element types: IEEE binary32 and binary64. */
 typedef enum tw_dtype { TW_FLOAT32 = 0, TW_FLOAT64 = 1 } tw_dtype;
 
-/* Which VJP form backward runs: one fused kernel per node, or the spec's stages. Identical results up
+/** Which VJP form backward runs: one fused kernel per node, or the spec's stages. Identical results up
  * to NaN: equal bits, or both NaN (a NaN's sign and payload may differ between the paths). */
 typedef enum tw_path { TW_PATH_FUSED = 0, TW_PATH_STAGED = 1 } tw_path;
 
-/* What a backend's allocation is for (memory statistics). */
+/** What a backend's allocation is for (memory statistics). */
 typedef enum tw_alloc_tag { TW_TAG_VALUE = 0, TW_TAG_GRADIENT = 1, TW_TAG_WORKSPACE = 2 } tw_alloc_tag;
 
+/** Which backend a handle is. */
 typedef enum tw_backend_kind { TW_BACKEND_CPU = 0, TW_BACKEND_CUDA = 1 } tw_backend_kind;
 
-/* Op ids, generated from the op table (spec/ops.def, installed as <tapewise/ops.def>): TW_OP_add = 0,
+/** Op ids, generated from the op table (spec/ops.def, installed as <tapewise/ops.def>): TW_OP_add = 0,
  * TW_OP_sub, … in table order; TW_OP_COUNT is their number. tw_op_info gives arity and scalar count. */
 typedef enum tw_op {
 #define TAPEWISE_OP(name, ...) TW_OP_##name,
@@ -101,151 +107,160 @@ typedef enum tw_op {
   TW_OP_COUNT
 } tw_op;
 
+/** The most dims a shape may have (tapewise::kMaxNdim). */
 #define TW_MAX_NDIM 32
 
 /* --- library ---------------------------------------------------------------------------------- */
 
-/* The message of the last call on this thread that failed, e.g. "tw_tape_apply: InvalidNodeId: add:
+/** The message of the last call on this thread that failed, e.g. "tw_tape_apply: InvalidNodeId: add:
  * invalid node id 7 (tape has 2 nodes)"; every successful call resets it to "". Valid until the next
  * call on this thread. Never NULL. */
 TW_API const char* tw_last_error(void);
-/* The enumerator's name ("TW_OK", "TW_INVALID_NODE_ID", …); "TW_UNKNOWN_STATUS" for other values. */
+/** The enumerator's name ("TW_OK", "TW_INVALID_NODE_ID", …); "TW_UNKNOWN_STATUS" for other values. */
 TW_API const char* tw_status_name(int status);
-/* What a status means, as a sentence ("a node id outside the tape, or a node with no gradient"), for
+/** What a status means, as a sentence ("a node id outside the tape, or a node with no gradient"), for
  * messages; tw_last_error() says what went wrong in the call itself. Never NULL. A value that is no
  * tw_status gives "unknown status N (not a tw_status value)", written into a buffer of this thread
  * that the next such call on this thread overwrites; every other string is a constant. Safe to call
  * from any thread. (status travels as int, like tw_status_name's, so that any value is well-defined.) */
 TW_API const char* tw_status_string(int status);
-/* The library's version as one integer, TW_VERSION's packing (major * 10000 + minor * 100 + patch):
+/** The library's version as one integer, TW_VERSION's packing (major * 10000 + minor * 100 + patch):
  * the version of the library actually loaded, which may differ from the TW_VERSION a caller was
  * compiled with. */
 TW_API int tw_version(void);
-/* The library's version as text, e.g. "0.2.0" (tapewise::kVersion). */
+/** The library's version as text, e.g. "0.2.0" (tapewise::kVersion). */
 TW_API const char* tw_version_string(void);
-/* TW_OK when this library serves programs written against headers of version header_version (pass
+/** TW_OK when this library serves programs written against headers of version header_version (pass
  * TW_VERSION): the same major version, and then for major 0 the same minor (before 1.0 each minor
  * version is a new ABI, as the shared library's soname, libtapewise.so.0.MINOR, says) and from 1.0 on
  * a library minor at least the header's (newer minors only add). Patch versions never matter. Else
  * TW_VERSION_MISMATCH, and tw_last_error() names both versions; a negative header_version is
  * TW_INVALID_ARGUMENT. */
 TW_API tw_status tw_check_version(int header_version);
-/* The number of ops (TW_OP_COUNT), and an op's name ("add", …) or NULL for an unknown id. */
+/** The number of ops (TW_OP_COUNT), and an op's name ("add", …) or NULL for an unknown id. */
 TW_API int tw_op_count(void);
+/** An op's name ("add", …), or NULL for an unknown id. */
 TW_API const char* tw_op_name(int op);
-/* An op's number of inputs (1 or 2) and of double scalars (0, 1 or 2); either output may be NULL. */
+/** An op's number of inputs (1 or 2) and of double scalars (0, 1 or 2); either output may be NULL. */
 TW_API tw_status tw_op_info(int op, int* arity, int* scalar_count);
-/* 1 when a CUDA device can be opened, else 0 (tw_backend_create_cuda's message says why). */
+/** 1 when a CUDA device can be opened, else 0 (tw_backend_create_cuda's message says why). */
 TW_API int tw_cuda_available(void);
 
 /* --- backends --------------------------------------------------------------------------------- */
 
-/* The CPU backend (the production code compiled for the host). */
+/** The CPU backend (the production code compiled for the host). */
 TW_API tw_status tw_backend_create_cpu(tw_backend** out);
-/* A CUDA backend on `device`, queueing on `stream` (a cudaStream_t on that device; NULL: its own).
+/** A CUDA backend on `device`, queueing on `stream` (a cudaStream_t on that device; NULL: its own).
  * TW_DEVICE_UNAVAILABLE where there is no usable GPU, TW_INVALID_ARGUMENT for a bad ordinal. */
 TW_API tw_status tw_backend_create_cuda(int device, void* stream, tw_backend** out);
-/* Releases the handle; tapes, buffers and gradients made from it stay usable. */
+/** Releases the handle; tapes, buffers and gradients made from it stay usable. */
 TW_API tw_status tw_backend_destroy(tw_backend* backend);
-/* TW_BACKEND_CPU or TW_BACKEND_CUDA. */
+/** TW_BACKEND_CPU or TW_BACKEND_CUDA. */
 TW_API tw_status tw_backend_kind_of(const tw_backend* backend, int* out);
-/* The cudaStream_t (as void*) a CUDA backend queues all its work on: the caller's stream given to
+/** The cudaStream_t (as void*) a CUDA backend queues all its work on: the caller's stream given to
  * tw_backend_create_cuda, else the stream the backend created for itself, which is never the legacy
  * default stream (so *out is non-NULL for CUDA). NULL for the CPU backend. Use it to order the
  * caller's work after the backend's (cudaStreamWaitEvent) instead of tw_backend_synchronize. The
  * backend's own stream stays valid while the backend lives (while any handle made from it does) and
  * is the backend's to destroy; a caller's stream stays the caller's. */
 TW_API tw_status tw_backend_stream(const tw_backend* backend, void** out);
-/* Copies the description ("CUDA device 0: NVIDIA H200 (…)") with its NUL into dst. `needed` (may be
+/** Copies the description ("CUDA device 0: NVIDIA H200 (…)") with its NUL into dst. `needed` (may be
  * NULL) receives its size including the NUL; dst = NULL with dst_size = 0 only asks for that size; a
  * dst_size smaller than needed is TW_INVALID_ARGUMENT (nothing written). */
 TW_API tw_status tw_backend_describe(const tw_backend* backend, char* dst, size_t dst_size, size_t* needed);
-/* Waits for all queued work; reports an asynchronous failure. */
+/** Waits for all queued work; reports an asynchronous failure. */
 TW_API tw_status tw_backend_synchronize(tw_backend* backend);
-/* Live allocations of one tag: their count and bytes (either output may be NULL). Borrowed memory
+/** Live allocations of one tag: their count and bytes (either output may be NULL). Borrowed memory
  * (wrap, DLPack) is not counted. */
 TW_API tw_status tw_backend_memory_stats(const tw_backend* backend, int tag, int64_t* live_count,
                                          int64_t* live_bytes);
-/* Nodes of at most this many elements run as tape programs (default 1048576 = 2^20; 0: never). A
+/** Nodes of at most this many elements run as tape programs (default 1048576 = 2^20; 0: never). A
  * negative numel is TW_INVALID_ARGUMENT and leaves the threshold as it was. */
 TW_API tw_status tw_backend_set_program_threshold(tw_backend* backend, int64_t numel);
+/** Reads the backend's program threshold into *out. */
 TW_API tw_status tw_backend_program_threshold(const tw_backend* backend, int64_t* out);
 
 /* --- buffers: caller memory as backward seeds -------------------------------------------------- */
 
-/* A zero-copy view of caller memory (host memory for the CPU backend, device memory for CUDA),
+/** A zero-copy view of caller memory (host memory for the CPU backend, device memory for CUDA),
  * aligned to the dtype's size; see the lifetime rule of zero-copy views at the top. */
 TW_API tw_status tw_buffer_wrap(tw_backend* backend, void* data, size_t data_bytes, const int64_t* shape, int ndim,
                                 int dtype, tw_buffer** out);
-/* A zero-copy view of a DLPack tensor (C-contiguous float32/float64 on the backend's device). On
+/** A zero-copy view of a DLPack tensor (C-contiguous float32/float64 on the backend's device). On
  * success the buffer owns the tensor and calls its deleter when destroyed; on failure the caller keeps it.
  * Refused: an unknown device_type (TW_BACKEND_MISMATCH), ndim outside [0, TW_MAX_NDIM]
  * (TW_INVALID_SHAPE), NULL data for a tensor with elements, and a byte_offset that takes data past the
  * end of the address space (TW_INVALID_ARGUMENT). A tensor of no elements may have any strides. */
 TW_API tw_status tw_buffer_from_dlpack(tw_backend* backend, struct DLManagedTensor* tensor, tw_buffer** out);
+/** Releases a buffer (a view: its memory stays the caller's; DLPack: the tensor's deleter runs). */
 TW_API tw_status tw_buffer_destroy(tw_buffer* buffer);
 
 /* --- tapes ------------------------------------------------------------------------------------ */
 
+/** A new empty tape recording on `backend` (which the tape keeps alive). */
 TW_API tw_status tw_tape_create(tw_backend* backend, tw_tape** out);
-/* Releases the tape, its values and its views of caller memory (wrapped leaves, DLPack leaves). */
+/** Releases the tape, its values and its views of caller memory (wrapped leaves, DLPack leaves). */
 TW_API tw_status tw_tape_destroy(tw_tape* tape);
 
-/* A leaf holding a copy of data (shape, dtype); *out_id receives its node id. */
+/** A leaf holding a copy of data (shape, dtype); *out_id receives its node id. */
 TW_API tw_status tw_tape_leaf_host(tw_tape* tape, const void* data, size_t data_bytes, const int64_t* shape, int ndim,
                                    int dtype, int requires_grad, int64_t* out_id);
-/* A leaf whose value is a zero-copy view of data (see the lifetime rule at the top). */
+/** A leaf whose value is a zero-copy view of data (see the lifetime rule at the top). */
 TW_API tw_status tw_tape_leaf_wrap(tw_tape* tape, void* data, size_t data_bytes, const int64_t* shape, int ndim,
                                    int dtype, int requires_grad, int64_t* out_id);
-/* A leaf whose value is a zero-copy view of a DLPack tensor. On success the tape owns the tensor (its
+/** A leaf whose value is a zero-copy view of a DLPack tensor. On success the tape owns the tensor (its
  * deleter runs when the tape is destroyed); on failure the caller keeps it. */
 TW_API tw_status tw_tape_leaf_dlpack(tw_tape* tape, struct DLManagedTensor* tensor, int requires_grad,
                                      int64_t* out_id);
-/* Records op(parents, scalars): nparents must be the op's arity and nscalars its scalar count
+/** Records op(parents, scalars): nparents must be the op's arity and nscalars its scalar count
  * (tw_op_info), else TW_INVALID_ARGUMENT; scalars may be NULL when nscalars is 0. The scalars are, in
  * table order: scale (c), clamp (lo, hi), safeLog (eps). Binary ops take parents (a, b). */
 TW_API tw_status tw_tape_apply(tw_tape* tape, int op, const int64_t* parents, int nparents, const double* scalars,
                                int nscalars, int64_t* out_id);
-/* The number of nodes, and of nodes whose forward is deferred (a tape program not yet run). */
+/** The number of nodes, and of nodes whose forward is deferred (a tape program not yet run). */
 TW_API tw_status tw_tape_size(const tw_tape* tape, int64_t* out);
+/** The number of nodes whose forward is deferred (see tw_tape_size). */
 TW_API tw_status tw_tape_pending(const tw_tape* tape, int64_t* out);
-/* Runs the deferred forwards now (reads do it by themselves). */
+/** Runs the deferred forwards now (reads do it by themselves). */
 TW_API tw_status tw_tape_flush(tw_tape* tape);
 
-/* A node's value: shape (ndim, and dims when not NULL: dims_capacity >= ndim, else
+/** A node's value: shape (ndim, and dims when not NULL: dims_capacity >= ndim, else
  * TW_INVALID_ARGUMENT; every way in refuses ndim > TW_MAX_NDIM, so TW_MAX_NDIM dims always suffice),
  * dtype, and size in bytes. None of these runs deferred work. */
 TW_API tw_status tw_tape_value_shape(const tw_tape* tape, int64_t id, int* ndim, int64_t* dims, int dims_capacity);
+/** A node's value's dtype (TW_FLOAT32 or TW_FLOAT64); see tw_tape_value_shape. */
 TW_API tw_status tw_tape_value_dtype(const tw_tape* tape, int64_t id, int* out);
+/** A node's value's size in bytes; see tw_tape_value_shape. */
 TW_API tw_status tw_tape_value_bytes(const tw_tape* tape, int64_t id, size_t* out);
-/* Copies a node's value to host memory; dst_bytes must equal tw_tape_value_bytes. */
+/** Copies a node's value to host memory; dst_bytes must equal tw_tape_value_bytes. */
 TW_API tw_status tw_tape_value_host(tw_tape* tape, int64_t id, void* dst, size_t dst_bytes);
-/* A zero-copy DLPack view of a node's value, valid while the tape lives; the caller calls its
+/** A zero-copy DLPack view of a node's value, valid while the tape lives; the caller calls its
  * deleter (which frees only the DLPack structures) when done with it. */
 TW_API tw_status tw_tape_value_dlpack(tw_tape* tape, int64_t id, struct DLManagedTensor** out);
 
 /* --- backward --------------------------------------------------------------------------------- */
 
-/* Reverse pass from node out_id with the seed given as host data of the output's shape and dtype
+/** Reverse pass from node out_id with the seed given as host data of the output's shape and dtype
  * (seed_bytes = tw_tape_value_bytes(out_id)). dense = 0: the sparse (training) convention, only
  * reachable nodes get a gradient, the first contribution kept bit-exact; dense != 0: every node that
  * requires grad gets one, starting from +0. The gradients belong to the caller. */
 TW_API tw_status tw_tape_backward_host(tw_tape* tape, int64_t out_id, const void* seed, size_t seed_bytes,
                                        int path, int dense, tw_gradients** out);
-/* The same with the seed in a buffer of the tape's backend (same shape and dtype as the output:
+/** The same with the seed in a buffer of the tape's backend (same shape and dtype as the output:
  * TW_SEED_SHAPE_MISMATCH / TW_SEED_DTYPE_MISMATCH otherwise). */
 TW_API tw_status tw_tape_backward_buffer(tw_tape* tape, int64_t out_id, const tw_buffer* seed, int path,
                                          int dense, tw_gradients** out);
 
-/* Whether node id received a gradient (ids outside the tape the gradients came from:
+/** Whether node id received a gradient (ids outside the tape the gradients came from:
  * TW_INVALID_NODE_ID). */
 TW_API tw_status tw_gradients_has(const tw_gradients* grads, int64_t id, int* out);
-/* Copies a gradient (the node's value's shape and dtype) to host memory; dst_bytes must equal its size
+/** Copies a gradient (the node's value's shape and dtype) to host memory; dst_bytes must equal its size
  * in bytes. TW_INVALID_NODE_ID when the node has no gradient. */
 TW_API tw_status tw_gradients_download(const tw_gradients* grads, int64_t id, void* dst, size_t dst_bytes);
-/* Moves a gradient out as a DLPack tensor (no copy): afterwards tw_gradients_has reports 0 for it.
+/** Moves a gradient out as a DLPack tensor (no copy): afterwards tw_gradients_has reports 0 for it.
  * The caller owns the tensor and calls its deleter, which releases the memory. */
 TW_API tw_status tw_gradients_dlpack(tw_gradients* grads, int64_t id, struct DLManagedTensor** out);
+/** Releases the gradients and every buffer still in them. */
 TW_API tw_status tw_gradients_destroy(tw_gradients* grads);
 
 #ifdef __cplusplus

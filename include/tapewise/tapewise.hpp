@@ -1,4 +1,5 @@
-// tapewise/tapewise.hpp — the whole public C++ API in one include.
+/// tapewise/tapewise.hpp — the whole public C++ API in one include.
+/// \file
 #pragma once
 #include "backend.hpp"
 #include "core.hpp"
