@@ -256,20 +256,17 @@ def _run_zero_cases():
 
 @case("cli/hang/sweep-cpu-defaults-silent")
 def _sweep_cpu_defaults():
-    try:
-        proc = subprocess.Popen([CONFORM, "sweep", "--backend", "cpu", "--ops", "sin", "--dtype", "float32"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        time.sleep(20)
-        if proc.poll() is not None:
-            if proc.returncode not in (0, 1, 2):
-                sys.exit(5 if proc.returncode < 0 else 3)
-            return  # refused (or finished) within 20 s
-        proc.kill()
-        _, err = proc.communicate()
-        if not err.strip():
-            sys.exit(6)  # 20 s without a word: hang-like
-    finally:
-        pass
+    proc = subprocess.Popen([CONFORM, "sweep", "--backend", "cpu", "--ops", "sin", "--dtype", "float32"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(20)
+    if proc.poll() is not None:
+        if proc.returncode not in (0, 1, 2):
+            sys.exit(5 if proc.returncode < 0 else 3)
+        return  # refused (or finished) within 20 s
+    proc.kill()
+    _, err = proc.communicate()
+    if not err.strip():
+        sys.exit(6)  # 20 s without a word: hang-like
 
 
 @case("cli/flags/devices-with-cpu")
@@ -403,7 +400,7 @@ for _name in ["non-contiguous", "0-d", "empty", "int32", "float16", "complex", "
 
 
 BAD_IDS = [-1, 10**30, 1.5, None, "0", True, False, 2**63, -(2**63) - 1, float("nan")]
-for _i, _bad in enumerate(BAD_IDS):
+for _bad in BAD_IDS:
     for _method in ("sin", "value", "host", "shape", "dtype", "backward", "add", "scale"):
         @case(f"python/ids/{_method}({_bad!r})")
         def _bad_id(method=_method, bad=_bad):
