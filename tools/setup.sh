@@ -41,9 +41,9 @@ fi
 # tools/test.sh puts first on the PATH: it works with Debian's Python and touches no system site.
 if ((for_tests)); then
   venv="${TAPEWISE_VENV:-.venv}"
-  python_packages=(nanobind scikit-build-core numpy pytest hypothesis jax jaxlib)
+  python_packages=(nanobind scikit-build-core numpy pytest hypothesis jax jaxlib bitwuzla matplotlib)
   [ -x "$venv/bin/python3" ] || { echo "setup: creating the virtual environment $venv"; python3 -m venv "$venv"; }
-  "$venv/bin/python3" -c "import nanobind, scikit_build_core, numpy, pytest, hypothesis, jax" 2>/dev/null ||
+  "$venv/bin/python3" -c "import nanobind, scikit_build_core, numpy, pytest, hypothesis, jax, bitwuzla, matplotlib" 2>/dev/null ||
     { echo "setup: installing Python packages ${python_packages[*]} into $venv"
       "$venv/bin/python3" -m pip install -q --disable-pip-version-check "${python_packages[@]}"; }
 fi
