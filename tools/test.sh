@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tools/test.sh — every test, after tools/setup.sh --for-tests has built build/: the GoogleTest and
 # RapidCheck suite and the runner's CLI tests (ctest), the installed package and its consumers
-# (test_package.sh), the Python package (pip install . and pytest, with the framework adapters'
+# (test_package.sh), the build without the system's tl-expected and dlpack headers
+# (test_vendored_headers.sh), the Python package (pip install . and pytest, with the framework adapters'
 # tests), the Doxygen API reference with no undocumented public symbol (api_docs.sh), the ASan+UBSan
 # build (sanitize.sh), the threaded C ABI test under ThreadSanitizer (tsan.sh)
 # and a short fuzzing run (fuzz.sh). Runs every step,
@@ -35,6 +36,7 @@ python_tests() {
 }
 step ctest ctest --test-dir "$build" --output-on-failure -j2
 step package tools/test_package.sh
+step vendored tools/test_vendored_headers.sh
 step python python_tests
 step apidocs tools/api_docs.sh
 step sanitize tools/sanitize.sh
