@@ -553,7 +553,7 @@ TEST_P(Programs, ChainOfAThousandNodes) {
   EXPECT_NE(grads[1][kNodes - 7].at<float>(200), 0.0f);  // the gradients compared are not all zero
 }
 
-// Pending nodes of both dtypes, interleaved: a flush runs as pieces of one dtype each (program.hpp:
+// Pending nodes of both dtypes, interleaved: a flush runs as pieces of one dtype each (interpreter.hpp:
 // piece_at), and a piece's first step reads from memory what the step before it (of the other dtype,
 // in another piece) would have handed over in a register. Values and gradients keep the per-node bits.
 TEST_P(Programs, InterleavedDtypesRunAsPiecesWithThePerNodeBits) {
@@ -597,7 +597,7 @@ TEST_P(Programs, InterleavedDtypesRunAsPiecesWithThePerNodeBits) {
 }
 
 // Large pieces: past 2^16 elements the CUDA runner gives each thread four elements (lanes) that
-// share each step's decode (cuda/kernels/program.hpp, program_lanes). Two float32 chains of different
+// share each step's decode (cuda/kernels/interpreter.hpp, program_lanes). Two float32 chains of different
 // sizes in one piece (lanes that some steps do not cover), a float64 chain of its own, sizes that are
 // not a multiple of a tile: values and gradients keep the per-node bits.
 TEST_P(Programs, LargePiecesWithLanesGiveThePerNodeBits) {

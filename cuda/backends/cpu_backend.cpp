@@ -8,7 +8,7 @@
 
 #include "backends/slab.hpp"
 #include "kernels/dispatch.hpp"
-#include "kernels/program.hpp"
+#include "kernels/interpreter.hpp"
 
 namespace tapewise {
 namespace {
@@ -50,7 +50,7 @@ class CpuBackend final : public Backend {
     return detail::run_prim(loop, p, c, inputs, out);
   }
   // Each element runs every step in order through the interpreter the CUDA kernel runs, in the
-  // same pieces (program.hpp: run_steps_at, piece_at), so CI checks that code on the host: four
+  // same pieces (interpreter.hpp: run_steps_at, piece_at), so CI checks that code on the host: four
   // neighbouring elements at a time, as the CUDA runner's lanes of a large piece (a piece's last
   // elements then leave lanes that a step does not cover, as there).
   [[nodiscard]] Result<void> run_program(const detail::Program& program) override {

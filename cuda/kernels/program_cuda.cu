@@ -1,5 +1,5 @@
 // cuda/kernels/program_cuda.cu — the CUDA runner of a tape program: one thread per element runs every
-// step of a piece in order (program.hpp: run_steps_at, piece_at); the steps travel in the kernel's
+// step of a piece in order (interpreter.hpp: run_steps_at, piece_at); the steps travel in the kernel's
 // parameters, so a launch needs no allocation, no copy and no synchronisation. A program of several
 // pieces (more steps than one launch holds, or steps of both dtypes) runs as several launches.
 #include <algorithm>
@@ -7,7 +7,7 @@
 
 #include <cuda_runtime.h>
 
-#include "program.hpp"
+#include "interpreter.hpp"
 
 namespace tapewise::detail {
 namespace {
@@ -25,7 +25,7 @@ struct StepBlock {
   int count;
 };
 // The CUDA limit on kernel parameters (CUDA 12.1+, sm_70+): 32,764 bytes.
-static_assert(sizeof(StepBlock<kStepsPerLaunch>) + sizeof(std::int64_t) <= 32764);
+static_assert(sizeof(StepBlock<kStepsPerLaunch>) + 2 * sizeof(std::int64_t) <= 32764);  // block, n, covered
 static_assert(sizeof(Step) % sizeof(std::uint64_t) == 0);
 
 // The block first copies the steps from the parameters to shared memory, where the loop reads each

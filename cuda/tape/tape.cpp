@@ -4,6 +4,7 @@
 // mutated until every step has succeeded, so an error leaves the tape unchanged, but for the one
 // thing tape.hpp states: pending forwards that a flush before the failure has run.
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include <tapewise/tape.hpp>
@@ -24,6 +25,28 @@ std::string id_str(NodeId id) { return "#" + std::to_string(id); }
 void* writable(const Buffer& b) { return const_cast<void*>(b.data()); }
 
 bool runs_as_program(std::int64_t numel, std::int64_t threshold) { return threshold > 0 && numel <= threshold; }
+
+// The arithmetic of detail::land_contribution on whole buffers (the per-node path): contribution c
+// reaching a parent's slot, by the backend's prims.
+struct BufferSums {
+  Backend& be;
+  std::optional<Buffer>& slot;
+  Buffer& c;
+  Result<void> onto_existing() {
+    const Buffer* in[2] = {&*slot, &c};
+    return be.prim(Prim::add, 0.0, in, *slot);
+  }
+  Result<void> plus_zero() {
+    const Buffer* in[1] = {&c};
+    TAPEWISE_CHECK(be.prim(Prim::add_scalar, 0.0, in, c));
+    return as_is();
+  }
+  Result<void> as_is() {
+    slot = std::move(c);
+    return {};
+  }
+  Result<void> dropped() { return {}; }
+};
 
 // Working storage of flush and backward, reused by every tape of the thread: a long recording and
 // its backward then build their programs, plans and slot lists in memory that is already there
@@ -241,18 +264,8 @@ Result<Gradients> Tape::run_plan_per_node(const detail::BackwardPlan& plan, Node
     return copy;
   };
   auto land = [&](NodeId pid, Buffer contribution, detail::SlotWrite how) -> Result<void> {
-    auto& slot = slots[static_cast<std::size_t>(pid)];
-    const Buffer* in[2] = {&contribution, &contribution};
-    switch (how) {
-      case detail::SlotWrite::none: return {};
-      case detail::SlotWrite::accumulate: in[0] = &*slot; return be.prim(Prim::add, 0.0, {in, 2}, *slot);
-      case detail::SlotWrite::store_dense:
-        if (auto ok = be.prim(Prim::add_scalar, 0.0, {in, 1}, contribution); !ok) return ok;
-        break;
-      case detail::SlotWrite::store: break;
-    }
-    slot = std::move(contribution);
-    return {};
+    BufferSums sums{be, slots[static_cast<std::size_t>(pid)], contribution};
+    return detail::land_contribution(how, sums);
   };
 
   auto seed_copy = fresh_copy(seed);
