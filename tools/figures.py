@@ -1,0 +1,378 @@
+#!/usr/bin/env python3
+"""tools/figures.py — every figure and every generated numbers table of the documentation, from the
+committed measurements in results/ (one command: `python3 tools/figures.py`).
+
+Figures (matplotlib, SVG, deterministic: fixed svg.hashsalt, no date, text kept as text) go to
+docs/figures/; tables are written between `<!-- figures.py: NAME -->` and `<!-- figures.py: end NAME -->`
+in README.md and docs/*.md. docs/figures/manifest.json records, per figure, the SHA-256 of its source
+JSON files, of this script and of the SVG written.
+
+`--check` (no matplotlib needed; a ctest test runs it) fails, naming what is stale and the command
+that regenerates it, when a figure's sources or this script changed since it was drawn, when a figure
+file differs from the one recorded, or when a table in the documents differs from what its JSON gives.
+"""
+import argparse
+import hashlib
+import json
+import math
+import re
+import sys
+from pathlib import Path
+
+REGENERATE = "python3 tools/figures.py"
+MANIFEST = "docs/figures/manifest.json"
+
+# The committed measurements each figure and table is drawn from (paths from the repository root).
+CHAIN = "results/2026-12-01_H200_ff9fed2/chain/chain.json"        # the newest chain run (tapewise only)
+CHAIN_PEERS = "results/2026-12-01_H200_f347f09/chain/torch.json"  # PyTorch in the same lease, same GPU
+KERNELS = "results/2026-12-01_H200_d762d428001f/bench.json"       # per-node kernels at 2^26, with rooflines
+ROOFLINE = "results/2026-12-01_H200_d762d428001f/roofline.json"   # which pipe bounds a compute-bound kernel
+SWEEPS = {
+    "float32, every bit pattern (unary)": "results/2026-12-01_H200_7370f5c/sweep/sweep_unary_f32.json",
+    "float32, 2^32 exponent pairs (binary)": "results/2026-12-01_H200_7370f5c/sweep/sweep_binary_f32.json",
+    "float64, 2^32 random cases": "results/2026-12-01_H200_7370f5c/sweep/sweep_f64.json",
+}
+PEERS = [("compile", "torch.compile"), ("graph", "CUDA graph"), ("eager", "PyTorch eager")]
+
+
+def load(root: Path, path: str):
+    return json.loads((root / path).read_text())
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def g3(x) -> str:
+    """Three significant digits, as the sweep's own text tables print them."""
+    return "-" if x is None else f"{x:.3g}"
+
+
+# --- the chain: µs per node against tensor size ---------------------------------------------------
+
+def chain_rows(root: Path):
+    """(log2 n, tapewise row, peers' row) per size both runs measured."""
+    ours = {row["log2n"]: row for row in load(root, CHAIN)["chain"]}
+    peers = load(root, CHAIN_PEERS)["chain"]["sizes"]
+    return [(k, ours[k], peers[str(k)]) for k in sorted(ours) if str(k) in peers]
+
+
+def strongest_peer_text(us: float, peers: dict) -> str:
+    name, label = min(PEERS, key=lambda p: peers[f"{p[0]}_us_per_node"])
+    best = peers[f"{name}_us_per_node"]
+    if abs(best / us - 1) < 0.02:
+        return f"{label}, level ({us / best:.2f}×)"
+    if us < best:
+        return f"tapewise, {best / us:.2f}× ahead of {label}"
+    text = f"{label}, {us / best:.2f}× faster"
+    compiled = peers["compile_us_per_node"]
+    if name != "compile" and us < compiled:
+        text += f"; tapewise {compiled / us:.2f}× ahead of torch.compile"
+    return text
+
+
+def s3(x: float) -> str:
+    """Three significant digits with trailing zeros kept (0.670, 7.70), as the tables print times."""
+    return f"{x:#.3g}"
+
+
+def first_call_text(seconds: float) -> str:
+    # Under a second the call reused a graph compiled at a smaller size (dynamic shapes).
+    return f"{seconds:.0f} s" if seconds >= 1 else f"graph reused, {seconds:.3f} s"
+
+
+def table_chain_summary(root: Path) -> str:
+    lines = ["| elements | tapewise | torch.compile | CUDA graph | eager |", "|---|---|---|---|---|"]
+    for k, ours, peers in chain_rows(root):
+        values = [ours["us_per_node"]] + [peers[f"{name}_us_per_node"] for name, _ in PEERS]
+        best = min(values)
+        cells = [f"**{s3(v)}**" if v == best else s3(v) for v in values]
+        lines.append(f"| 2^{k} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def table_chain(root: Path) -> str:
+    lines = ["| elements | tapewise | host: record / backward / teardown | device | PyTorch eager | CUDA graph | "
+             "torch.compile (first call) | strongest peer |", "|---|---|---|---|---|---|---|---|"]
+    for k, ours, peers in chain_rows(root):
+        host = " / ".join(f"{ours[f'{part}_host_us_per_node']:.3g}" for part in ("record", "backward", "teardown"))
+        lines.append(f"| 2^{k} | {s3(ours['us_per_node'])} | {host} | {s3(ours['device_us_per_node'])} | "
+                     f"{s3(peers['eager_us_per_node'])} | {s3(peers['graph_us_per_node'])} | "
+                     f"{s3(peers['compile_us_per_node'])} ({first_call_text(peers['compile_first_call_s'])}) | "
+                     f"{strongest_peer_text(ours['us_per_node'], peers)} |")
+    return "\n".join(lines)
+
+
+def figure_chain(root: Path, plt) -> "Figure":
+    rows = chain_rows(root)
+    sizes = [2 ** k for k, _, _ in rows]
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    ax.plot(sizes, [r["us_per_node"] for _, r, _ in rows], "o-", color="C3", lw=2.2, label="tapewise")
+    ax.plot(sizes, [r["device_us_per_node"] for _, r, _ in rows], "o:", color="C3", alpha=0.6,
+            label="tapewise, device time only\n(the floor under its host work)")
+    for (name, label), color in zip(PEERS, ("C0", "C2", "C7")):
+        ax.plot(sizes, [p[f"{name}_us_per_node"] for _, _, p in rows], "s--", color=color, label=label)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("elements per tensor (float32)")
+    ax.set_ylabel("µs per node (record + backward + release)")
+    ax.set_title("1,000-node chain on the H200 (sin, tanh, sigmoid, scale, relu)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0)
+    return fig
+
+
+# --- per-node kernels: % of the copy roofline and × eager at 2^26 ---------------------------------
+
+def kernel_rows(root: Path):
+    """{(op, dtype, dir): row} at 2^26 for the forward and the fused VJP, in the op table's order."""
+    rows = [r for r in load(root, KERNELS)["rows"] if r["log2n"] == 26 and r["dir"] in ("fwd", "vjp")]
+    return {(r["op"], r["dtype"], r["dir"]): r for r in rows}
+
+
+def table_kernels(root: Path) -> str:
+    rows = kernel_rows(root)
+    pipe = {(k["op"], k["dtype"], k["dir"]): k["compute_pipe"] for k in load(root, ROOFLINE)["kernels"]}
+    ops = list(dict.fromkeys(op for op, _, _ in rows))
+    lines = ["| node | float32 forward | float32 fused VJP | float64 forward | float64 fused VJP |",
+             "|---|---|---|---|---|"]
+    for op in ops:
+        cells = []
+        for dtype in ("f32", "f64"):
+            for direction in ("fwd", "vjp"):
+                r = rows[(op, dtype, direction)]
+                bound = "memory" if r["roofline_ms"] == r["copy_ms"] else pipe[(op, dtype, direction)]
+                cells.append(f"{r['ms']:.3f}, {bound}, {r['frac_roofline'] * 100:.0f}%, {r['ratio']:.2f}×")
+        lines.append(f"| {op} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def figure_roofline(root: Path, plt) -> "Figure":
+    rows = kernel_rows(root)
+    ops = list(dict.fromkeys(op for op, _, _ in rows))
+    fig, ax = plt.subplots(figsize=(9, 4.4))
+    width = 0.2
+    series = [("f32", "fwd", "float32 forward"), ("f32", "vjp", "float32 fused VJP"),
+              ("f64", "fwd", "float64 forward"), ("f64", "vjp", "float64 fused VJP")]
+    for i, (dtype, direction, label) in enumerate(series):
+        xs = [j + (i - 1.5) * width for j in range(len(ops))]
+        ax.bar(xs, [rows[(op, dtype, direction)]["frac_copy"] * 100 for op in ops], width, label=label)
+    ax.axhline(100, color="black", lw=0.8)
+    ax.set_xticks(range(len(ops)), ops, rotation=60, fontsize=8)
+    ax.set_ylabel("% of a device copy moving the same bytes")
+    ax.set_ylim(0, 110)
+    ax.set_title("Per-node kernels at 2^26 elements on the H200: speed against the copy roofline", pad=28)
+    ax.legend(fontsize=8, ncols=4, loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
+    return fig
+
+
+# --- accuracy: the sweep tables and bound use -----------------------------------------------------
+
+def sweep_label(node: dict, repeated: set) -> str:
+    return f"{node['op']} ({node['scalars']})" if node["op"] in repeated and node["scalars"] else node["op"]
+
+
+def bound_text(bound: dict) -> str:
+    return f"{bound['ulp']:.1f}" if bound["abs"] == 0 else f"{bound['ulp']:.1f}+{bound['abs']:.1f}eps"
+
+
+def table_sweep(root: Path, path: str) -> str:
+    nodes = load(root, path)["nodes"]
+    ops = [n["op"] for n in nodes]
+    repeated = {op for op in ops if ops.count(op) > 1}
+    lines = ["| node | cases | s | y max ulp (domain / all finite) | dx max ulp (domain / finite), g=1 | "
+             "dx g=R(0.7) | bound y / dx | above bound (in domain) |", "|---|---|---|---|---|---|---|---|"]
+    for n in nodes:
+        y, grads = n["outputs"][0], n["outputs"][1:]
+        pair = lambda o: f"{g3(o['max_ulp_domain'])} / {g3(o['max_ulp_finite'])}"
+        at = lambda g: " ; ".join(pair(o) for o in grads if abs(o["g"] - g) < 1e-6)
+        above = sum(o["above_bound"] for o in n["outputs"])
+        above_domain = sum(o["above_bound_domain"] for o in n["outputs"])
+        lines.append(f"| {sweep_label(n, repeated)} | {n['cases']} | {n['seconds']:.2f} | {pair(y)} | {at(1.0)} | "
+                     f"{at(0.7)} | {bound_text(y['bound'])} / {bound_text(grads[0]['bound'])} | "
+                     f"{above} ({above_domain}) |")
+    return "\n".join(lines)
+
+
+def bound_use_grid(root: Path):
+    """{(op, column): max error / bound inside the domain}, the columns being dtype × output; a binary
+    node's da and db, and a node swept at several scalars, take the larger."""
+    grid, ops = {}, []
+    for title, path in SWEEPS.items():
+        dtype = "float64" if "float64" in title else "float32"
+        for n in load(root, path)["nodes"]:
+            ops.append(n["op"])
+            for o in n["outputs"]:
+                output = "y" if o["g"] is None else f"d g={o['g']:.2g}"
+                key = (n["op"], f"{dtype} {output}")
+                grid[key] = max(grid.get(key, 0.0), o["max_ratio_domain"])
+    return grid, list(dict.fromkeys(ops))
+
+
+def figure_bound_use(root: Path, plt) -> "Figure":
+    """Per node, output and dtype, the largest error inside the domain over what its bound allows."""
+    grid, ops = bound_use_grid(root)
+    columns = [f"{dtype} {output}" for dtype in ("float32", "float64") for output in ("y", "d g=1", "d g=0.7")]
+    values = [[grid.get((op, c), float("nan")) for c in columns] for op in ops]
+    fig, ax = plt.subplots(figsize=(7, 8))
+    image = ax.imshow(values, cmap="viridis", vmin=0, vmax=1, aspect="auto")
+    for i, row in enumerate(values):
+        for j, v in enumerate(row):
+            if not math.isnan(v):
+                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7, color="white" if v < 0.6 else "black")
+    ax.set_xticks(range(len(columns)), [c.replace(" ", "\n", 1) for c in columns], fontsize=8)
+    ax.set_yticks(range(len(ops)), ops, fontsize=8)
+    ax.xaxis.tick_top()
+    fig.colorbar(image, ax=ax, fraction=0.04, label="largest |produced - exact| / allowed inside the domain\n(0: every result correctly rounded; 1: at the bound)")
+    ax.set_title("Bound use per node, output and dtype (H200 sweeps; d: the gradient(s), at g = 1 and R(0.7))",
+                 fontsize=9, pad=30)
+    return fig
+
+
+def figure_error_distribution(root: Path, plt) -> "Figure":
+    """The float32 unary sweep's histogram: per node and output, the share of all 2^32 inputs in each
+    error bucket above correct rounding (log colour scale; an empty cell: no input there)."""
+    from matplotlib.colors import LogNorm
+    nodes = load(root, SWEEPS["float32, every bit pattern (unary)"])["nodes"]
+    ops = [n["op"] for n in nodes]
+    repeated = {op for op in ops if ops.count(op) > 1}
+    buckets = [("le_1", "(0.5, 1]"), ("le_2", "(1, 2]"), ("le_4", "(2, 4]"), ("le_8", "(4, 8]"), ("gt_8", "> 8"),
+               ("nonfinite_expected", "non-finite,\nas the spec says")]
+    labels, shares = [], []
+    for n in nodes:
+        for o in n["outputs"]:
+            h = o["histogram"]
+            total = sum(h.values())
+            g = "" if o["g"] is None else f" g={o['g']:.2g}"
+            labels.append(f"{sweep_label(n, repeated)} {o['output']}{g}")
+            shares.append([h[b] / total if h[b] else float("nan") for b, _ in buckets])
+    fig, ax = plt.subplots(figsize=(7, 12))
+    image = ax.imshow(shares, cmap="magma_r", norm=LogNorm(1e-9, 1), aspect="auto")
+    for i, row in enumerate(shares):
+        for j, v in enumerate(row):
+            if not math.isnan(v):
+                ax.text(j, i, f"{v:.0e}" if v < 0.01 else f"{v:.0%}", ha="center", va="center", fontsize=6,
+                        color="black" if v < 1e-4 else "white")
+    ax.set_xticks(range(len(buckets)), [name for _, name in buckets], fontsize=8)
+    ax.xaxis.tick_top()
+    ax.set_yticks(range(len(labels)), labels, fontsize=7)
+    fig.colorbar(image, ax=ax, fraction=0.04, label="share of the 2^32 float32 inputs")
+    ax.set_title("Error per node and output in ulps of R(exact), every float32 input, in and outside the domain (H200);\n"
+                 "the rest of each row is correctly rounded (at most 0.5 ulp)", fontsize=9, pad=28)
+    return fig
+
+
+FIGURES = {
+    "chain_cost.svg": (figure_chain, [CHAIN, CHAIN_PEERS]),
+    "roofline.svg": (figure_roofline, [KERNELS]),
+    "bound_use.svg": (figure_bound_use, list(SWEEPS.values())),
+    "error_distribution.svg": (figure_error_distribution, [SWEEPS["float32, every bit pattern (unary)"]]),
+}
+
+TABLES = {  # name: (document, function of the root)
+    "chain-summary": ("README.md", table_chain_summary),
+    "chain": ("docs/performance.md", table_chain),
+    "kernels": ("docs/performance.md", table_kernels),
+    "sweep-unary-f32": ("docs/accuracy.md", lambda root: table_sweep(root, SWEEPS["float32, every bit pattern (unary)"])),
+    "sweep-binary-f32": ("docs/accuracy.md", lambda root: table_sweep(root, SWEEPS["float32, 2^32 exponent pairs (binary)"])),
+    "sweep-f64": ("docs/accuracy.md", lambda root: table_sweep(root, SWEEPS["float64, 2^32 random cases"])),
+}
+
+
+# --- tables between markers -----------------------------------------------------------------------
+
+def marker_pattern(name: str) -> re.Pattern:
+    """The begin marker (its indentation: a table inside a list item is indented), the table, the end."""
+    return re.compile(rf"^([ \t]*)<!-- figures\.py: {re.escape(name)} -->\n(.*?)^[ \t]*<!-- figures\.py: end "
+                      rf"{re.escape(name)} -->", re.S | re.M)
+
+
+def table_problems(root: Path, write: bool) -> list:
+    problems = []
+    for name, (document, make) in TABLES.items():
+        path = root / document
+        text = path.read_text()
+        match = marker_pattern(name).search(text)
+        if not match:
+            problems.append(f"{document}: no '<!-- figures.py: {name} -->' ... '<!-- figures.py: end {name} -->' "
+                            f"markers for table '{name}'")
+            continue
+        table = "".join(match.group(1) + line + "\n" for line in make(root).split("\n"))
+        if match.group(2) == table:
+            continue
+        if write:
+            path.write_text(text[:match.start(2)] + table + text[match.end(2):])
+        else:
+            problems.append(f"{document}: table '{name}' differs from what its JSON gives (regenerate: {REGENERATE})")
+    return problems
+
+
+# --- figures and their manifest -------------------------------------------------------------------
+
+def figure_problems(root: Path) -> list:
+    manifest_path = root / MANIFEST
+    if not manifest_path.exists():
+        return [f"{MANIFEST} is missing (regenerate: {REGENERATE})"]
+    manifest = json.loads(manifest_path.read_text())
+    script = sha256(root / "tools/figures.py")
+    problems = []
+    for name, (_, sources) in FIGURES.items():
+        entry = manifest.get(name)
+        figure = root / "docs/figures" / name
+        stale = lambda why: problems.append(f"docs/figures/{name} is stale: {why} (regenerate: {REGENERATE})")
+        if entry is None or not figure.exists():
+            stale("not generated")
+            continue
+        if entry["script_sha256"] != script:
+            stale("tools/figures.py changed since it was drawn")
+        recorded = entry["sources"]
+        for source in sources:
+            if source not in recorded:
+                stale(f"it now draws from {source}")
+            elif recorded[source] != sha256(root / source):
+                stale(f"its source {source} changed")
+        if entry["svg_sha256"] != sha256(figure):
+            stale("the file differs from the one tools/figures.py wrote")
+    return problems
+
+
+def draw_figures(root: Path) -> None:
+    import matplotlib
+    matplotlib.use("svg")
+    import matplotlib.pyplot as plt
+    plt.rcParams.update({"svg.hashsalt": "tapewise", "svg.fonttype": "none", "font.size": 9})
+    out = root / "docs/figures"
+    out.mkdir(parents=True, exist_ok=True)
+    manifest = {}
+    for name, (draw, sources) in FIGURES.items():
+        fig = draw(root, plt)
+        fig.savefig(out / name, format="svg", metadata={"Date": None, "Creator": "tools/figures.py"},
+                    bbox_inches="tight")
+        plt.close(fig)
+        manifest[name] = {"sources": {s: sha256(root / s) for s in sources},
+                          "script_sha256": sha256(root / "tools/figures.py"), "svg_sha256": sha256(out / name)}
+        print(f"docs/figures/{name} from {', '.join(sources)}")
+    (root / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="fail when a figure or table is stale; writes nothing")
+    parser.add_argument("--root", type=Path, default=Path(__file__).resolve().parent.parent,
+                        help="the repository root (default: this script's)")
+    args = parser.parse_args()
+    if args.check:
+        problems = figure_problems(args.root) + table_problems(args.root, write=False)
+        for problem in problems:
+            print(f"figures.py --check: {problem}", file=sys.stderr)
+        if not problems:
+            print(f"figures.py --check: {len(FIGURES)} figures and {len(TABLES)} tables match their JSON")
+        return 1 if problems else 0
+    draw_figures(args.root)
+    table_problems(args.root, write=True)
+    print(f"{len(TABLES)} tables written between their markers")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
