@@ -756,6 +756,25 @@ TEST_F(Cli, JunitReportsAreReadByAnXmlParser) {
   EXPECT_TRUE(out.out.starts_with("<?xml")) << out.out.substr(0, 200);
 }
 
+// Two reports on standard output would interleave into neither JSON nor XML: every subcommand with
+// both options refuses the pair before doing any work, and writes nothing to stdout.
+TEST_F(Cli, JsonAndJunitBothOnStandardOutputAreRefused) {
+  make_vectors();
+  const std::vector<std::string> subcommands = {"run --ops relu --backend cpu --cases 10", "audit --ops relu --backend cpu",
+                                                "check " + arg("v"), "sweep --backend cpu --ops neg --range 0:16"};
+  for (const std::string& sub : subcommands) {
+    for (const std::string pair : {"--json - --junit -", "--junit - --json /dev/stdout"}) {
+      const Ran r = conform(sub + " " + pair);
+      EXPECT_EQ(r.status, 2) << sub << " " << pair << "\nstderr: " << r.err;
+      EXPECT_NE(r.err.find("both write to standard output; write one of them to a file"), std::string::npos)
+          << sub << " " << pair << "\nstderr: " << r.err;
+      EXPECT_TRUE(r.out.empty()) << sub << " " << pair << "\nstdout: " << r.out.substr(0, 200);
+    }
+  }
+  const Ran audit = conform("audit --ops relu --backend cpu --json - --junit -");
+  EXPECT_NE(audit.err.find("tapewise-conform: audit: --json - and --junit - both write"), std::string::npos) << audit.err;
+}
+
 #else
 
 TEST(Cli, NeedsTheRunner) { GTEST_SKIP() << "tapewise-conform is not built here (TAPEWISE_CONFORM_BIN undefined)"; }

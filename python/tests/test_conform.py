@@ -2,6 +2,7 @@
 driving the tapewise-conform CLI where it is found ($TAPEWISE_CONFORM or PATH)."""
 
 import json
+import subprocess
 
 import numpy as np
 import pytest
@@ -288,3 +289,14 @@ def test_ops_of_non_strings_and_extra_args_as_a_str_are_type_errors(recorded_cli
     with pytest.raises(TypeError, match="extra_args"):
         conform.run(extra_args="--quiet")
     assert recorded_cli == []
+
+
+@pytest.mark.parametrize("subcommand", [["run", "--ops", "relu", "--backend", "cpu", "--cases", "10"],
+                                        ["audit", "--ops", "relu", "--backend", "cpu"],
+                                        ["sweep", "--backend", "cpu", "--ops", "neg", "--range", "0:16"]])
+def test_the_runner_refuses_json_and_junit_both_on_standard_output(subcommand):
+    done = subprocess.run([conform_binary(), *subcommand, "--json", "-", "--junit", "-"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == ""  # neither report began: a reader of stdout sees no half-written JSON or XML
+    assert f"{subcommand[0]}: --json - and --junit - both write to standard output" in done.stderr

@@ -274,15 +274,16 @@ std::optional<std::string> unknown_option_message(const CLI::App& sub, const std
   return std::nullopt;
 }
 
-// Whether an option of the parsed `sub` sends a machine-read report to standard output ("-").
-bool report_to_standard_output(const CLI::App& sub) {
+// The options of the parsed `sub` that send a machine-read report to standard output ("-").
+std::vector<std::string> reports_to_standard_output(const CLI::App& sub) {
+  std::vector<std::string> to_stdout;
   for (const char* name : {"--json", "--junit"}) {
     const CLI::Option* option = sub.get_option_no_throw(name);
     if (option == nullptr) continue;
     for (const std::string& value : option->results())
-      if (value == "-" || value == "/dev/stdout") return true;
+      if (value == "-" || value == "/dev/stdout") to_stdout.push_back(std::string(name) + " " + value);
   }
-  return false;
+  return to_stdout;
 }
 
 // With --json - (or --junit -), standard output carries the report alone: the human text (table,
@@ -352,7 +353,12 @@ int main(int argc, char** argv) {
   }
   for (const Subcommand& sub : subcommands) {
     if (!sub.app->parsed()) continue;
-    if (report_to_standard_output(*sub.app)) move_human_text_to_stderr();
+    const std::vector<std::string> to_stdout = reports_to_standard_output(*sub.app);
+    // Two reports interleaved on one stream would be neither JSON nor XML.
+    if (to_stdout.size() > 1)
+      return usage_error(sub.app->get_name() + ": " + to_stdout[0] + " and " + to_stdout[1] +
+                         " both write to standard output; write one of them to a file (e.g. --junit report.xml)");
+    if (!to_stdout.empty()) move_human_text_to_stderr();
     return with_stdout_written(sub.run());
   }
   return usage_error("no subcommand");
