@@ -19,6 +19,7 @@
 
 // The tests target links tapewise and tapewise_reference only; the runner's sources build the
 // tapewise-conform executable; the .npy codec is the library target tapewise_npy.
+#include "escaped.hpp"
 #include "npy.hpp"
 
 namespace tapewise::testing {
@@ -542,6 +543,30 @@ TEST_F(ConformTool, MalformedOutputsFailTheNodeAndMalformedSuitesAreInputErrors)
   std::ofstream(dir_ / "suite" / "index.json") << "{ not json";
   EXPECT_EQ(conform("check " + suite).status, 2);
   EXPECT_EQ(conform("check " + path("nowhere")).status, 2);
+}
+
+// The runner's main runs under exit_status_guarded: the reference's std::invalid_argument (a real
+// throw: a node given the wrong number of inputs) and a throw of a non-std type both become exit 2
+// with a message naming what escaped; a command that returns keeps its status.
+TEST(EscapedException, IsExitTwoNamingIt) {
+  const reference::Real x = reference::real(1.0);
+  ::testing::internal::CaptureStderr();
+  const int status = conform::exit_status_guarded("tapewise-conform", [&] {
+    const reference::Real one[1] = {x};
+    (void)reference::forward(Op::add, DType::float32, Scalars{}, one);  // add takes two
+    return 0;
+  });
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(status, 2);
+  EXPECT_NE(err.find("tapewise-conform: internal error: std::invalid_argument: reference::forward: wrong input "
+                     "count for add escaped"),
+            std::string::npos)
+      << err;
+
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(conform::exit_status_guarded("tapewise-conform", []() -> int { throw 42; }), 2);
+  EXPECT_NE(::testing::internal::GetCapturedStderr().find("int (not a std::exception) escaped"), std::string::npos);
+  EXPECT_EQ(conform::exit_status_guarded("tapewise-conform", [] { return 1; }), 1);
 }
 
 }  // namespace

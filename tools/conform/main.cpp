@@ -21,6 +21,7 @@
 #include <tapewise/version.hpp>
 
 #include "commands.hpp"
+#include "escaped.hpp"
 #include "ops_command.hpp"
 #include "reference.hpp"
 #include "suggest.hpp"
@@ -308,7 +309,14 @@ int with_stdout_written(int status) {
 
 }  // namespace
 
+static int run_command_line(int argc, char** argv);
+
+// Anything a command throws (the reference's std:: exceptions) ends the run with exit 2, named.
 int main(int argc, char** argv) {
+  return tc::exit_status_guarded("tapewise-conform", [&] { return run_command_line(argc, argv); });
+}
+
+static int run_command_line(int argc, char** argv) {
   tapewise::reference::ensure_precision();
 
   // `tapewise-conform` alone, or with only options, means `run`.
