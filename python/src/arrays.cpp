@@ -318,6 +318,22 @@ DType dtype_from_python(const std::string& name) {
   raise(ErrorCode::DTypeMismatch, "dtype '" + name + "' is not float32 or float64");
 }
 
+DType numbers_dtype_from_python(const std::optional<std::string>& name, const char* what) {
+  if (!name) return DType::float32;  // as torch.tensor and jax.numpy.asarray make a list of floats
+  if (*name == "float32") return DType::float32;
+  if (*name == "float64") return DType::float64;
+  raise(ErrorCode::DTypeMismatch, std::string(what) + ": dtype='" + *name +
+                                      "' is not a dtype tapewise takes: \"float32\" (the default) or \"float64\"");
+}
+
+void check_requested_dtype(const std::optional<std::string>& name, DType imported, bool from_numbers, const char* what) {
+  if (!name || from_numbers || tapewise::dtype_name(imported) == *name) return;
+  raise(ErrorCode::DTypeMismatch, std::string(what) + ": dtype='" + *name + "' was given for a " +
+                                      tapewise::dtype_name(imported) +
+                                      " array; dtype= chooses the dtype of a Python list's copy, an array keeps "
+                                      "its own (convert it first, e.g. x.astype(numpy." + *name + "))");
+}
+
 VjpPath path_from_python(const std::string& name) {
   if (name == "fused") return VjpPath::fused;
   if (name == "staged") return VjpPath::staged;

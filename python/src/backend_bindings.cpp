@@ -125,8 +125,10 @@ nb::tuple shape_tuple(const Shape& s) {
   return nb::tuple(dims);
 }
 
-PyBuffer wrap_array(const PyBackend& be, nb::handle array, bool copy) {
-  Imported in = import_array(be, array, copy ? Copy::always : Copy::never, "wrap");
+PyBuffer wrap_array(const PyBackend& be, nb::handle array, bool copy, const std::optional<std::string>& dtype) {
+  const bool numbers = is_python_numbers(array);
+  Imported in = import_array(be, array, copy ? Copy::always : Copy::never, "wrap", numbers_dtype_from_python(dtype, "wrap"));
+  check_requested_dtype(dtype, in.buffer.dtype(), numbers, "wrap");
   return PyBuffer{std::move(in.buffer), in.access};
 }
 
@@ -171,9 +173,10 @@ void bind_backend(nb::module_& m) {
                    "into one kernel); 0 turns programs off. Default 2**20.")
       .def("_inject_allocation_failure", [](PyBackend& b, std::int64_t nth) { b.backend->inject_allocation_failure(nth); },
            "nth"_a, "Test hook: the nth allocation from now fails with OutOfMemory.")
-      .def("wrap", &wrap_array, "array"_a, "copy"_a = false,
+      .def("wrap", &wrap_array, "array"_a, "copy"_a = false, "dtype"_a = nb::none(),
            "A Buffer over `array`'s memory, no copy (see Tape.leaf for what is accepted); copy=True copies.\n"
-           "A Python float or (nested) list of numbers is always copied, as float64.\n"
+           "A Python float or (nested) list of numbers is always copied, as dtype (\"float32\", the default,\n"
+           "or \"float64\"); an array keeps its own dtype (a dtype= that differs raises DTypeMismatchError).\n"
            "A view of read-only memory is read-only: its array() refuses writes and it cannot be an output.")
       .def("allocate", &allocate_buffer, "shape"_a, "dtype"_a = "float32",
            "A fresh, uninitialised Buffer of this backend (tag \"value\").")

@@ -122,6 +122,14 @@ std::string buffer_summary(const PyBuffer& buffer);
 Op op_from_python(const std::string& name);
 DType dtype_from_python(const std::string& name);
 VjpPath path_from_python(const std::string& name);
+// A Python number or (nested) list/tuple of numbers: memory-less data that import_array copies.
+bool is_python_numbers(nb::handle obj);
+// The dtype of a Python list's (or number's) copy: dtype= as given, "float32" when None; anything
+// else raises DTypeMismatchError naming it.
+DType numbers_dtype_from_python(const std::optional<std::string>& name, const char* what);
+// An array keeps its own dtype: a dtype= that differs from it raises DTypeMismatchError (a list,
+// copied in the dtype asked for, always matches).
+void check_requested_dtype(const std::optional<std::string>& name, DType imported, bool from_numbers, const char* what);
 
 void bind_backend(nb::module_& m);
 void bind_tape(nb::module_& m);

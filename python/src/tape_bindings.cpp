@@ -126,8 +126,11 @@ NodeId apply(PyTape& t, const std::string& op_name_, const std::vector<NodeIdArg
   return unwrap(t.tape.apply(op, node_ids(parents), s));
 }
 
-NodeId leaf(PyTape& t, nb::handle array, bool requires_grad, bool copy) {
-  Imported in = import_array(t.be, array, copy ? Copy::always : Copy::never, "leaf");
+NodeId leaf(PyTape& t, nb::handle array, bool requires_grad, bool copy, const std::optional<std::string>& dtype) {
+  const bool numbers = is_python_numbers(array);
+  Imported in = import_array(t.be, array, copy ? Copy::always : Copy::never, "leaf",
+                             numbers_dtype_from_python(dtype, "leaf"));
+  check_requested_dtype(dtype, in.buffer.dtype(), numbers, "leaf");
   const bool writable = !in.copied && in.access == Access::writable;
   t.writable_leaf.reserve(t.tape.size() + 1);  // so that recording the id below cannot fail
   const NodeId id = unwrap(t.tape.leaf(std::move(in.buffer), requires_grad));
@@ -291,7 +294,7 @@ void bind_tape(nb::module_& m) {
                    "Small nodes whose forward is deferred into the next tape program (run by flush(), value(),\n"
                    "backward(), or recording a larger node).")
       .def("flush", [](const PyTape& t) { unwrap(t.tape.flush()); }, "Runs the pending nodes now (one program).")
-      .def("leaf", &leaf, "array"_a, "requires_grad"_a = true, "copy"_a = false,
+      .def("leaf", &leaf, "array"_a, "requires_grad"_a = true, "copy"_a = false, "dtype"_a = nb::none(),
            "Records `array` as a leaf and returns its id. Any object exporting __dlpack__ or the buffer\n"
            "protocol (numpy, torch, jax, cupy), float32 or float64, C-contiguous, on the backend's device\n"
            "(host memory for the CPU backend) is used in place, without a copy: it must stay unchanged\n"
@@ -300,9 +303,10 @@ void bind_tape(nb::module_& m) {
            "memory into a CUDA backend, and from a non-contiguous host array. Anything else raises a\n"
            "TapewiseError naming what is wrong (DTypeMismatchError, BackendMismatchError,\n"
            "InvalidArgumentError, OutOfMemoryError); an object that is not an array raises TypeError.\n"
-           "A Python float or (nested) list of numbers is always copied, as float64 (whatever `copy` says;\n"
-           "a list has no memory to view; pass np.array(values, np.float32) for float32), and its value is\n"
-           "read-only; strings or ragged lists raise TypeError.")
+           "A Python float or (nested) list of numbers is always copied (whatever `copy` says: a list has no\n"
+           "memory to view), as dtype: \"float32\" (the default, as torch.tensor makes) or \"float64\"; its\n"
+           "value is read-only; strings or ragged lists raise TypeError, another dtype DTypeMismatchError.\n"
+           "An array keeps its own dtype: a dtype= that differs from it raises DTypeMismatchError.")
       .def("apply", &apply, "op"_a, "parents"_a, "scalars"_a = std::vector<double>{},
            "Records node `op` (its name, e.g. \"clamp\") of `parents` (ids) with `scalars` (floats).")
       .def("value", &value, "id"_a,

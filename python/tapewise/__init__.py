@@ -11,7 +11,8 @@ CUDA backend (production) or a CPU backend (the same per-element code compiled f
 
 Arrays go in and out through DLPack without copies (numpy, torch, jax, cupy): on the CPU backend
 values and gradients come out as numpy arrays (values read-only), on CUDA as DLPack objects. A
-Python float or list of numbers is accepted wherever an array is, copied as float64. Errors raise
+Python float or list of numbers is accepted wherever an array is, copied as float32 (dtype="float64"
+to choose float64; a seed takes its output's dtype). Errors raise
 TapewiseError subclasses carrying the C++ error code. tapewise.torch exposes every node as a
 torch.autograd.Function; tapewise.conform drives the conformance runner.
 

@@ -74,10 +74,11 @@ class Backend:
     @program_threshold.setter
     def program_threshold(self, arg: int, /) -> None: ...
 
-    def wrap(self, array: object, copy: bool = False) -> Buffer:
+    def wrap(self, array: object, copy: bool = False, dtype: str | None = None) -> Buffer:
         """
         A Buffer over `array`'s memory, no copy (see Tape.leaf for what is accepted); copy=True copies.
-        A Python float or (nested) list of numbers is always copied, as float64.
+        A Python float or (nested) list of numbers is always copied, as dtype ("float32", the default,
+        or "float64"); an array keeps its own dtype (a dtype= that differs raises DTypeMismatchError).
         A view of read-only memory is read-only: its array() refuses writes and it cannot be an output.
         """
 
@@ -214,7 +215,7 @@ class Tape:
     def flush(self) -> None:
         """Runs the pending nodes now (one program)."""
 
-    def leaf(self, array: object, requires_grad: bool = True, copy: bool = False) -> int:
+    def leaf(self, array: object, requires_grad: bool = True, copy: bool = False, dtype: str | None = None) -> int:
         """
         Records `array` as a leaf and returns its id. Any object exporting __dlpack__ or the buffer
         protocol (numpy, torch, jax, cupy), float32 or float64, C-contiguous, on the backend's device
@@ -224,9 +225,10 @@ class Tape:
         memory into a CUDA backend, and from a non-contiguous host array. Anything else raises a
         TapewiseError naming what is wrong (DTypeMismatchError, BackendMismatchError,
         InvalidArgumentError, OutOfMemoryError); an object that is not an array raises TypeError.
-        A Python float or (nested) list of numbers is always copied, as float64 (whatever `copy` says;
-        a list has no memory to view; pass np.array(values, np.float32) for float32), and its value is
-        read-only; strings or ragged lists raise TypeError.
+        A Python float or (nested) list of numbers is always copied (whatever `copy` says: a list has no
+        memory to view), as dtype: "float32" (the default, as torch.tensor makes) or "float64"; its
+        value is read-only; strings or ragged lists raise TypeError, another dtype DTypeMismatchError.
+        An array keeps its own dtype: a dtype= that differs from it raises DTypeMismatchError.
         """
 
     def apply(self, op: str, parents: Sequence[int], scalars: Sequence[float] = []) -> int:

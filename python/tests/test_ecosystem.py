@@ -1,5 +1,5 @@
 """Python that fits its ecosystem: reprs that say what an object holds, CPU exports that are numpy
-arrays (no copy), and Python lists accepted as copied float64 arrays."""
+arrays (no copy), and Python lists accepted as copied arrays (float32, or dtype="float64")."""
 
 import numpy as np
 import pytest
@@ -87,10 +87,10 @@ def test_cpu_gradients_are_writable_numpy_arrays_sharing_the_buffer():
 
 # --- Python lists --------------------------------------------------------------------------------
 
-def test_lists_and_floats_are_copied_as_float64():
+def test_lists_and_floats_are_copied_as_float32_by_default():
     tape = tapewise.Tape(tapewise.cpu())
     x = tape.leaf([1.0, 2.0])
-    assert tape.dtype(x) == "float64" and tape.shape(x) == (2,)
+    assert tape.dtype(x) == "float32" and tape.shape(x) == (2,)
     m = tape.leaf([[1, 2], [3, 4]])
     assert tape.shape(m) == (2, 2)
     s = tape.leaf(3.0)
@@ -109,9 +109,39 @@ def test_a_list_seed_takes_the_outputs_dtype():
 def test_backend_wrap_copies_a_list():
     backend = tapewise.cpu()
     owned = backend.wrap([[1.0, 2.0], [3.0, 4.0]], copy=True)
-    assert owned.shape == (2, 2) and owned.dtype == "float64" and not owned.borrowed
+    assert owned.shape == (2, 2) and owned.dtype == "float32" and not owned.borrowed
     np.testing.assert_array_equal(owned.array(), [[1.0, 2.0], [3.0, 4.0]])
     assert backend.wrap([1.0]).shape == (1,)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_list_takes_the_dtype_the_user_chooses(dtype):
+    tape = tapewise.Tape(tapewise.cpu())
+    x = tape.leaf([0.1, 2.0], dtype=dtype)
+    assert tape.dtype(x) == dtype
+    np.testing.assert_array_equal(tape.host(x), np.array([0.1, 2.0], dtype))  # rounded once, to dtype
+    y = tape.leaf(0.1, dtype=dtype)
+    assert tape.value(y).dtype == np.dtype(dtype)
+    assert tapewise.cpu().wrap([[1, 2]], dtype=dtype).dtype == dtype
+
+
+@pytest.mark.parametrize("dtype", ["int32", "float16", "double", "Float32", ""])
+def test_a_dtype_tapewise_does_not_take_is_refused_by_name(dtype):
+    tape = tapewise.Tape(tapewise.cpu())
+    with pytest.raises(tapewise.DTypeMismatchError, match=f"leaf: dtype='{dtype}' is not a dtype tapewise takes"):
+        tape.leaf([1.0], dtype=dtype)
+    with pytest.raises(tapewise.DTypeMismatchError, match=f"wrap: dtype='{dtype}'"):
+        tapewise.cpu().wrap([1.0], dtype=dtype)
+    assert len(tape) == 0
+
+
+def test_an_array_keeps_its_dtype_and_a_different_dtype_is_refused():
+    tape = tapewise.Tape(tapewise.cpu())
+    x = tape.leaf(np.ones(2), dtype="float64")  # the array's own dtype: accepted, no copy
+    assert tape.dtype(x) == "float64"
+    with pytest.raises(tapewise.DTypeMismatchError, match="dtype='float32' was given for a float64 array"):
+        tape.leaf(np.ones(2), dtype="float32")
+    assert len(tape) == 1
 
 
 @pytest.mark.parametrize("numbers", [["a"], [[1.0], [1.0, 2.0]], [None], [True], True])

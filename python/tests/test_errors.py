@@ -1,13 +1,14 @@
 """Errors become exceptions carrying the C++ error code, and a failed call leaves the tape's nodes and
 values unchanged (a failed backward may have run the pending forwards, as documented)."""
 
+import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import tapewise
-from conftest import assert_same_bits, leaf
+from conftest import assert_same_bits, conform_binary, leaf
 
 
 def snapshot(tape):
@@ -79,8 +80,8 @@ def test_tape_still_works_after_an_error(backend):
 
 def test_not_an_array_is_a_type_error(backend):
     tape = tapewise.Tape(backend)
-    x = tape.leaf([1.0, 2.0])  # a list of numbers is copied, as float64
-    assert tape.dtype(x) == "float64"
+    x = tape.leaf([1.0, 2.0])  # a list of numbers is copied, as float32 unless dtype= says float64
+    assert tape.dtype(x) == "float32"
     np.testing.assert_array_equal(tape.host(x), [1.0, 2.0])
     for not_numbers in (["a"], [[1.0], [1.0, 2.0]], {"a": 1.0}, "1.0"):
         with pytest.raises(TypeError, match="leaf: "):
@@ -136,6 +137,22 @@ def test_cuda_build_or_machine_reason():
         with pytest.raises(tapewise.DeviceUnavailableError) as info:
             tapewise.cuda()
         assert info.value.code == "DeviceUnavailable"
+
+
+def test_a_gpu_outside_the_build_is_told_its_compute_capability():
+    """A build without a kernel image for the GPU here (e.g. CMAKE_CUDA_ARCHITECTURES=80-real on an
+    H200) names the GPU's compute capability and the build's architectures, from Python and from the
+    runner; elsewhere this skips, saying why."""
+    reason = tapewise.cuda_unavailable_reason()
+    if "has no kernel image" not in reason:
+        pytest.skip(f"no GPU outside the build here: {reason or 'CUDA available'}")
+    assert "compute capability " in reason and "CMAKE_CUDA_ARCHITECTURES=" in reason
+    with pytest.raises(tapewise.DeviceUnavailableError, match="compute capability .* has no kernel image"):
+        tapewise.cuda()
+    binary = conform_binary()
+    done = subprocess.run([binary, "run", "--backend", "cuda", "--ops", "relu", "--cases", "1"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "has no kernel image" in done.stderr, done.stderr
 
 
 def test_out_of_memory_is_reported_and_tape_unchanged(backend):

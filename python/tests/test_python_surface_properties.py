@@ -149,9 +149,9 @@ class PythonSurface(RuleBasedStateMachine):
         ok, node = self.attempt(lambda: self.tape.leaf(obj, requires_grad=requires_grad, copy=copy))
         if not ok:
             return
-        if kind in ("list", "python_float"):  # numbers are always copied, as float64, and read-only
+        if kind in ("list", "python_float"):  # numbers are always copied, as float32 (the default), read-only
             self.record(writable=False)
-            self.known[node] = bits(np.array(obj, np.float64)).copy()
+            self.known[node] = bits(np.array(obj, np.float32)).copy()
             return
         assert a_float_array(obj) and (copy or obj.flags.c_contiguous), f"took a {kind} leaf in place"
         self.record(writable=not copy and obj.flags.writeable)
