@@ -82,20 +82,20 @@ struct ChainResult {
   std::string target, verdict = "-";
 };
 
-[[noreturn]] void die(const std::string& message);
-void cuda_ok(cudaError_t err, const char* what);
-void ok_or_die(const Result<void>& r, const std::string& what);
+// Errors travel as Result to main, which prints them and exits (1; 2 where no CUDA device is usable).
+// A CUDA call's failure, named; a Result's error with what was being done prepended.
+[[nodiscard]] Result<void> cuda_ok(cudaError_t err, const std::string& what);
 template <class T>
-T value_or_die(Result<T> r, const std::string& what) {
-  if (!r) die(what + ": " + r.error().str());
-  return std::move(*r);
+[[nodiscard]] Result<T> in_context(Result<T> r, const std::string& what) {
+  if (!r) return fail(r.error().code, what + ": " + r.error().message);
+  return r;
 }
 
 // Median milliseconds of `call` between two events recorded on `stream`, after 3 warm-up calls
 // and a synchronize, `reps` timed calls, no synchronisation between them (bench_torch.py's
 // timeit, in C++). A null stream (--backend cpu, the dry run) times each call with a host clock.
-double median_ms(cudaStream_t stream, int reps, const std::function<Result<void>()>& call,
-                 const std::string& what);
+[[nodiscard]] Result<double> median_ms(cudaStream_t stream, int reps, const std::function<Result<void>()>& call,
+                                       const std::string& what);
 
 // The targets (2^26, float32 and float64, H200): a verdict for every fwd and fused vjp row.
 void judge(Row& r, bool have_torch);
@@ -104,7 +104,7 @@ inline constexpr double kMemoryBoundTarget = 0.98;     // of the roofline, for m
 inline constexpr double kChainUsPerNodeTarget = 0.35;  // the chain at 2^12: twice torch.compile's 0.70
 
 // chain.cpp: the chain at one size on `be` (times on the host; on CUDA, device time behind a gate).
-ChainResult run_chain(const std::shared_ptr<Backend>& be, int log2n, std::uint64_t seed);
+[[nodiscard]] Result<ChainResult> run_chain(const std::shared_ptr<Backend>& be, int log2n, std::uint64_t seed);
 
 // report.cpp: the stdout table and the JSON file.
 void print_table(const json& meta, const json& copy, const std::vector<Row>& rows,

@@ -20,32 +20,33 @@ struct RunTimes {
 // One run: a tape on `leaf`, `nodes` nodes, backward from the last with a seed of ones (PyTorch's
 // torch.ones_like inside its timed region: an allocation and a fill kernel here), then everything
 // dropped, as PyTorch frees its graph and gradients when its chain() returns.
-RunTimes chain_once(const std::shared_ptr<Backend>& be, Buffer leaf, int nodes) {
+Result<RunTimes> chain_once(const std::shared_ptr<Backend>& be, Buffer leaf, int nodes) {
   using clock = std::chrono::steady_clock;
   const Shape shape = leaf.shape();
   const auto t0 = clock::now();
   auto tape = std::make_unique<Tape>(be);
-  NodeId h = value_or_die(tape->leaf(std::move(leaf)), "chain: leaf");
+  TAPEWISE_TRY(h, in_context(tape->leaf(std::move(leaf)), "chain: leaf"));
   for (int i = 0; i < nodes; ++i) {
-    switch (i % 5) {
-      case 0: h = value_or_die(tape->sin(h), "chain: sin"); break;
-      case 1: h = value_or_die(tape->tanh(h), "chain: tanh"); break;
-      case 2: h = value_or_die(tape->sigmoid(h), "chain: sigmoid"); break;
-      case 3: h = value_or_die(tape->scale(h, 0.9), "chain: scale"); break;
-      default: h = value_or_die(tape->relu(h), "chain: relu"); break;
-    }
+    Result<NodeId> next = i % 5 == 0   ? tape->sin(h)
+                          : i % 5 == 1 ? tape->tanh(h)
+                          : i % 5 == 2 ? tape->sigmoid(h)
+                          : i % 5 == 3 ? tape->scale(h, 0.9)
+                                       : tape->relu(h);
+    TAPEWISE_CHECK(in_context(next, "chain: node " + std::to_string(i + 1)));
+    h = *next;
   }
   const auto t1 = clock::now();
-  Buffer ones = value_or_die(be->allocate(shape, DType::float32, AllocTag::gradient), "chain: seed");
-  ok_or_die(be->prim(Prim::fill, 1.0, {}, ones), "chain: seed fill");
-  auto grads = std::make_unique<Gradients>(value_or_die(tape->backward(h, ones), "chain: backward"));
+  TAPEWISE_TRY(ones, in_context(be->allocate(shape, DType::float32, AllocTag::gradient), "chain: seed"));
+  TAPEWISE_CHECK(in_context(be->prim(Prim::fill, 1.0, {}, ones), "chain: seed fill"));
+  TAPEWISE_TRY(gradients, in_context(tape->backward(h, ones), "chain: backward"));
+  auto grads = std::make_unique<Gradients>(std::move(gradients));
   const auto t2 = clock::now();
   grads.reset();
   ones.reset();
   tape.reset();
   const auto t3 = clock::now();
-  return {std::chrono::duration<double>(t1 - t0).count(), std::chrono::duration<double>(t2 - t1).count(),
-          std::chrono::duration<double>(t3 - t2).count()};
+  return RunTimes{std::chrono::duration<double>(t1 - t0).count(), std::chrono::duration<double>(t2 - t1).count(),
+                  std::chrono::duration<double>(t3 - t2).count()};
 }
 
 // Holds a stream at a host function until opened: work queued behind it waits, so a run queued
@@ -54,9 +55,9 @@ RunTimes chain_once(const std::shared_ptr<Backend>& be, Buffer leaf, int nodes) 
 // the host that is to open it.
 class StreamGate {
  public:
-  void close(cudaStream_t stream) {
+  [[nodiscard]] Result<void> close(cudaStream_t stream) {
     open_.store(false);
-    cuda_ok(cudaLaunchHostFunc(stream, &StreamGate::wait, this), "cudaLaunchHostFunc (gate)");
+    return cuda_ok(cudaLaunchHostFunc(stream, &StreamGate::wait, this), "cudaLaunchHostFunc (gate)");
   }
   void open() { open_.store(true); }
 
@@ -72,9 +73,34 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// The run's device time alone on `stream`, in us per node: the whole run queued behind a closed gate,
+// then released between two events.
+Result<double> gated_us_per_node(const std::shared_ptr<Backend>& be, cudaStream_t stream, Buffer leaf, int nodes) {
+  struct Events {
+    cudaEvent_t start = nullptr, stop = nullptr;
+    ~Events() {
+      if (start) cudaEventDestroy(start);
+      if (stop) cudaEventDestroy(stop);
+    }
+  } events;
+  TAPEWISE_CHECK(cuda_ok(cudaEventCreate(&events.start), "cudaEventCreate"));
+  TAPEWISE_CHECK(cuda_ok(cudaEventCreate(&events.stop), "cudaEventCreate"));
+  StreamGate gate;
+  TAPEWISE_CHECK(gate.close(stream));
+  Result<void> queued = cuda_ok(cudaEventRecord(events.start, stream), "cudaEventRecord");
+  if (queued) queued = chain_once(be, std::move(leaf), nodes).map([](const RunTimes&) {});
+  if (queued) queued = cuda_ok(cudaEventRecord(events.stop, stream), "cudaEventRecord");
+  gate.open();  // before any return: the stream waits on it
+  TAPEWISE_CHECK(queued);
+  TAPEWISE_CHECK(cuda_ok(cudaEventSynchronize(events.stop), "chain: synchronize (gated run)"));
+  float ms = 0;
+  TAPEWISE_CHECK(cuda_ok(cudaEventElapsedTime(&ms, events.start, events.stop), "cudaEventElapsedTime"));
+  return 1e3 * ms / nodes;
+}
+
 }  // namespace
 
-ChainResult run_chain(const std::shared_ptr<Backend>& be, int log2n, std::uint64_t seed) {
+Result<ChainResult> run_chain(const std::shared_ptr<Backend>& be, int log2n, std::uint64_t seed) {
   ChainResult c;
   c.log2n = log2n;
   c.n = std::int64_t{1} << log2n;
@@ -89,28 +115,28 @@ ChainResult run_chain(const std::shared_ptr<Backend>& be, int log2n, std::uint64
     state = state * 6364136223846793005ull + 1442695040888963407ull;
     x = static_cast<float>(static_cast<std::int64_t>(state >> 40) - (std::int64_t{1} << 23)) * 0x1p-22f + 0x1p-30f;
   }
-  const Buffer x = value_or_die(be->upload(HostArray::of<float>(shape, xs)), "chain: upload x");
+  TAPEWISE_TRY(x, in_context(be->upload(HostArray::of<float>(shape, xs)), "chain: upload x"));
   std::vector<Buffer> leaves;
   for (int r = 0; r < c.warmup + c.runs + (gated ? kGatedRuns : 0); ++r) {
-    Buffer leaf = value_or_die(be->allocate(shape, DType::float32, AllocTag::value), "chain: allocate leaf");
+    TAPEWISE_TRY(leaf, in_context(be->allocate(shape, DType::float32, AllocTag::value), "chain: allocate leaf"));
     const Buffer* in[1] = {&x};
-    ok_or_die(be->prim(Prim::copy, 0.0, in, leaf), "chain: copy leaf");
+    TAPEWISE_CHECK(in_context(be->prim(Prim::copy, 0.0, in, leaf), "chain: copy leaf"));
     leaves.push_back(std::move(leaf));
   }
-  ok_or_die(be->synchronize(), "chain: synchronize");
+  TAPEWISE_CHECK(in_context(be->synchronize(), "chain: synchronize"));
   std::size_t next_leaf = 0;
 
-  for (int r = 0; r < c.warmup; ++r) chain_once(be, std::move(leaves[next_leaf++]), c.nodes);
-  ok_or_die(be->synchronize(), "chain: synchronize");
+  for (int r = 0; r < c.warmup; ++r) TAPEWISE_CHECK(chain_once(be, std::move(leaves[next_leaf++]), c.nodes));
+  TAPEWISE_CHECK(in_context(be->synchronize(), "chain: synchronize"));
   RunTimes sum;
   const auto t0 = std::chrono::steady_clock::now();
   for (int r = 0; r < c.runs; ++r) {
-    const RunTimes t = chain_once(be, std::move(leaves[next_leaf++]), c.nodes);
+    TAPEWISE_TRY(t, chain_once(be, std::move(leaves[next_leaf++]), c.nodes));
     sum.record_s += t.record_s;
     sum.backward_s += t.backward_s;
     sum.teardown_s += t.teardown_s;
   }
-  ok_or_die(be->synchronize(), "chain: synchronize");
+  TAPEWISE_CHECK(in_context(be->synchronize(), "chain: synchronize"));
   const double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const double per = 1e6 / (static_cast<double>(c.runs) * c.nodes);
   c.us_per_node = total_s * per;
@@ -119,24 +145,11 @@ ChainResult run_chain(const std::shared_ptr<Backend>& be, int log2n, std::uint64
   c.teardown_host_us_per_node = sum.teardown_s * per;
 
   if (gated) {
-    StreamGate gate;
-    cudaEvent_t start, stop;
-    cuda_ok(cudaEventCreate(&start), "cudaEventCreate");
-    cuda_ok(cudaEventCreate(&stop), "cudaEventCreate");
     std::vector<double> device_us;
     for (int r = 0; r < kGatedRuns; ++r) {
-      gate.close(stream);
-      cuda_ok(cudaEventRecord(start, stream), "cudaEventRecord");
-      chain_once(be, std::move(leaves[next_leaf++]), c.nodes);
-      cuda_ok(cudaEventRecord(stop, stream), "cudaEventRecord");
-      gate.open();
-      cuda_ok(cudaEventSynchronize(stop), "chain: synchronize (gated run)");
-      float ms = 0;
-      cuda_ok(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
-      device_us.push_back(1e3 * ms / c.nodes);
+      TAPEWISE_TRY(us, gated_us_per_node(be, stream, std::move(leaves[next_leaf++]), c.nodes));
+      device_us.push_back(us);
     }
-    cudaEventDestroy(start);
-    cudaEventDestroy(stop);
     c.device_us_per_node = median(device_us);
   }
   return c;

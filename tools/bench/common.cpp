@@ -1,66 +1,70 @@
-// tools/bench/common.cpp — the benchmark's small shared pieces: fatal errors, CUDA checks, the event
-// timer (bench_torch.py's timeit in C++) and the targets.
+// tools/bench/common.cpp — the benchmark's small shared pieces: CUDA checks, the event timer
+// (bench_torch.py's timeit in C++) and the targets.
 #include <algorithm>
 #include <chrono>
 #include <string>
-#include <cstdio>
-#include <cstdlib>
 #include <vector>
 
 #include "bench.hpp"
 
 namespace tapewise::bench {
 
-void die(const std::string& message) {
-  std::fflush(stdout);
-  std::fprintf(stderr, "tapewise-bench: %s\n", message.c_str());
-  std::exit(1);
-}
-
-void cuda_ok(cudaError_t err, const char* what) {
+Result<void> cuda_ok(cudaError_t err, const std::string& what) {
   if (err != cudaSuccess)
-    die(std::string(what) + ": " + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")");
+    return fail(ErrorCode::CudaFailure, what + ": " + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")");
+  return {};
 }
 
-void ok_or_die(const Result<void>& r, const std::string& what) {
-  if (!r) die(what + ": " + r.error().str());
-}
-
-double median_ms(cudaStream_t stream, int reps, const std::function<Result<void>()>& call,
-                 const std::string& what) {
-  for (int i = 0; i < 3; ++i) ok_or_die(call(), what + " (warm-up)");
-  if (!stream) {  // --backend cpu (dry run): the calls are synchronous, a host clock times them
-    std::vector<double> ms;
-    for (int i = 0; i < reps; ++i) {
-      const auto t0 = std::chrono::steady_clock::now();
-      ok_or_die(call(), what);
-      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+namespace {
+// Event pairs around each timed call; destroyed however the timing ends.
+struct EventPairs {
+  std::vector<cudaEvent_t> start, stop;
+  ~EventPairs() {
+    for (cudaEvent_t e : start) cudaEventDestroy(e);
+    for (cudaEvent_t e : stop) cudaEventDestroy(e);
+  }
+  Result<void> create(int count) {
+    for (int i = 0; i < count; ++i) {
+      TAPEWISE_CHECK(cuda_ok(cudaEventCreate(&start.emplace_back()), "cudaEventCreate"));
+      TAPEWISE_CHECK(cuda_ok(cudaEventCreate(&stop.emplace_back()), "cudaEventCreate"));
     }
-    std::sort(ms.begin(), ms.end());
-    return ms[ms.size() / 2];
+    return {};
   }
-  cuda_ok(cudaStreamSynchronize(stream), "synchronize after warm-up");
-  std::vector<cudaEvent_t> start(static_cast<std::size_t>(reps)), stop(static_cast<std::size_t>(reps));
-  for (int i = 0; i < reps; ++i) {
-    cuda_ok(cudaEventCreate(&start[i]), "cudaEventCreate");
-    cuda_ok(cudaEventCreate(&stop[i]), "cudaEventCreate");
-  }
-  for (int i = 0; i < reps; ++i) {
-    cuda_ok(cudaEventRecord(start[i], stream), "cudaEventRecord");
-    ok_or_die(call(), what);
-    cuda_ok(cudaEventRecord(stop[i], stream), "cudaEventRecord");
-  }
-  cuda_ok(cudaStreamSynchronize(stream), ("synchronize after " + what).c_str());
-  std::vector<double> ms(static_cast<std::size_t>(reps));
-  for (int i = 0; i < reps; ++i) {
-    float t = 0;
-    cuda_ok(cudaEventElapsedTime(&t, start[i], stop[i]), "cudaEventElapsedTime");
-    ms[i] = t;
-    cudaEventDestroy(start[i]);
-    cudaEventDestroy(stop[i]);
-  }
+};
+
+double median(std::vector<double> ms) {
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
+}
+}  // namespace
+
+Result<double> median_ms(cudaStream_t stream, int reps, const std::function<Result<void>()>& call,
+                         const std::string& what) {
+  for (int i = 0; i < 3; ++i) TAPEWISE_CHECK(in_context(call(), what + " (warm-up)"));
+  std::vector<double> ms;
+  if (!stream) {  // --backend cpu (dry run): the calls are synchronous, a host clock times them
+    for (int i = 0; i < reps; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      TAPEWISE_CHECK(in_context(call(), what));
+      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+    return median(ms);
+  }
+  TAPEWISE_CHECK(cuda_ok(cudaStreamSynchronize(stream), "synchronize after warm-up"));
+  EventPairs events;
+  TAPEWISE_CHECK(events.create(reps));
+  for (int i = 0; i < reps; ++i) {
+    TAPEWISE_CHECK(cuda_ok(cudaEventRecord(events.start[i], stream), "cudaEventRecord"));
+    TAPEWISE_CHECK(in_context(call(), what));
+    TAPEWISE_CHECK(cuda_ok(cudaEventRecord(events.stop[i], stream), "cudaEventRecord"));
+  }
+  TAPEWISE_CHECK(cuda_ok(cudaStreamSynchronize(stream), "synchronize after " + what));
+  for (int i = 0; i < reps; ++i) {
+    float t = 0;
+    TAPEWISE_CHECK(cuda_ok(cudaEventElapsedTime(&t, events.start[i], events.stop[i]), "cudaEventElapsedTime"));
+    ms.push_back(t);
+  }
+  return median(ms);
 }
 
 namespace {

@@ -5,6 +5,7 @@
 // sizes. It times; correctness is the tests' and tapewise-conform's job (here only poison and
 // equality checks).
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -85,16 +86,15 @@ struct Inputs {
   Buffer a, b, g, ap, bp;
 };
 
-Inputs make_inputs(Backend& be, DType d, std::int64_t n, std::uint64_t seed) {
-  Inputs in;
+Result<Inputs> make_inputs(Backend& be, DType d, std::int64_t n, std::uint64_t seed) {
   const std::vector<double> va = normal_values(n, seed + 1), vb = normal_values(n, seed + 2),
                             vg = normal_values(n, seed + 3);
-  in.a = value_or_die(be.upload(host_array(d, va, false)), "upload a");
-  in.b = value_or_die(be.upload(host_array(d, vb, false)), "upload b");
-  in.g = value_or_die(be.upload(host_array(d, vg, false), AllocTag::gradient), "upload g");
-  in.ap = value_or_die(be.upload(host_array(d, va, true)), "upload |a| + 0.5");
-  in.bp = value_or_die(be.upload(host_array(d, vb, true)), "upload |b| + 0.5");
-  return in;
+  TAPEWISE_TRY(a, in_context(be.upload(host_array(d, va, false)), "upload a"));
+  TAPEWISE_TRY(b, in_context(be.upload(host_array(d, vb, false)), "upload b"));
+  TAPEWISE_TRY(g, in_context(be.upload(host_array(d, vg, false), AllocTag::gradient), "upload g"));
+  TAPEWISE_TRY(ap, in_context(be.upload(host_array(d, va, true)), "upload |a| + 0.5"));
+  TAPEWISE_TRY(bp, in_context(be.upload(host_array(d, vb, true)), "upload |b| + 0.5"));
+  return Inputs{std::move(a), std::move(b), std::move(g), std::move(ap), std::move(bp)};
 }
 
 // --- the nodes' sample scalars and inputs: the op table's (spec/ops.def), as bench_torch.py reads them --
@@ -136,18 +136,20 @@ class Device {
   Device(Backend& be, cudaStream_t stream) : be_(be), stream_(stream) {}
   cudaStream_t stream() const { return stream_; }
 
-  void poison(Buffer& b) {
-    if (!stream_) std::memset(b.data(), 0xFF, b.bytes());  // --backend cpu
-    else cuda_ok(cudaMemsetAsync(b.data(), 0xFF, b.bytes(), stream_), "poison (cudaMemsetAsync)");
+  [[nodiscard]] Result<void> poison(Buffer& b) {
+    if (stream_) return cuda_ok(cudaMemsetAsync(b.data(), 0xFF, b.bytes(), stream_), "poison (cudaMemsetAsync)");
+    std::memset(b.data(), 0xFF, b.bytes());  // --backend cpu
+    return {};
   }
-  void fetch(const Buffer& b, HostCopy& h) {
+  [[nodiscard]] Result<void> fetch(const Buffer& b, HostCopy& h) {
     if (h.capacity < b.bytes()) {
       h.data.reset(new std::byte[b.bytes()]);
       h.capacity = b.bytes();
     }
     h.size = b.bytes();
-    copy(h.data.get(), b.data(), b.bytes(), cudaMemcpyDeviceToHost, "download");
-    if (stream_) cuda_ok(cudaStreamSynchronize(stream_), "download");
+    TAPEWISE_CHECK(copy(h.data.get(), b.data(), b.bytes(), cudaMemcpyDeviceToHost, "download"));
+    if (stream_) return cuda_ok(cudaStreamSynchronize(stream_), "download");
+    return {};
   }
   // Elements still holding the poison (all bits set): written by nobody.
   static std::int64_t unwritten(const HostCopy& h, DType d) {
@@ -166,27 +168,25 @@ class Device {
 
   // Median ms of one cudaMemcpyAsync D2D moving `traffic` bytes (traffic / 2 read, traffic / 2
   // written), from a source filled with random values. Memoised per (traffic, reps).
-  double copy_ms(double traffic, int reps) {
+  [[nodiscard]] Result<double> copy_ms(double traffic, int reps) {
     const std::size_t bytes = static_cast<std::size_t>(traffic / 2);
     const auto key = std::make_pair(bytes, reps);
     if (auto it = copies_.find(key); it != copies_.end()) return it->second;
     if (!pattern_) {
       const std::int64_t n = std::int64_t{1} << 24;  // 64 MiB of float32
-      pattern_ = value_or_die(be_.upload(host_array<float>(normal_values(n, 7), false)), "upload copy pattern");
+      TAPEWISE_TRY(pattern, in_context(be_.upload(host_array<float>(normal_values(n, 7), false)), "upload copy pattern"));
+      pattern_ = std::move(pattern);
     }
     const Shape shape{static_cast<std::int64_t>((bytes + 3) / 4)};
-    Buffer src = value_or_die(be_.allocate(shape, DType::float32, AllocTag::workspace), "allocate copy source");
-    Buffer dst = value_or_die(be_.allocate(shape, DType::float32, AllocTag::workspace), "allocate copy target");
+    TAPEWISE_TRY(src, in_context(be_.allocate(shape, DType::float32, AllocTag::workspace), "allocate copy source"));
+    TAPEWISE_TRY(dst, in_context(be_.allocate(shape, DType::float32, AllocTag::workspace), "allocate copy target"));
     for (std::size_t off = 0; off < bytes; off += pattern_.bytes())
-      copy(static_cast<std::byte*>(src.data()) + off, pattern_.data(), std::min(pattern_.bytes(), bytes - off),
-           cudaMemcpyDeviceToDevice, "fill copy source");
-    const double ms = median_ms(
-        stream_, reps,
-        [&]() -> Result<void> {
-          copy(dst.data(), src.data(), bytes, cudaMemcpyDeviceToDevice, "D2D copy");
-          return {};
-        },
-        "D2D copy of " + std::to_string(bytes) + " bytes");
+      TAPEWISE_CHECK(copy(static_cast<std::byte*>(src.data()) + off, pattern_.data(),
+                          std::min(pattern_.bytes(), bytes - off), cudaMemcpyDeviceToDevice, "fill copy source"));
+    TAPEWISE_TRY(ms, median_ms(
+                         stream_, reps,
+                         [&]() { return copy(dst.data(), src.data(), bytes, cudaMemcpyDeviceToDevice, "D2D copy"); },
+                         "D2D copy of " + std::to_string(bytes) + " bytes"));
     copies_[key] = ms;
     return ms;
   }
@@ -201,9 +201,10 @@ class Device {
 
  private:
   // cudaMemcpyAsync on the backend's stream; plain memcpy for --backend cpu (host memory).
-  void copy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind, const char* what) {
-    if (!stream_) std::memcpy(dst, src, bytes);
-    else cuda_ok(cudaMemcpyAsync(dst, src, bytes, kind, stream_), what);
+  [[nodiscard]] Result<void> copy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind, const char* what) {
+    if (stream_) return cuda_ok(cudaMemcpyAsync(dst, src, bytes, kind, stream_), what);
+    std::memcpy(dst, src, bytes);
+    return {};
   }
 
   Backend& be_;
@@ -214,13 +215,13 @@ class Device {
 
 // --- PyTorch's numbers and an earlier tapewise run ---------------------------------------------------
 
-json read_json(const std::string& path, const char* what) {
+Result<json> read_json(const std::string& path, const char* what) {
   std::ifstream f(path);
-  if (!f) die(std::string("cannot open ") + what + " " + path);
+  if (!f) return fail(ErrorCode::InvalidArgument, std::string("cannot open ") + what + " " + path);
   try {
     return json::parse(f);
-  } catch (const std::exception& e) {
-    die(std::string("cannot parse ") + what + " " + path + ": " + e.what());
+  } catch (const std::exception& e) {  // nlohmann reports a malformed document by throwing
+    return fail(ErrorCode::InvalidArgument, std::string("cannot parse ") + what + " " + path + ": " + e.what());
   }
 }
 
@@ -246,12 +247,16 @@ std::vector<std::string> split(const std::string& s) {
   return out;
 }
 
-std::vector<int> parse_log2_sizes(const std::string& list, const char* flag, int lo, int hi) {
+Result<std::vector<int>> parse_log2_sizes(const std::string& list, const char* flag, int lo, int hi) {
   std::vector<int> out;
   for (const std::string& s : split(list)) {
     int v = 0;
-    try { v = std::stoi(s); } catch (...) { die(std::string(flag) + ": '" + s + "' is not a number"); }
-    if (v < lo || v > hi) die(std::string(flag) + ": log2 size " + s + " outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    const auto [end, err] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (err != std::errc() || end != s.data() + s.size())
+      return fail(ErrorCode::InvalidArgument, std::string(flag) + ": '" + s + "' is not a number");
+    if (v < lo || v > hi)
+      return fail(ErrorCode::InvalidArgument, std::string(flag) + ": log2 size " + s + " outside [" +
+                                                  std::to_string(lo) + ", " + std::to_string(hi) + "]");
     out.push_back(v);
   }
   return out;
@@ -268,7 +273,8 @@ std::string today_utc() {
 
 }  // namespace
 
-Options parse_options(int argc, char** argv) {
+// CLI11 prints --help and usage errors and exits (app.exit); every other bad value is an error.
+Result<Options> parse_options(int argc, char** argv) {
   Options opt;
   std::string sizes = "26,12", dtypes = "f32,f64", ops = "all", chain_sizes = "12,16,20", shapes;
   bool no_staged = false, no_chain = false, no_kernels = false;
@@ -308,25 +314,32 @@ Options parse_options(int argc, char** argv) {
   }
   opt.staged = !no_staged;
   opt.kernels = !no_kernels;
-  opt.log2_sizes = parse_log2_sizes(sizes, "--sizes", 2, 30);
-  opt.chain_log2_sizes = no_chain ? std::vector<int>{} : parse_log2_sizes(chain_sizes, "--chain-sizes", 0, 24);
+  TAPEWISE_TRY(log2_sizes, parse_log2_sizes(sizes, "--sizes", 2, 30));
+  opt.log2_sizes = std::move(log2_sizes);
+  if (!no_chain) {
+    TAPEWISE_TRY(chain_log2_sizes, parse_log2_sizes(chain_sizes, "--chain-sizes", 0, 24));
+    opt.chain_log2_sizes = std::move(chain_log2_sizes);
+  } else {
+    opt.chain_log2_sizes.clear();
+  }
   if (!shapes.empty()) opt.map_shapes = split(shapes);
   opt.dtypes.clear();
   for (const std::string& s : split(dtypes)) {
     if (s == "f32" || s == "float32") opt.dtypes.push_back(DType::float32);
     else if (s == "f64" || s == "float64") opt.dtypes.push_back(DType::float64);
-    else die("--dtypes: unknown dtype '" + s + "' (f32, f64)");
+    else return fail(ErrorCode::InvalidArgument, "--dtypes: unknown dtype '" + s + "' (f32, f64)");
   }
   if (ops == "all") {
     for (const OpInfo& info : kOps) opt.ops.push_back(info.op);
   } else {
     for (const std::string& s : split(ops)) {
       auto op = op_from_name(s);
-      if (!op) die("--ops: unknown node '" + s + "'");
+      if (!op) return fail(ErrorCode::InvalidArgument, "--ops: unknown node '" + s + "'");
       opt.ops.push_back(*op);
     }
   }
-  if (opt.kernels && (opt.log2_sizes.empty() || opt.dtypes.empty() || opt.ops.empty())) die("nothing to measure");
+  if (opt.kernels && (opt.log2_sizes.empty() || opt.dtypes.empty() || opt.ops.empty()))
+    return fail(ErrorCode::InvalidArgument, "nothing to measure (--sizes, --dtypes or --ops is empty)");
   if (opt.commit.empty()) opt.commit = std::getenv("TAPEWISE_COMMIT") ? std::getenv("TAPEWISE_COMMIT") : "unknown";
   if (opt.date.empty()) opt.date = today_utc();
   return opt;
@@ -340,7 +353,8 @@ struct Opened {
   int driver = 0, runtime = 0;
 };
 
-Opened open_backend(const Options& opt, const std::string& shape) {
+// No usable device (DeviceUnavailable) makes main exit 2, as a run without a GPU is not a failed run.
+Result<Opened> open_backend(const Options& opt, const std::string& shape) {
   Opened o;
   if (opt.backend == "cpu") {
     o.be = make_cpu_backend();
@@ -348,25 +362,20 @@ Opened open_backend(const Options& opt, const std::string& shape) {
     return o;
   }
   std::string why;
-  if (!cuda_available(&why)) {
-    std::fprintf(stderr,
-                 "tapewise-bench: no usable CUDA device (%s).\n"
-                 "tapewise-bench times the CUDA backend and needs an NVIDIA GPU: run it on the GPU machine "
-                 "(tools/run_bench.sh OUTDIR), or --backend cpu for the tape's host costs.\n",
-                 why.c_str());
-    std::exit(2);
-  }
+  if (!cuda_available(&why))
+    return fail(ErrorCode::DeviceUnavailable,
+                "no usable CUDA device (" + why +
+                    ").\ntapewise-bench times the CUDA backend and needs an NVIDIA GPU: run it on the GPU machine "
+                    "(tools/run_bench.sh OUTDIR), or --backend cpu for the tape's host costs.");
   if (shape.empty()) unsetenv("TAPEWISE_MAP_SHAPE");
   else setenv("TAPEWISE_MAP_SHAPE", shape.c_str(), 1);
   auto made = make_cuda_backend(opt.device);
-  if (!made) {
-    std::fprintf(stderr, "tapewise-bench: cannot open the CUDA backend: %s\n", made.error().str().c_str());
-    std::exit(2);
-  }
+  if (!made) return fail(ErrorCode::DeviceUnavailable, "cannot open the CUDA backend: " + made.error().str());
   o.be = *made;
   o.stream = static_cast<cudaStream_t>(cuda_stream(*o.be));
-  if (!o.stream) die("the CUDA backend has no stream (tapewise::cuda_stream returned null)");
-  cuda_ok(cudaGetDeviceProperties(&o.prop, opt.device), "cudaGetDeviceProperties");
+  if (!o.stream)
+    return fail(ErrorCode::CudaFailure, "the CUDA backend has no stream (tapewise::cuda_stream returned null)");
+  TAPEWISE_CHECK(cuda_ok(cudaGetDeviceProperties(&o.prop, opt.device), "cudaGetDeviceProperties"));
   cudaDriverGetVersion(&o.driver);
   cudaRuntimeGetVersion(&o.runtime);
   return o;
@@ -428,7 +437,7 @@ struct Sources {
 // One op at one dtype and size: forward, fused VJP and (unless --no-staged) the staged VJP, each
 // checked once (outputs poisoned first; every element written; staged == fused bit for bit), then
 // timed; --once stops after the checks. Rows appended; false when a check failed.
-bool measure_op(const Options& opt, const Opened& o, Device& dev, const std::string& shape, const Sources& src, Op op,
+Result<bool> measure_op(const Options& opt, const Opened& o, Device& dev, const std::string& shape, const Sources& src, Op op,
                 DType d, int log2n, const Inputs& in, HostCopy (&ref)[2], HostCopy& got, std::vector<Row>& rows) {
   Backend& be = *o.be;
   const std::int64_t n = std::int64_t{1} << log2n;
@@ -439,15 +448,18 @@ bool measure_op(const Options& opt, const Opened& o, Device& dev, const std::str
   const Buffer* inputs[2] = {pos ? &in.ap : &in.a, pos ? &in.bp : &in.b};
   const std::span<const Buffer* const> ins(inputs, static_cast<std::size_t>(info.arity));
   const Shape shape_n{n};
-  Buffer out = value_or_die(be.allocate(shape_n, d, AllocTag::value), "allocate output");
+  TAPEWISE_TRY(out, in_context(be.allocate(shape_n, d, AllocTag::value), "allocate output"));
   Buffer grads[2];
-  for (int k = 0; k < info.arity; ++k) grads[k] = value_or_die(be.allocate(shape_n, d, AllocTag::gradient), "allocate gradient");
+  for (int k = 0; k < info.arity; ++k) {
+    TAPEWISE_TRY(grad, in_context(be.allocate(shape_n, d, AllocTag::gradient), "allocate gradient"));
+    grads[k] = std::move(grad);
+  }
   Buffer* gptr[2] = {&grads[0], &grads[1]};
   const std::span<Buffer* const> gs(gptr, static_cast<std::size_t>(info.arity));
   const std::string what = std::string(info.name) + " " + dtype_short(d) + " 2^" + std::to_string(log2n);
   bool checks_ok = true;
 
-  auto make_row = [&](const std::string& dir, double ms, const std::string& check) {
+  auto make_row = [&](const std::string& dir, double ms, const std::string& check) -> Result<void> {
     Row r;
     r.op = info.name;
     r.dtype = dtype_short(d);
@@ -457,7 +469,8 @@ bool measure_op(const Options& opt, const Opened& o, Device& dev, const std::str
     r.ms = ms;
     r.bytes = bytes_moved(op, dir, n, d);
     r.gbps = r.bytes / (ms * 1e-3) / 1e9;
-    r.copy_ms = dev.copy_ms(r.bytes, reps);
+    TAPEWISE_TRY(copy_ms, dev.copy_ms(r.bytes, reps));
+    r.copy_ms = copy_ms;
     r.frac_copy = r.copy_ms / ms;
     const std::string key = row_key(r.op, r.dtype, log2n, dir);
     if (auto it = src.compute_ms.find(key); it != src.compute_ms.end() && dir != "staged") r.compute_ms = it->second;
@@ -473,15 +486,17 @@ bool measure_op(const Options& opt, const Opened& o, Device& dev, const std::str
     judge(r, !src.torch.is_null());
     if (check != "ok") checks_ok = false;
     rows.push_back(r);
+    return {};
   };
   // Poison the outputs, run once, check every element was written. The outputs land in ref[]
   // (the fused gradients stay there for the staged comparison).
-  auto check_outputs = [&](std::span<Buffer* const> outs, const std::function<Result<void>()>& call) -> std::string {
-    for (Buffer* b : outs) dev.poison(*b);
-    ok_or_die(call(), what);
+  auto check_outputs = [&](std::span<Buffer* const> outs,
+                           const std::function<Result<void>()>& call) -> Result<std::string> {
+    for (Buffer* b : outs) TAPEWISE_CHECK(dev.poison(*b));
+    TAPEWISE_CHECK(in_context(call(), what));
     std::string result = "ok";
     for (std::size_t k = 0; k < outs.size(); ++k) {
-      dev.fetch(*outs[k], ref[k]);
+      TAPEWISE_CHECK(dev.fetch(*outs[k], ref[k]));
       if (const std::int64_t bad = Device::unwritten(ref[k], d); bad > 0) result = std::to_string(bad) + " unwritten";
     }
     return result;
@@ -490,35 +505,39 @@ bool measure_op(const Options& opt, const Opened& o, Device& dev, const std::str
   Buffer* outs[1] = {&out};
   const std::function<Result<void>()> fwd = [&]() { return be.forward(op, sc, ins, out); };
   const std::function<Result<void>()> vjp = [&]() { return be.vjp_fused(op, sc, ins, in.g, gs); };
-  const std::string fwd_check = check_outputs(outs, fwd);
-  const std::string vjp_check = check_outputs(gs, vjp);
+  TAPEWISE_TRY(fwd_check, check_outputs(outs, fwd));
+  TAPEWISE_TRY(vjp_check, check_outputs(gs, vjp));
   if (opt.once) return fwd_check == "ok" && vjp_check == "ok";
-  make_row("fwd", median_ms(o.stream, reps, fwd, what + " forward"), fwd_check);
-  make_row("vjp", median_ms(o.stream, reps, vjp, what + " fused vjp"), vjp_check);
+  TAPEWISE_TRY(fwd_ms, median_ms(o.stream, reps, fwd, what + " forward"));
+  TAPEWISE_CHECK(make_row("fwd", fwd_ms, fwd_check));
+  TAPEWISE_TRY(vjp_ms, median_ms(o.stream, reps, vjp, what + " fused vjp"));
+  TAPEWISE_CHECK(make_row("vjp", vjp_ms, vjp_check));
   if (!opt.staged) return checks_ok;
   // The staged VJP, for reference; its outputs must equal the fused ones bit for bit.
   auto staged = [&]() { return staged_vjp(be, op, sc, ins, in.g, gs); };
-  for (Buffer* b : gs) dev.poison(*b);
-  ok_or_die(staged(), what + " staged vjp");
+  for (Buffer* b : gs) TAPEWISE_CHECK(dev.poison(*b));
+  TAPEWISE_CHECK(in_context(staged(), what + " staged vjp"));
   std::string check = "ok";
   for (std::size_t k = 0; k < gs.size(); ++k) {
-    dev.fetch(*gs[k], got);
+    TAPEWISE_CHECK(dev.fetch(*gs[k], got));
     if (const std::int64_t bad = Device::unwritten(got, d); bad > 0) check = std::to_string(bad) + " unwritten";
     else if (!Device::same(got, ref[k])) check = "staged!=fused";
   }
-  make_row("staged", median_ms(o.stream, reps, staged, what + " staged vjp"), check);
+  TAPEWISE_TRY(staged_ms, median_ms(o.stream, reps, staged, what + " staged vjp"));
+  TAPEWISE_CHECK(make_row("staged", staged_ms, check));
   return checks_ok;
 }
 
 // The chain at every --chain-sizes size on `be`, with the peers' numbers for the same size.
-std::vector<ChainResult> measure_chains(const Options& opt, const std::shared_ptr<Backend>& be, const json& torch) {
+Result<std::vector<ChainResult>> measure_chains(const Options& opt, const std::shared_ptr<Backend>& be,
+                                               const json& torch) {
   std::vector<ChainResult> out;
   if (opt.program_threshold >= 0)
-    if (auto set = be->set_program_threshold(opt.program_threshold); !set) die(set.error().str());
+    TAPEWISE_CHECK(in_context(be->set_program_threshold(opt.program_threshold), "--program-threshold"));
   for (const int log2n : opt.chain_log2_sizes) {
     std::printf("  measuring the 1,000-node chain at 2^%d ...\n", log2n);
     std::fflush(stdout);
-    ChainResult c = run_chain(be, log2n, opt.seed + 999);
+    TAPEWISE_TRY(c, in_context(run_chain(be, log2n, opt.seed + 999), "chain at 2^" + std::to_string(log2n)));
     const std::string key = std::to_string(log2n);
     c.eager_us_per_node = json_number(torch, {"chain", "sizes", key, "eager_us_per_node"});
     c.graph_us_per_node = json_number(torch, {"chain", "sizes", key, "graph_us_per_node"});
@@ -538,8 +557,8 @@ std::vector<ChainResult> measure_chains(const Options& opt, const std::shared_pt
 }
 
 // Every op, direction, dtype and size on one backend; rows appended. False when a check failed.
-bool measure_kernels(const Options& opt, const Opened& o, Device& dev, const std::string& shape, const Sources& src,
-                     std::vector<Row>& rows) {
+Result<bool> measure_kernels(const Options& opt, const Opened& o, Device& dev, const std::string& shape, const Sources& src,
+                             std::vector<Row>& rows) {
   Backend& be = *o.be;
   bool checks_ok = true;
   HostCopy ref[2], got;
@@ -547,27 +566,42 @@ bool measure_kernels(const Options& opt, const Opened& o, Device& dev, const std
     for (const int log2n : opt.log2_sizes) {
       const std::int64_t n = std::int64_t{1} << log2n;
       const int reps = reps_for(opt, log2n);
-      Inputs in = make_inputs(be, d, n, opt.seed + 100 * static_cast<std::uint64_t>(log2n) + (d == DType::float64 ? 7 : 0));
+      TAPEWISE_TRY(in, make_inputs(be, d, n,
+                                   opt.seed + 100 * static_cast<std::uint64_t>(log2n) + (d == DType::float64 ? 7 : 0)));
       std::printf("  measuring %s 2^%d (%d reps)%s%s ...\n", dtype_short(d), log2n, reps, shape.empty() ? "" : ", shape ",
                   shape.c_str());
       std::fflush(stdout);
-      for (const Op op : opt.ops) checks_ok = measure_op(opt, o, dev, shape, src, op, d, log2n, in, ref, got, rows) && checks_ok;
-      ok_or_die(be.synchronize(), "synchronize");
+      for (const Op op : opt.ops) {
+        TAPEWISE_TRY(op_ok, measure_op(opt, o, dev, shape, src, op, d, log2n, in, ref, got, rows));
+        checks_ok = op_ok && checks_ok;
+      }
+      TAPEWISE_CHECK(in_context(be.synchronize(), "synchronize"));
     }
   }
   return checks_ok;
 }
 
-int main(int argc, char** argv) {
-  const Options opt = parse_options(argc, argv);
+// The whole run; its value is the exit status of a run that measured (0, or 3 when a check failed).
+Result<int> run(int argc, char** argv) {
+  TAPEWISE_TRY(opt, parse_options(argc, argv));
   Sources src;
-  src.torch = opt.torch_path.empty() ? json() : read_json(opt.torch_path, "PyTorch JSON");
+  if (!opt.torch_path.empty()) {
+    TAPEWISE_TRY(torch, read_json(opt.torch_path, "PyTorch JSON"));
+    src.torch = std::move(torch);
+  }
   const bool have_torch = !src.torch.is_null();
-  const json compare = opt.compare_path.empty() ? json() : read_json(opt.compare_path, "comparison JSON");
+  json compare;
+  if (!opt.compare_path.empty()) {
+    TAPEWISE_TRY(earlier, read_json(opt.compare_path, "comparison JSON"));
+    compare = std::move(earlier);
+  }
   if (!compare.is_null())
     for (const json& r : compare.value("rows", json::array()))
       src.compare_ms[row_key(r.value("op", ""), r.value("dtype", ""), r.value("log2n", 0), r.value("dir", ""))] = r.value("ms", 0.0);
-  if (!opt.roofline_path.empty()) src.compute_ms = read_rooflines(read_json(opt.roofline_path, "roofline JSON"));
+  if (!opt.roofline_path.empty()) {
+    TAPEWISE_TRY(rooflines, read_json(opt.roofline_path, "roofline JSON"));
+    src.compute_ms = read_rooflines(rooflines);
+  }
 
   std::vector<Row> rows;
   bool checks_ok = true;
@@ -577,23 +611,29 @@ int main(int argc, char** argv) {
   std::vector<std::string> shapes = opt.map_shapes;
   std::stable_partition(shapes.begin(), shapes.end(), [](const std::string& s) { return !s.empty(); });
   for (std::size_t pass = 0; pass < shapes.size(); ++pass) {
-    const Opened o = open_backend(opt, shapes[pass]);
+    TAPEWISE_TRY(o, open_backend(opt, shapes[pass]));
     Device dev(*o.be, o.stream);
     // The copy roofline: a 1 GiB buffer copied (2 GiB moved), after ~0.25 s of the same copies so that
     // the GPU has left its idle clocks (the PyTorch process before this one may have exited seconds ago).
     const double roofline_traffic = 2.0 * static_cast<double>(std::int64_t{1} << 30);
-    if (o.stream) dev.copy_ms(roofline_traffic, 500);
-    const double roofline_ms = dev.copy_ms(roofline_traffic, opt.reps);
+    if (o.stream) TAPEWISE_CHECK(dev.copy_ms(roofline_traffic, 500));
+    TAPEWISE_TRY(roofline_ms, dev.copy_ms(roofline_traffic, opt.reps));
     meta = meta_json(opt, o, src.torch);
     copy = {{"roofline_1GiB", {{"traffic_bytes", roofline_traffic}, {"ms", roofline_ms},
                                {"gbps", roofline_traffic / (roofline_ms * 1e-3) / 1e9}}}};
     std::printf("tapewise-bench on %s (%s), %s, commit %s; copy roofline (1 GiB D2D): %.1f GB/s\n", o.prop.name,
                 o.be->describe().c_str(), opt.date.c_str(), opt.commit.c_str(), roofline_traffic / (roofline_ms * 1e-3) / 1e9);
     std::fflush(stdout);
-    if (opt.kernels) checks_ok = measure_kernels(opt, o, dev, shapes[pass], src, rows) && checks_ok;
+    if (opt.kernels) {
+      TAPEWISE_TRY(kernels_ok, measure_kernels(opt, o, dev, shapes[pass], src, rows));
+      checks_ok = kernels_ok && checks_ok;
+    }
     if (opt.once) return checks_ok ? 0 : 3;
     copy["same_traffic"] = dev.copies_json();
-    if (pass + 1 == shapes.size()) chains = measure_chains(opt, o.be, src.torch);
+    if (pass + 1 == shapes.size()) {
+      TAPEWISE_TRY(measured, measure_chains(opt, o.be, src.torch));
+      chains = std::move(measured);
+    }
   }
   if (have_torch) copy["torch_copy"] = src.torch.value("copy", json::object());
   print_table(meta, copy, rows, chains, have_torch, !compare.is_null());
@@ -606,7 +646,7 @@ int main(int argc, char** argv) {
     doc["summary"] = summary_json(rows, chains);
     if (have_torch) doc["torch"] = src.torch;
     std::ofstream f(opt.json_path);
-    if (!f) die("cannot write " + opt.json_path);
+    if (!f) return fail(ErrorCode::InvalidArgument, "cannot write " + opt.json_path);
     f << doc.dump(1) << "\n";
     std::printf("wrote %s\n", opt.json_path.c_str());
   }
@@ -615,4 +655,14 @@ int main(int argc, char** argv) {
     return 3;
   }
   return 0;
+}
+
+// Exit status: 0; 1 on an error (named on stderr); 2 without a usable CUDA device; 3 when an output
+// check failed.
+int main(int argc, char** argv) {
+  const Result<int> status = run(argc, argv);
+  if (status) return *status;
+  std::fflush(stdout);
+  std::fprintf(stderr, "tapewise-bench: %s\n", status.error().str().c_str());
+  return status.error().code == ErrorCode::DeviceUnavailable ? 2 : 1;
 }
