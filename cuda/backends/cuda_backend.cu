@@ -14,6 +14,7 @@
 #include <tapewise/backend.hpp>
 
 #include "kernels/dispatch.hpp"
+#include "backends/kernel_image.hpp"
 #include "backends/slab.hpp"
 #include "kernels/program.hpp"
 
@@ -393,7 +394,15 @@ bool cuda_available(std::string* why) {
     if (why) *why = "no CUDA device found";
     return false;
   }
-  return true;
+  // A device is usable when this build holds a kernel image for it (its compute capability).
+  std::string first_reason;
+  for (int device = 0; device < count; ++device) {
+    auto image = check_kernel_image(device);
+    if (image) return true;
+    if (device == 0) first_reason = image.error().message;
+  }
+  if (why) *why = first_reason;
+  return false;
 }
 
 namespace {
@@ -435,6 +444,7 @@ namespace {
   if (device < 0 || device >= count)
     return fail(ErrorCode::InvalidArgument, "make_cuda_backend: device " + std::to_string(device) + " out of range (" +
                                                 std::to_string(count) + " CUDA devices)");
+  TAPEWISE_CHECK(check_kernel_image(device));
   auto map_shape = map_shape_from_environment();
   if (!map_shape) return tl::unexpected(map_shape.error());
   DeviceGuard guard(device);
