@@ -1,4 +1,4 @@
-// reference/tools/measure_bounds.cpp — measures each op's error on a production backend against the
+// tools/measure_bounds.cpp — measures each op's error on a production backend against the
 // reference, to set spec/bounds.def: random inputs in each op's domain with its run and graded
 // scalar sets, plus its kink (all from spec/ops.def); prints the max ULP error, the max absolute
 // error / (eps w), and what the current bounds leave over. A one-off tool, not a test (no pass/fail
