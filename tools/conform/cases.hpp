@@ -13,6 +13,11 @@
 
 namespace tapewise::conform {
 
+// The most random cases per node and dtype that --cases or a vectors index may ask for (10^8: hours
+// on a CPU, several GB of vectors); far beyond it a run would only fail to allocate, or overflow a
+// count.
+inline constexpr std::int64_t kMaxCases = 100'000'000;
+
 // One batch for one node: `inputs` holds x, or a then b; g is the upstream gradient. All arrays
 // have the batch's dtype and the same 1-D shape.
 struct Batch {

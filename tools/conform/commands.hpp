@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "cases.hpp"  // kMaxCases
 #include "exec.hpp"
 #include "files.hpp"
 #include "graph.hpp"  // graph: GraphCommandOptions, graph_command
@@ -114,9 +115,6 @@ std::function<std::optional<int>()> add_sweep_subcommand(CLI::App& app);
 // Per-node, per-dtype default count of random cases (run, vectors): sized so that the default run
 // finishes in well under a minute on two CPU cores.
 inline constexpr std::int64_t kDefaultCases = 10000;
-// The most --cases accepts (10^8 per node and dtype: hours on a CPU, several GB of vectors); far
-// beyond it a run would only fail to allocate, or overflow a count.
-inline constexpr std::int64_t kMaxCases = 100'000'000;
 
 // Runs a subcommand; anything it still throws (a filesystem or JSON error, out of memory) becomes
 // a message and the usage-error exit status rather than an abort.

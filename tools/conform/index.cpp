@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "commands.hpp"
+#include "cases.hpp"  // kMaxCases
 #include "files.hpp"
 #include "json_io.hpp"
 

@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""tools/check_layers.py — the include graph has layers: library (include/, cuda/, spec/) < reference
+(reference/) < conformance library (the .npy codec, index, graph, cases, exec, grade, report under
+tools/conform) < tools (the rest of tools/, python/src/, examples/) < tests (proptest/). A file may
+include its own layer or a lower one; one that includes a higher layer's file is named, with the line,
+and the exit status is 1. Reads #include lines only (no compiler): about a tenth of a second.
+
+  python3 tools/check_layers.py [--root DIR]    check a tree (default: this repository)
+  python3 tools/check_layers.py --self-test     check that a planted violation is found
+"""
+import argparse
+import re
+import sys
+import tempfile
+from pathlib import Path
+
+# The conformance library's files (tools/conform), by stem: the rest of tools/conform is the CLI.
+CONFORMANCE_LIBRARY = {"npy", "index", "graph", "cases", "exec", "grade", "report", "files", "json_io", "junit"}
+
+LAYERS = ["library", "reference", "conformance library", "tools", "tests"]
+
+# Where quoted includes are looked up after the including file's own folder: the build's include
+# folders (CMakeLists.txt), lowest layer first.
+SEARCH = ["include", "cuda", "spec", "reference", "tools/conform", "proptest"]
+SOURCES = ["include", "cuda", "spec", "reference", "tools", "proptest", "python/src", "examples"]
+SUFFIXES = {".h", ".hpp", ".c", ".cpp", ".cu", ".cuh", ".def"}
+SKIP = ["tools/vendor/"]  # third-party headers, not ours
+
+INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
+
+
+def layer_of(rel: str):
+    """The layer index of a repository-relative path, or None for a file outside the layers."""
+    if rel.startswith(("include/", "cuda/", "spec/")):
+        return 0
+    if rel.startswith("reference/"):
+        return 1
+    if rel.startswith("tools/conform/") and rel.count("/") == 2 and Path(rel).stem in CONFORMANCE_LIBRARY:
+        return 2
+    if rel.startswith(("tools/", "python/src/", "examples/")):
+        return 3
+    if rel.startswith(("proptest/", "python/tests/")):
+        return 4
+    return None
+
+
+def resolve(root: Path, including: Path, bracket: str, name: str):
+    """The repository-relative path an #include names, or None (a system or third-party header)."""
+    if bracket == "<":
+        # The library's installed headers (the op table and the version header are generated there).
+        return "include/" + name if name.startswith("tapewise/") else None
+    for folder in [including.parent] + [root / s for s in SEARCH]:
+        candidate = (folder / name).resolve()
+        if candidate.is_file():
+            try:
+                return candidate.relative_to(root.resolve()).as_posix()
+            except ValueError:
+                return None
+    return None
+
+
+def violations(root: Path):
+    found = []
+    for top in SOURCES:
+        for path in sorted((root / top).rglob("*")):
+            rel = path.relative_to(root).as_posix()
+            if path.suffix not in SUFFIXES or not path.is_file() or any(rel.startswith(s) for s in SKIP):
+                continue
+            mine = layer_of(rel)
+            if mine is None:
+                continue
+            for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+                m = INCLUDE.match(line)
+                if not m:
+                    continue
+                target = resolve(root, path, m.group(1), m.group(2))
+                theirs = layer_of(target) if target else None
+                if theirs is not None and theirs > mine:
+                    found.append(f"{rel}:{number}: {LAYERS[mine]} includes {target} ({LAYERS[theirs]})")
+    return found
+
+
+def self_test() -> int:
+    """A tree with one planted upward include (the library including the reference) and one allowed
+    include must give exactly that one violation, naming the file."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        for rel, text in {
+            "reference/reference.hpp": '#include <tapewise/core.hpp>\n',
+            "include/tapewise/core.hpp": "",
+            "cuda/tape/tape.cpp": '#include <tapewise/core.hpp>\n#include "reference.hpp"\n',
+            "proptest/a_test.cpp": '#include "reference.hpp"\n',
+        }.items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text(text)
+        got = violations(root)
+    want = ["cuda/tape/tape.cpp:2: library includes reference/reference.hpp (reference)"]
+    if got != want:
+        print(f"check_layers self-test: expected {want}, got {got}", file=sys.stderr)
+        return 1
+    print("check_layers self-test: the planted violation is found and named")
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--root", type=Path, default=Path(__file__).resolve().parent.parent)
+    parser.add_argument("--self-test", action="store_true")
+    args = parser.parse_args()
+    if args.self_test:
+        return self_test()
+    found = violations(args.root)
+    for v in found:
+        print(v, file=sys.stderr)
+    if found:
+        print(f"check_layers: {len(found)} include(s) of a higher layer (layers: {' < '.join(LAYERS)})",
+              file=sys.stderr)
+        return 1
+    print(f"check_layers: no file includes a higher layer ({' < '.join(LAYERS)})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
