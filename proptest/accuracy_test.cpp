@@ -74,21 +74,20 @@ void check_against_reference(Backend& be, Op op) {
   }
 }
 
-class Accuracy : public ::testing::TestWithParam<std::tuple<int, int>> {};
+class Accuracy : public ::testing::TestWithParam<std::tuple<int, BackendKind>> {};
 
 TEST_P(Accuracy, WithinSpecBoundOfTheReference) {
-  const auto backends = all_backends();
-  const auto [op_index, backend_index] = GetParam();
-  if (static_cast<std::size_t>(backend_index) >= backends.size()) GTEST_SKIP() << "no CUDA device, GPU test skipped";
-  Backend& be = *backends[static_cast<std::size_t>(backend_index)];
+  const auto [op_index, kind] = GetParam();
+  TW_BACKEND_OR_SKIP(backend, kind);
+  Backend& be = *backend;
   const Op op = kOps[op_index].op;
   EXPECT_TRUE(rc::check(std::string(op_name(op)) + " float32", [&] { check_against_reference<float>(be, op); }));
   EXPECT_TRUE(rc::check(std::string(op_name(op)) + " float64", [&] { check_against_reference<double>(be, op); }));
 }
 
-INSTANTIATE_TEST_SUITE_P(AllOps, Accuracy, ::testing::Combine(::testing::Range(0, kOpCount), ::testing::Values(0, 1)),
+INSTANTIATE_TEST_SUITE_P(AllOps, Accuracy, ::testing::Combine(::testing::Range(0, kOpCount), kEveryBackend),
                          [](const auto& info) {
-                           return std::string(kOps[std::get<0>(info.param)].name) + (std::get<1>(info.param) ? "_cuda" : "_cpu");
+                           return std::string(kOps[std::get<0>(info.param)].name) + "_" + backend_name(std::get<1>(info.param));
                          });
 
 }  // namespace

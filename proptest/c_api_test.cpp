@@ -186,22 +186,20 @@ std::vector<Case> all_cases() {
   return cases;
 }
 
-// A C backend of parameter 0 (CPU) or 1 (CUDA) with its C++ twin; the CUDA one skips where absent.
-class CApiPerBackend : public ::testing::TestWithParam<int> {
+// A C backend of the parameter's kind with its C++ twin (PerBackend's `backend`, which skips the CUDA
+// case where no device exists).
+class CApiPerBackend : public PerBackend {
  protected:
   void SetUp() override {
+    PerBackend::SetUp();
+    if (IsSkipped()) return;
+    cpp_backend = backend;
     tw_backend* raw = nullptr;
-    if (GetParam() == 0) {
+    if (GetParam() == BackendKind::cpu)
       ASSERT_EQ(tw_backend_create_cpu(&raw), TW_OK) << tw_last_error();
-      c_backend.reset(raw);
-      cpp_backend = make_cpu_backend();
-    } else {
-      if (tw_backend_create_cuda(0, nullptr, &raw) != TW_OK)
-        GTEST_SKIP() << "no CUDA device, GPU test skipped: " << tw_last_error();
-      c_backend.reset(raw);
-      cpp_backend = cuda_backend_or_null();
-      if (!cpp_backend) GTEST_SKIP() << "no CUDA device for the C++ API";
-    }
+    else
+      ASSERT_EQ(tw_backend_create_cuda(0, nullptr, &raw), TW_OK) << tw_last_error();
+    c_backend.reset(raw);
   }
   BackendHandle c_backend;
   std::shared_ptr<Backend> cpp_backend;

@@ -2,7 +2,8 @@
 // or device where a file belongs, a hostile index.json, out-of-range numbers, paths that leave the
 // output folder) is a usage error (exit 2) with a message naming it, never an abort, a hang or a
 // write elsewhere; plus --version, the version fields of the reports, and a relocated binary.
-// Each test runs the built binary (TAPEWISE_CONFORM_BIN) in a fresh temp folder.
+// Each test runs the built binary (TAPEWISE_CONFORM_BIN) in a fresh temp folder; CMake compiles this
+// file only where the runner is built.
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,12 +23,14 @@
 #include "npy.hpp"
 #include "test_support.hpp"
 
+#ifndef TAPEWISE_CONFORM_BIN
+#error "cli_test.cpp runs tapewise-conform: proptest/CMakeLists.txt compiles it only beside the runner"
+#endif
+
 namespace {
 
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
-
-#ifdef TAPEWISE_CONFORM_BIN
 
 struct Ran {
   int status = -1;  // exit status; -1 when killed by a signal (an abort)
@@ -774,11 +777,5 @@ TEST_F(Cli, JsonAndJunitBothOnStandardOutputAreRefused) {
   const Ran audit = conform("audit --ops relu --backend cpu --json - --junit -");
   EXPECT_NE(audit.err.find("tapewise-conform: audit: --json - and --junit - both write"), std::string::npos) << audit.err;
 }
-
-#else
-
-TEST(Cli, NeedsTheRunner) { GTEST_SKIP() << "tapewise-conform is not built here (TAPEWISE_CONFORM_BIN undefined)"; }
-
-#endif  // TAPEWISE_CONFORM_BIN
 
 }  // namespace

@@ -122,22 +122,18 @@ class Row : public ::testing::TestWithParam<std::tuple<SpecialPoint, BackendKind
 
 TEST_P(Row, BitExact) {
   const auto& [point, kind] = GetParam();
-  if (kind == BackendKind::cpu) return check_row(point, make_cpu_backend());
-  std::string why;
-  auto cuda = testing::cuda_backend_or_null(&why);
-  if (!cuda) GTEST_SKIP() << "no CUDA device: " << why;
-  check_row(point, cuda);
+  TW_BACKEND_OR_SKIP(backend, kind);
+  check_row(point, backend);
 }
 
 std::string row_name(const ::testing::TestParamInfo<std::tuple<SpecialPoint, BackendKind>>& info) {
   const auto& [p, kind] = info.param;
-  return std::string(kind == BackendKind::cpu ? "cpu_" : "cuda_") + op_name(p.op) + "_" +
+  return std::string(testing::backend_name(kind)) + "_" + op_name(p.op) + "_" +
          special_dtype_name(p.dtype) + "_line" + std::to_string(p.line);
 }
 
 INSTANTIATE_TEST_SUITE_P(SpecialPoints, Row,
-                         ::testing::Combine(::testing::ValuesIn(rows()),
-                                            ::testing::Values(BackendKind::cpu, BackendKind::cuda)),
+                         ::testing::Combine(::testing::ValuesIn(rows()), testing::kEveryBackend),
                          row_name);
 
 // ---- the file as a whole ------------------------------------------------------------------------

@@ -37,11 +37,8 @@ inline std::shared_ptr<Backend> cuda_backend_or_null(std::string* why = nullptr)
   return backend;
 }
 
-// Skips the current test with a clear message where no CUDA device exists.
-#define TW_REQUIRE_CUDA(var)                                                  \
-  std::string var##_why;                                                      \
-  auto var = ::tapewise::testing::cuda_backend_or_null(&var##_why);           \
-  if (!var) GTEST_SKIP() << "GPU test skipped: " << var##_why
+// Skips the current test with a clear message where no CUDA device exists (a test of CUDA alone).
+#define TW_REQUIRE_CUDA(var) TW_BACKEND_OR_SKIP(var, ::tapewise::BackendKind::cuda)
 
 #ifdef TAPEWISE_CONFORM_BIN
 // The tapewise-conform the CLI tests run: the one beside this test binary (so a copied bin/ folder,
@@ -55,31 +52,37 @@ inline std::string conform_binary() {
 }
 #endif
 
-// Every backend available here, CPU first.
-inline std::vector<std::shared_ptr<Backend>> all_backends() {
-  std::vector<std::shared_ptr<Backend>> v{make_cpu_backend()};
-  if (auto cuda = cuda_backend_or_null()) v.push_back(cuda);
-  return v;
+// The one way a test runs on every backend: a BackendKind parameter (kEveryBackend, alone through
+// PerBackend and TW_INSTANTIATE_PER_BACKEND, or combined with others), turned into the backend by
+// TW_BACKEND_OR_SKIP, which skips the CUDA case where no device exists.
+inline const auto kEveryBackend = ::testing::Values(BackendKind::cpu, BackendKind::cuda);
+inline const char* backend_name(BackendKind kind) { return kind == BackendKind::cpu ? "cpu" : "cuda"; }
+inline const char* backend_name(const Backend& be) { return backend_name(be.kind()); }
+
+// The backend of `kind`; nullptr (with the reason) where there is none.
+inline std::shared_ptr<Backend> backend_of(BackendKind kind, std::string* why = nullptr) {
+  return kind == BackendKind::cpu ? make_cpu_backend() : cuda_backend_or_null(why);
 }
 
-// A test run once per backend: parameter 0 is the CPU, 1 is CUDA (skipped where absent).
-class PerBackend : public ::testing::TestWithParam<int> {
+// Declares `var`, the backend of `kind`, or skips the current test naming why there is none.
+#define TW_BACKEND_OR_SKIP(var, kind)                                          \
+  std::string var##_why;                                                       \
+  const auto var = ::tapewise::testing::backend_of((kind), &var##_why);        \
+  if (!var) GTEST_SKIP() << "GPU test skipped: " << var##_why
+
+// A test run once per backend (the fixture's `backend`).
+class PerBackend : public ::testing::TestWithParam<BackendKind> {
  protected:
   void SetUp() override {
-    auto backends = all_backends();
-    std::string why;
-    cuda_backend_or_null(&why);
-    if (static_cast<std::size_t>(GetParam()) >= backends.size()) GTEST_SKIP() << "GPU test skipped: " << why;
-    backend = backends[static_cast<std::size_t>(GetParam())];
+    TW_BACKEND_OR_SKIP(available, GetParam());
+    backend = available;
   }
   std::shared_ptr<Backend> backend;
 };
 
-#define TW_INSTANTIATE_PER_BACKEND(Suite)                               \
-  INSTANTIATE_TEST_SUITE_P(Backends, Suite, ::testing::Values(0, 1),    \
-                           [](const auto& info) { return std::string(info.param == 0 ? "cpu" : "cuda"); })
-
-inline const char* backend_name(const Backend& be) { return be.kind() == BackendKind::cpu ? "cpu" : "cuda"; }
+#define TW_INSTANTIATE_PER_BACKEND(Suite)                                      \
+  INSTANTIATE_TEST_SUITE_P(Backends, Suite, ::tapewise::testing::kEveryBackend, \
+                           [](const auto& info) { return std::string(::tapewise::testing::backend_name(info.param)); })
 
 template <class T>
 using Bits = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;

@@ -75,47 +75,47 @@ void check_paths_agree(Backend& be, Op op) {
     }
 }
 
-class VjpPaths : public ::testing::TestWithParam<std::tuple<int, int>> {};
+class VjpPaths : public ::testing::TestWithParam<std::tuple<int, BackendKind>> {};
 
 TEST_P(VjpPaths, FusedEqualsStagedBitForBit) {
-  const auto backends = all_backends();
-  const auto [op_index, backend_index] = GetParam();
-  if (static_cast<std::size_t>(backend_index) >= backends.size()) GTEST_SKIP() << "no CUDA device, GPU test skipped";
-  Backend& be = *backends[static_cast<std::size_t>(backend_index)];
+  const auto [op_index, kind] = GetParam();
+  TW_BACKEND_OR_SKIP(backend, kind);
+  Backend& be = *backend;
   const Op op = kOps[op_index].op;
   EXPECT_TRUE(rc::check(std::string(op_name(op)) + " float32", [&] { check_paths_agree<float>(be, op); }));
   EXPECT_TRUE(rc::check(std::string(op_name(op)) + " float64", [&] { check_paths_agree<double>(be, op); }));
 }
 
-INSTANTIATE_TEST_SUITE_P(AllOps, VjpPaths, ::testing::Combine(::testing::Range(0, kOpCount), ::testing::Values(0, 1)),
+INSTANTIATE_TEST_SUITE_P(AllOps, VjpPaths, ::testing::Combine(::testing::Range(0, kOpCount), kEveryBackend),
                          [](const auto& info) {
-                           return std::string(kOps[std::get<0>(info.param)].name) + (std::get<1>(info.param) ? "_cuda" : "_cpu");
+                           return std::string(kOps[std::get<0>(info.param)].name) + "_" + backend_name(std::get<1>(info.param));
                          });
 
 // The tape's own backward, both paths, on a graph using every node: identical gradients.
-TEST(VjpPaths, TapeBackwardFusedEqualsStagedOnEveryNode) {
-  for (auto& be : all_backends()) {
-    Tape t(be);
-    const std::vector<float> xs{-2.5f, -1.0f, -0.0f, 0.0f, 0.25f, 1.5f, 3.0f, 40.0f};
-    const NodeId x = must(t.leaf(host(xs)));
-    const NodeId y = must(t.leaf(host(std::vector<float>{1.5f, -1.0f, 0.5f, 0.0f, 0.25f, 2.0f, -3.0f, 0.5f})));
-    std::vector<NodeId> outs;
-    for (const OpInfo& info : kOps) {
-      const NodeId ids[2] = {x, y};
-      auto r = t.apply(info.op, {ids, static_cast<std::size_t>(info.arity)}, default_scalars(info));
-      ASSERT_TRUE(r) << r.error().str();
-      outs.push_back(*r);
-    }
-    NodeId total = outs[0];
-    for (std::size_t i = 1; i < outs.size(); ++i) total = must(t.add(total, outs[i]));
-    const HostArray seed = host(std::vector<float>(xs.size(), 1.0f));
-    auto fused = t.backward(total, seed, VjpPath::fused);
-    auto staged = t.backward(total, seed, VjpPath::staged);
-    ASSERT_TRUE(fused && staged);
-    for (NodeId id : {x, y}) {
-      const HostArray f = must(fused->host(id)), s = must(staged->host(id));
-      EXPECT_EQ(f.bytes, s.bytes) << backend_name(*be) << " node " << id;
-    }
+class TapeVjpPaths : public PerBackend {};
+TW_INSTANTIATE_PER_BACKEND(TapeVjpPaths);
+
+TEST_P(TapeVjpPaths, BackwardFusedEqualsStagedOnEveryNode) {
+  Tape t(backend);
+  const std::vector<float> xs{-2.5f, -1.0f, -0.0f, 0.0f, 0.25f, 1.5f, 3.0f, 40.0f};
+  const NodeId x = must(t.leaf(host(xs)));
+  const NodeId y = must(t.leaf(host(std::vector<float>{1.5f, -1.0f, 0.5f, 0.0f, 0.25f, 2.0f, -3.0f, 0.5f})));
+  std::vector<NodeId> outs;
+  for (const OpInfo& info : kOps) {
+    const NodeId ids[2] = {x, y};
+    auto r = t.apply(info.op, {ids, static_cast<std::size_t>(info.arity)}, default_scalars(info));
+    ASSERT_TRUE(r) << r.error().str();
+    outs.push_back(*r);
+  }
+  NodeId total = outs[0];
+  for (std::size_t i = 1; i < outs.size(); ++i) total = must(t.add(total, outs[i]));
+  const HostArray seed = host(std::vector<float>(xs.size(), 1.0f));
+  auto fused = t.backward(total, seed, VjpPath::fused);
+  auto staged = t.backward(total, seed, VjpPath::staged);
+  ASSERT_TRUE(fused && staged);
+  for (NodeId id : {x, y}) {
+    const HostArray f = must(fused->host(id)), s = must(staged->host(id));
+    EXPECT_EQ(f.bytes, s.bytes) << backend_name(*backend) << " node " << id;
   }
 }
 
