@@ -625,6 +625,32 @@ SweepRun run_sweep(const std::string& args) {
   return r;
 }
 
+// Error against input: the per-binade maxima of an output stay within its max_ulp_domain (and reach
+// it where no input is zero), and a unary float32 slice of [2^-1 (1 - 2^-8), 1 + 2^-8) lands in binades -1 and 0,
+// positive only.
+void expect_binade_maxima(const nlohmann::json& o, bool unary_f32_slice, const std::string& op) {
+  const std::string where = op + " " + o.at("output").get<std::string>();
+  const auto& by_binade = o.at("max_ulp_domain_by_binade");
+  if (o.at("max_ulp_domain").is_null()) {
+    EXPECT_TRUE(by_binade.is_null()) << where << ": " << by_binade.dump();
+    return;
+  }
+  ASSERT_TRUE(by_binade.is_object()) << where;
+  double largest = -1;
+  for (const char* sign : {"positive", "negative"}) {
+    ASSERT_EQ(by_binade.at(sign).size(), by_binade.at("positive").size()) << where;
+    for (const auto& v : by_binade.at(sign))
+      if (!v.is_null()) largest = std::max(largest, v.get<double>());
+  }
+  // Zero has no binade: only where no input is zero is the largest the output's maximum itself.
+  EXPECT_LE(largest, o.at("max_ulp_domain").get<double>()) << where << ": " << by_binade.dump();
+  if (!unary_f32_slice) return;
+  EXPECT_EQ(largest, o.at("max_ulp_domain").get<double>()) << where << ": " << by_binade.dump();
+  EXPECT_EQ(by_binade.at("min_exponent"), -1) << where << ": " << by_binade.dump();
+  EXPECT_EQ(by_binade.at("positive").size(), 2u) << where << ": " << by_binade.dump();
+  for (const auto& v : by_binade.at("negative")) EXPECT_TRUE(v.is_null()) << where << ": " << by_binade.dump();
+}
+
 TEST(SweepTool, CpuSliceReportsEveryOutputAndItsWorstCasesAgreeWithMpfr) {
   const SweepRun run = run_sweep("--backend cpu --ops scale,sqrt,exp,sigmoid,gelu,mul,div --dtype all --range 0x3f7f0000:0x3f808000 --host-cases 200 --validate 3000");
   const int status = run.status;
@@ -658,6 +684,7 @@ TEST(SweepTool, CpuSliceReportsEveryOutputAndItsWorstCasesAgreeWithMpfr) {
       std::uint64_t histogram_total = 0;
       for (const auto& [name, count] : o.at("histogram").items()) histogram_total += count.get<std::uint64_t>();
       EXPECT_EQ(histogram_total, node.at("cases").get<std::uint64_t>()) << node.at("op") << " " << o.at("output");
+      expect_binade_maxima(o, arity == 1 && d == DType::float32, node.at("op").get<std::string>());
       any_violation = any_violation || !o.at("causes_conform").get<bool>();
       const int output = o.at("output") == "y" ? 0 : o.at("output") == "db" ? 2 : 1;
       const double g = o.at("g").is_null() ? 1.0 : o.at("g").get<double>();

@@ -319,6 +319,8 @@ void merge(OutputTally& into, const OutputTally& t) {
   into.worst_finite_key = std::max(into.worst_finite_key, t.worst_finite_key);
   into.worst_ratio_key = std::max(into.worst_ratio_key, t.worst_ratio_key);
   into.worst_ratio_domain_key = std::max(into.worst_ratio_domain_key, t.worst_ratio_domain_key);
+  for (int k = 0; k < kBinadeCount; ++k)
+    into.worst_domain_by_binade[k] = std::max(into.worst_domain_by_binade[k], t.worst_domain_by_binade[k]);
   const auto recorded = [](const OutputTally& x) { return std::min<unsigned long long>(x.violations_recorded, kViolationSlots); };
   const unsigned long long have = recorded(into);
   for (unsigned long long k = 0; k < recorded(t) && have + k < kViolationSlots; ++k)
@@ -844,6 +846,27 @@ Json recheck_json(const Plan& p, const Recheck& r) {
   return j;
 }
 
+// The largest error inside the domain per binade of the first input (error against input):
+// {"min_exponent": e0, "positive": [...], "negative": [...]}, entry k for floor(log2 |a|) = e0 + k,
+// null where no input of that sign and binade was in the domain; null when there is none at all.
+Json binade_maxima_json(const OutputTally& t) {
+  int lo = kBinadeSpan, hi = -1;
+  for (int k = 0; k < kBinadeCount; ++k)
+    if (key_present(t.worst_domain_by_binade[k])) {
+      lo = std::min(lo, k % kBinadeSpan);
+      hi = std::max(hi, k % kBinadeSpan);
+    }
+  if (hi < 0) return Json(nullptr);
+  Json positive = Json::array(), negative = Json::array();
+  for (int e = lo; e <= hi; ++e) {
+    for (auto [slot, into] : {std::pair{e, &positive}, std::pair{kBinadeSpan + e, &negative}}) {
+      const unsigned long long key = t.worst_domain_by_binade[slot];
+      into->push_back(key_present(key) ? number_json(key_metric(key)) : Json(nullptr));
+    }
+  }
+  return {{"min_exponent", lo + kBinadeMinExponent}, {"positive", positive}, {"negative", negative}};
+}
+
 Json node_json(const NodeResult& n) {
   const Plan& p = n.plan;
   Json j;
@@ -882,6 +905,7 @@ Json node_json(const NodeResult& n) {
     Json h;
     for (int b = 0; b < kBucketCount; ++b) h[bucket_name(b)] = t.histogram[b];
     oj["histogram"] = h;
+    oj["max_ulp_domain_by_binade"] = binade_maxima_json(t);
     oj["worst"] = Json::array();
     for (const Recheck& r : o.rechecks) oj["worst"].push_back(recheck_json(p, r));
     j["outputs"].push_back(oj);

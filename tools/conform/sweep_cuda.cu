@@ -71,6 +71,12 @@ __device__ void tally_element(LocalTally& t, OutputTally* global, const ElementV
     const unsigned long long key = worst_key(r.error_ulps, index);
     if (v.finite_inputs && key > t.worst_finite) t.worst_finite = key;
     if (v.domain && key > t.worst_domain) t.worst_domain = key;
+    // Per binade straight into the global tally: too many slots for registers; the plain read first
+    // leaves an atomic only to the (rare) new maxima.
+    if (v.domain && v.binade >= 0) {
+      unsigned long long* slot = &global->worst_domain_by_binade[v.binade];
+      if (key > *static_cast<volatile unsigned long long*>(slot)) atomicMax(slot, key);
+    }
   }
   const unsigned long long ratio_key = worst_key(r.ratio, index);
   if (ratio_key > t.worst_ratio) t.worst_ratio = ratio_key;

@@ -955,6 +955,17 @@ SWEEP_HD int cause_of(const Job& job, int output, const Inputs& in, double g) {
 // --- tallies: plain data, reduced with atomics on the device and added up on the host -------------
 inline constexpr int kViolationSlots = 8;
 
+// The binade of the first input (x, or a): its sign and floor(log2 |a|), from the smallest float64
+// subnormal's -1074 up to 1023, so that a tally keeps the largest error per binade (error against
+// input). Zero, infinities and NaN have no binade (-1).
+inline constexpr int kBinadeMinExponent = -1074;
+inline constexpr int kBinadeSpan = 1023 - kBinadeMinExponent + 1;
+inline constexpr int kBinadeCount = 2 * kBinadeSpan;  // positive, then negative
+SWEEP_HD int binade_of(double a) {
+  if (a == 0 || !is_finite(a)) return -1;
+  return (a < 0 ? kBinadeSpan : 0) + (ilogb(a) - kBinadeMinExponent);
+}
+
 struct OutputTally {
   unsigned long long histogram[kBucketCount];
   unsigned long long above_bound;                    // every case of the range
@@ -966,6 +977,7 @@ struct OutputTally {
   unsigned long long worst_ratio_domain_key;         // the same inside the domain
   unsigned long long violations_recorded;
   uint32_t violation_cases[kViolationSlots];
+  unsigned long long worst_domain_by_binade[kBinadeCount];  // worst_domain_key per binade_of(a)
 };
 
 // A max-reduction key: the metric's float bits (+1, so that 0 means "none") above the case index.
@@ -985,6 +997,7 @@ struct ElementVerdict {
   Graded graded;
   bool domain = false, finite_inputs = false;
   int cause = kCauseInDomain;  // only for a value above its bound
+  int binade = -1;             // binade_of the first input
 };
 
 SWEEP_HD ElementVerdict grade_element(const Job& job, int output, double g, Bound bound,
@@ -995,6 +1008,7 @@ SWEEP_HD ElementVerdict grade_element(const Job& job, int output, double g, Boun
   v.graded = grade_value(job.is_f64, exact, produced, bound, w);
   v.domain = in_domain(job, in);
   v.finite_inputs = inputs_finite(job, in);
+  v.binade = binade_of(in.a);
   if (!v.graded.within) v.cause = cause_of(job, output, in, g);
   return v;
 }
@@ -1015,6 +1029,7 @@ inline void add_to_tally(OutputTally& t, const ElementVerdict& v, uint32_t index
     const unsigned long long key = worst_key(r.error_ulps, index);
     if (v.finite_inputs && key > t.worst_finite_key) t.worst_finite_key = key;
     if (v.domain && key > t.worst_domain_key) t.worst_domain_key = key;
+    if (v.domain && v.binade >= 0 && key > t.worst_domain_by_binade[v.binade]) t.worst_domain_by_binade[v.binade] = key;
   }
   const unsigned long long ratio_key = worst_key(r.ratio, index);
   if (ratio_key > t.worst_ratio_key) t.worst_ratio_key = ratio_key;
