@@ -32,6 +32,9 @@ SWEEPS = {
     "float32, 2^32 exponent pairs (binary)": "results/2026-12-01_H200_7370f5c/sweep/sweep_binary_f32.json",
     "float64, 2^32 random cases": "results/2026-12-01_H200_7370f5c/sweep/sweep_f64.json",
 }
+# Error against input needs the sweep's per-binade maxima, which the H200 sweeps above predate: a CPU
+# sweep (glibc) of every 257th float32 bit pattern has them until the next GPU sweep is committed.
+BINADES = "results/2026-12-02_cpu_binades/sweep_unary_f32.json"
 PEERS = [("compile", "torch.compile"), ("graph", "CUDA graph"), ("eager", "PyTorch eager")]
 
 
@@ -262,11 +265,51 @@ def figure_error_distribution(root: Path, plt) -> "Figure":
     return fig
 
 
+def figure_error_vs_input(root: Path, plt) -> "Figure":
+    """Per unary node, the largest error inside the domain in each binade of x (the sweep's
+    max_ulp_domain_by_binade), for y and for dx at g = 1, positive x solid and negative x dashed."""
+    sweep = load(root, BINADES)
+    nodes = [n for n in sweep["nodes"] if len(n["outputs"]) == 3]  # unary: y and dx at two g
+    ops = [n["op"] for n in nodes]
+    repeated = {op for op in ops if ops.count(op) > 1}
+    columns = 4
+    rows = math.ceil(len(nodes) / columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(12, 2.1 * rows), sharex=True)
+    for ax, n in zip(axes.flat, nodes):
+        largest = 0.0
+        for o, color in zip(n["outputs"][:2], ("C0", "C3")):
+            by_binade = o["max_ulp_domain_by_binade"]
+            if by_binade is None:
+                continue
+            first = by_binade["min_exponent"]
+            for sign, style in (("positive", "-"), ("negative", "--")):
+                points = [(first + k, v) for k, v in enumerate(by_binade[sign]) if v is not None]
+                if points:
+                    label = f"{o['output']}, x {'>' if sign == 'positive' else '<'} 0"
+                    ax.plot(*zip(*points), style, color=color, lw=1, label=label)
+                    largest = max([largest] + [v for _, v in points])
+        ax.set_title(sweep_label(n, repeated), fontsize=8)
+        ax.set_yscale("symlog", linthresh=1)
+        ax.set_ylim(-0.3, max(2.0, 2 * largest))  # zero (exact) stays visible above the frame
+        ax.tick_params(labelsize=7)
+        ax.grid(True, alpha=0.3)
+    for ax in list(axes.flat)[len(nodes):]:
+        ax.set_visible(False)
+    axes.flat[0].legend(fontsize=6)
+    fig.supxlabel("binade of x: floor(log2 |x|)", fontsize=9)
+    fig.supylabel("largest error inside the domain (ulps of R(exact))", fontsize=9)
+    fig.suptitle(f"Error against input, float32, {sweep['backend']} backend "
+                 f"(every {sweep['nodes'][0]['stride']}th bit pattern)", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
 FIGURES = {
     "chain_cost.svg": (figure_chain, [CHAIN, CHAIN_PEERS]),
     "roofline.svg": (figure_roofline, [KERNELS]),
     "bound_use.svg": (figure_bound_use, list(SWEEPS.values())),
     "error_distribution.svg": (figure_error_distribution, [SWEEPS["float32, every bit pattern (unary)"]]),
+    "error_vs_input.svg": (figure_error_vs_input, [BINADES]),
 }
 
 TABLES = {  # name: (document, function of the root)
