@@ -7,6 +7,7 @@
 import argparse
 import datetime
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -34,26 +35,21 @@ def read_table(conform, ops_json):
 
 
 def ops(torch, F, table):
-    # Each node as PyTorch writes it, with the table's sample scalars; names missing here fail the run.
-    def scalars(name):
+    # Each node as PyTorch writes it (tools/frameworks/forms.py, the audit's forms too), with the table's
+    # sample scalars (its first run set) bound; a node of the table without a form fails the run.
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'frameworks'))
+    import forms
+    missing = forms.missing_forms('torch', table)
+    if missing: sys.exit(f'bench_torch: tools/frameworks/forms.py has no PyTorch form for {", ".join(missing)}')
+    natural = forms.torch_forms(torch, F)
+
+    def bound(name):
         sets = table[name]['run_scalars']
-        return [sets[0][s] for s in table[name]['scalars']] if sets else []
-    c, = scalars('scale')
-    lo, hi = scalars('clamp')
-    eps, = scalars('safeLog')
-    nodes = {
-      'add': (2, lambda a,b: a+b), 'sub': (2, lambda a,b: a-b), 'mul': (2, lambda a,b: a*b),
-      'neg': (1, lambda x: -x), 'scale': (1, lambda x: x*c), 'abs': (1, torch.abs),
-      'sqrt': (1, torch.sqrt), 'clamp': (1, lambda x: torch.clamp(x, lo, hi)),
-      'max': (2, torch.maximum), 'min': (2, torch.minimum), 'div': (2, lambda a,b: a/b),
-      'relu': (1, torch.relu), 'exp': (1, torch.exp), 'sin': (1, torch.sin), 'cos': (1, torch.cos),
-      'log': (1, torch.log), 'inv': (1, torch.reciprocal),
-      'safeLog': (1, lambda x: torch.log(F.softplus(x) + eps)),
-      'sigmoid': (1, torch.sigmoid), 'tanh': (1, torch.tanh), 'silu': (1, F.silu),
-      'gelu': (1, lambda x: F.gelu(x, approximate='tanh')), 'softplus': (1, F.softplus),
-    }
-    missing = sorted(set(table) - set(nodes))
-    if missing: sys.exit(f'bench_torch: no PyTorch form for {", ".join(missing)}')
+        scalars = sets[0] if sets else {}
+        form = natural[name]
+        return (lambda x: form(x, scalars)) if table[name]['arity'] == 1 else (lambda a, b: form(a, b, scalars))
+
+    nodes = {name: (table[name]['arity'], bound(name)) for name in table}
     positive = {name for name, op in table.items() if op['bench_inputs'] == 'positive'}
     return nodes, positive
 

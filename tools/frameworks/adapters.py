@@ -2,7 +2,7 @@
 ops and autograd (PyTorch eager, torch.compile, JAX), never with tapewise's formulas, so that
 `tapewise-conform check` and diff.py can show where each framework's conventions differ from the spec.
 
-Each node is written the way a user of that framework would write it (the op tables below); the
+Each node is written the way a user of that framework would write it (forms.py); the
 gradient is the framework's VJP with upstream g = g.npy. Scalars are passed as Python floats, as a
 user would pass them; what the framework then does with them (round to the dtype, or not) is probed
 and recorded in implementation.json. The CLI is answer.py.
@@ -15,81 +15,33 @@ import time
 
 import numpy as np
 
+import forms
 import suites
 
 FRAMEWORKS = ("torch", "torch-compile", "jax", "jax-jit")
 
 
-# --- the op tables: each framework's natural op per node ------------------------------------------
-# Every entry takes the node's tensors then the scalars dict {name: Python float}.
+# --- the op tables: each framework's natural op per node (forms.py, shared with tools/bench_torch.py) ----
 
 def torch_op_table():
     import torch
     import torch.nn.functional as F
 
-    return {
-        "add": lambda a, b, s: torch.add(a, b),
-        "sub": lambda a, b, s: torch.sub(a, b),
-        "mul": lambda a, b, s: torch.mul(a, b),
-        "neg": lambda x, s: torch.neg(x),
-        "scale": lambda x, s: x * s["c"],
-        "abs": lambda x, s: torch.abs(x),
-        "sqrt": lambda x, s: torch.sqrt(x),
-        "clamp": lambda x, s: torch.clamp(x, s["lo"], s["hi"]),
-        "max": lambda a, b, s: torch.maximum(a, b),
-        "min": lambda a, b, s: torch.minimum(a, b),
-        "div": lambda a, b, s: torch.div(a, b),
-        "relu": lambda x, s: torch.relu(x),
-        "exp": lambda x, s: torch.exp(x),
-        "sin": lambda x, s: torch.sin(x),
-        "cos": lambda x, s: torch.cos(x),
-        "log": lambda x, s: torch.log(x),
-        "inv": lambda x, s: torch.reciprocal(x),
-        "safeLog": lambda x, s: torch.log(F.softplus(x) + s["eps"]),
-        "sigmoid": lambda x, s: torch.sigmoid(x),
-        "tanh": lambda x, s: torch.tanh(x),
-        "silu": lambda x, s: F.silu(x),
-        "gelu": lambda x, s: F.gelu(x, approximate="tanh"),
-        "softplus": lambda x, s: F.softplus(x),
-    }
+    return forms.torch_forms(torch, F)
 
 
 def jax_op_table():
     import jax
     import jax.numpy as jnp
 
-    return {
-        "add": lambda a, b, s: jnp.add(a, b),
-        "sub": lambda a, b, s: jnp.subtract(a, b),
-        "mul": lambda a, b, s: jnp.multiply(a, b),
-        "neg": lambda x, s: jnp.negative(x),
-        "scale": lambda x, s: x * s["c"],
-        "abs": lambda x, s: jnp.abs(x),
-        "sqrt": lambda x, s: jnp.sqrt(x),
-        "clamp": lambda x, s: jnp.clip(x, s["lo"], s["hi"]),
-        "max": lambda a, b, s: jnp.maximum(a, b),
-        "min": lambda a, b, s: jnp.minimum(a, b),
-        "div": lambda a, b, s: jnp.divide(a, b),
-        "relu": lambda x, s: jax.nn.relu(x),
-        "exp": lambda x, s: jnp.exp(x),
-        "sin": lambda x, s: jnp.sin(x),
-        "cos": lambda x, s: jnp.cos(x),
-        "log": lambda x, s: jnp.log(x),
-        "inv": lambda x, s: jnp.reciprocal(x),
-        "safeLog": lambda x, s: jnp.log(jax.nn.softplus(x) + s["eps"]),
-        "sigmoid": lambda x, s: jax.nn.sigmoid(x),
-        "tanh": lambda x, s: jnp.tanh(x),
-        "silu": lambda x, s: jax.nn.silu(x),
-        "gelu": lambda x, s: jax.nn.gelu(x, approximate=True),
-        "softplus": lambda x, s: jax.nn.softplus(x),
-    }
+    return forms.jax_forms(jax, jnp)
 
 
 def natural_op(table, framework, op):
     """The framework's op for node `op`; a node of the spec's table that this file does not map yet is
     an error naming it (answer_folder reports it for that suite), never a silent skip."""
     if op not in table:
-        raise KeyError(f"{framework}: tools/frameworks/adapters.py maps no op to node {op!r} yet")
+        raise KeyError(f"{framework}: tools/frameworks/forms.py has no form for node {op!r} yet")
     return table[op]
 
 

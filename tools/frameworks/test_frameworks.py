@@ -22,6 +22,7 @@ sys.path.insert(0, HERE)
 import adapters  # noqa: E402
 import classify  # noqa: E402
 import diff  # noqa: E402
+import forms  # noqa: E402
 import suites  # noqa: E402
 
 from classify import Point  # noqa: E402
@@ -245,6 +246,23 @@ def test_missing_outputs_are_reported(vectors, tmp_path):
     r = run_conform("check", answered)
     assert r.returncode == 1
     assert diff.main([vectors, answered, "--summary-only"]) == 1
+
+
+# --- the registry of framework forms (forms.py) --------------------------------------------------------
+
+@pytest.mark.parametrize("framework", sorted(forms.REGISTRIES))
+def test_forms_are_keyed_by_exactly_the_op_tables_nodes(framework):
+    """Each framework's registry has a form for every node of the op table and for nothing else, so a
+    new node fails here (named) before the audit or the benchmark meets it."""
+    tapewise = pytest.importorskip("tapewise")
+    nodes = [op["name"] for op in tapewise.op_table()]
+    keys = set(forms.REGISTRIES[framework](None, None))
+    assert forms.missing_forms(framework, nodes) == [], f"{framework}: no form in forms.py for these nodes"
+    assert sorted(keys - set(nodes)) == [], f"{framework}: forms.py has forms for nodes the op table lacks"
+
+
+def test_missing_forms_names_a_node_without_a_form():
+    assert forms.missing_forms("torch", ["sin", "square"]) == ["square"]
 
 
 # --- framework adapters (skipped where the framework does not import) ----------------------------------
