@@ -459,7 +459,7 @@ TEST_F(Cli, StandardOutputThatCannotBeWrittenIsAnError) {
 // --- issue 22, item 1: a node's card --------------------------------------------------------------
 
 // `ops --card NAME` lists every place of the checkout that defines the node, each with the line where
-// it is found: all fourteen for sin (a swept TorchLean node). An unknown node, and a folder that is
+// it is found: all thirteen for sin (a swept TorchLean node). An unknown node, and a folder that is
 // not a checkout, are usage errors naming what was wrong.
 TEST_F(Cli, OpsCardNamesEveryPlaceThatDefinesANode) {
   const fs::path source = fs::path(TAPEWISE_SPECIAL_POINTS).parent_path().parent_path();
@@ -468,10 +468,10 @@ TEST_F(Cli, OpsCardNamesEveryPlaceThatDefinesANode) {
   for (const char* file : {"spec/ops.def:", "spec/conventions.md:", "cuda/kernels/op_math.cuh:", "cuda/tape/staged_vjp.cpp:",
                            "reference/reference.cpp:", "spec/bounds.def:", "spec/special_points:",
                            "tools/conform/sweep_reference.hpp:", "include/tapewise/tape.hpp:", "python/tapewise/torch.py:",
-                           "tools/aten_parity.py:", "tools/bench_torch.py:", "tools/frameworks/adapters.py:"})
+                           "tools/aten_parity.py:", "tools/frameworks/forms.py:"})
     EXPECT_NE(card.out.find(file), std::string::npos) << file << " missing from\n" << card.out;
   EXPECT_EQ(card.out.find("(not found)"), std::string::npos) << card.out;
-  EXPECT_NE(card.out.find("0 of 14 places lack sin"), std::string::npos) << card.out;
+  EXPECT_NE(card.out.find("0 of 13 places lack sin"), std::string::npos) << card.out;
 
   expect_usage_error("ops --card sine --source " + quoted(source), "--card: unknown node 'sine'; did you mean 'sin'?");
   expect_usage_error("ops --card sin --source " + quoted(work_), "--card needs the source tree");

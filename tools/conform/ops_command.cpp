@@ -99,8 +99,7 @@ constexpr Place kPlaces[] = {
     {"include/tapewise/tape.hpp", "Tape's named method", R"(Op::NAME\b)"},
     {"python/tapewise/torch.py", "tapewise.torch's function and name table", R"(["']NAME["'])"},
     {"tools/aten_parity.py", "the ATen staging", R"(["']NAME["'])"},
-    {"tools/bench_torch.py", "the PyTorch form the benchmark times", R"(["']NAME["'])"},
-    {"tools/frameworks/adapters.py", "the PyTorch and JAX forms the audit runs", R"(["']NAME["'])"},
+    {"tools/frameworks/forms.py", "the PyTorch and JAX forms (the audit runs, the benchmark times)", R"(["']NAME["'])"},
 };
 
 // The 1-based numbers of the lines of `path` that match `pattern`.
