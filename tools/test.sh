@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tools/test.sh — every test, after tools/setup.sh --for-tests has built build/: the GoogleTest and
-# RapidCheck suite and the runner's CLI tests (ctest), the installed package and its consumers
+# RapidCheck suite and the runner's CLI tests (ctest), the prover and its mutants (prove), the installed
+# package and its consumers
 # (test_package.sh), the build without the system's tl-expected and dlpack headers
 # (test_vendored_headers.sh), the Python package (pip install . and pytest, with the framework adapters'
 # tests), the Doxygen API reference with no undocumented public symbol (api_docs.sh), the ASan+UBSan
@@ -36,7 +37,14 @@ python_tests() {
   python3 -m pip install -q --no-build-isolation -Ccmake.define.CMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-90}" . &&
     TAPEWISE_CONFORM="$PWD/$build/bin/tapewise-conform" python3 -m pytest -q -p no:cacheprovider python/tests tools/frameworks
 }
+# The prover: every node's forms proven equal to the spec's staging (tapewise-conform prove, with the
+# ATen formulas' audit), and every seeded mutant of the kernels refuted with a replayed counterexample.
+prove_tests() {
+  "$build/bin/tapewise-conform" prove --frameworks --json "$build/prove.json" &&
+    python3 tools/prove/mutants.py --build "$build" --out "$build/prove-mutants" --jobs "$(nproc)"
+}
 step ctest ctest --test-dir "$build" --output-on-failure -j2
+step prove prove_tests
 step package tools/test_package.sh
 step vendored tools/test_vendored_headers.sh
 step python python_tests

@@ -91,6 +91,18 @@ template <class T, class Runner>
   return fail(ErrorCode::InvalidArgument, "unknown op");
 }
 
+// A prim over n elements: PrimFn with the buffer inputs the prim reads and its scalar rounded once to T.
+template <class T, class Runner>
+[[nodiscard]] Result<void> dispatch_prim(Runner& runner, Prim p, double c, int nin, std::int64_t n, const T* const* in,
+                                         T* const* out) {
+  const T cT = static_cast<T>(c);
+  switch (nin) {
+    case 0: return runner.run(PrimFn<T, 0>{p, cT}, n, in, out, prim_name(p));
+    case 1: return runner.run(PrimFn<T, 1>{p, cT}, n, in, out, prim_name(p));
+    default: return runner.run(PrimFn<T, 2>{p, cT}, n, in, out, prim_name(p));
+  }
+}
+
 // Checks what every kernel entry point needs: matching shapes and dtypes, outputs allocated.
 [[nodiscard]] Result<void> check_operands(const char* what, std::span<const Buffer* const> inputs,
                             std::span<Buffer* const> outputs);
@@ -149,12 +161,7 @@ template <class Runner>
     const T* in[2] = {};
     for (std::size_t i = 0; i < inputs.size(); ++i) in[i] = static_cast<const T*>(inputs[i]->data());
     T* o[1] = {static_cast<T*>(out.data())};
-    const T cT = static_cast<T>(c);
-    switch (inputs.size()) {
-      case 0: return runner.run(PrimFn<T, 0>{p, cT}, out.numel(), in, o, prim_name(p));
-      case 1: return runner.run(PrimFn<T, 1>{p, cT}, out.numel(), in, o, prim_name(p));
-      default: return runner.run(PrimFn<T, 2>{p, cT}, out.numel(), in, o, prim_name(p));
-    }
+    return dispatch_prim<T>(runner, p, c, static_cast<int>(inputs.size()), out.numel(), in, o);
   });
 }
 

@@ -1,7 +1,8 @@
-// cuda/tape/staged_vjp.cpp — every node's VJP in the spec's staged form (spec/ops.def, `staged`): each
-// stage is one primitive buffer op with one rounding per element, intermediates live in workspace
-// buffers that are released (RAII) before the VJP returns. Backend-agnostic: runs on CPU and CUDA.
-// Rows marked `native` in the spec are a single native kernel in TorchLean, and so here too.
+// cuda/tape/staged_vjp.cpp — every node's VJP in the spec's staged form (spec/ops.def, `staged`), and its
+// forward as spec/conventions.md stages it: each stage is one primitive buffer op with one rounding
+// per element, intermediates live in workspace buffers that are released (RAII) before the call
+// returns. Backend-agnostic: runs on CPU and CUDA. Rows marked `native` in the spec (and the select
+// forwards of sqrt and relu) are a single native kernel in TorchLean, and so here too.
 #include <initializer_list>
 
 #include <tapewise/tape.hpp>
@@ -45,7 +46,76 @@ class Stager {
   return st.ws(Prim::add, {&m, &l});
 }
 
+// gelu's t = tanh((x + ((x*c)*x)*x) * k), stage by stage (6 workspace buffers while it is formed).
+constexpr double kGeluC = 0.044715, kGeluK = 0.79788456080286535588;
+[[nodiscard]] Result<Buffer> staged_gelu_t(Stager& st, const Buffer& x) {
+  TAPEWISE_TRY(xc, st.ws(Prim::mul_scalar, {&x}, kGeluC));
+  TAPEWISE_TRY(xcx, st.ws(Prim::mul, {&xc, &x}));
+  TAPEWISE_TRY(x3c, st.ws(Prim::mul, {&xcx, &x}));
+  TAPEWISE_TRY(u, st.ws(Prim::add, {&x, &x3c}));
+  TAPEWISE_TRY(uk, st.ws(Prim::mul_scalar, {&u}, kGeluK));
+  return st.ws(Prim::tanh, {&uk});
+}
+
 }  // namespace
+
+[[nodiscard]] Result<void> staged_forward(Backend& be, Op op, const Scalars& s, std::span<const Buffer* const> inputs,
+                                          Buffer& out) {
+  const OpInfo& info = op_info(op);
+  if (static_cast<int>(inputs.size()) != info.arity)
+    return fail(ErrorCode::InvalidArgument, std::string(info.name) + " staged forward: wrong number of inputs");
+  Stager st(be, out);
+  const Buffer& x = *inputs[0];
+  const Buffer& b = *inputs[inputs.size() - 1];
+  switch (op) {
+    case Op::add: return st.into(out, Prim::add, {&x, &b});
+    case Op::sub: return st.into(out, Prim::sub, {&x, &b});
+    case Op::mul: return st.into(out, Prim::mul, {&x, &b});
+    case Op::div: return st.into(out, Prim::div, {&x, &b});
+    case Op::neg: return st.into(out, Prim::neg, {&x});
+    case Op::scale: return st.into(out, Prim::mul_scalar, {&x}, s.s0);
+    case Op::abs: return st.into(out, Prim::abs, {&x});
+    case Op::max: return st.into(out, Prim::fmax, {&x, &b});
+    case Op::min: return st.into(out, Prim::fmin, {&x, &b});
+    case Op::clamp: {
+      TAPEWISE_TRY(lo, st.ws(Prim::fill, {}, s.s0));
+      TAPEWISE_TRY(hi, st.ws(Prim::fill, {}, s.s1));
+      TAPEWISE_TRY(above_lo, st.ws(Prim::fmax, {&x, &lo}));
+      return st.into(out, Prim::fmin, {&above_lo, &hi});
+    }
+    case Op::sqrt:
+    case Op::relu:
+      return be.forward(op, s, inputs, out);  // native: a select, one kernel
+    case Op::exp: return st.into(out, Prim::exp, {&x});
+    case Op::sin: return st.into(out, Prim::sin, {&x});
+    case Op::cos: return st.into(out, Prim::cos, {&x});
+    case Op::log: return st.into(out, Prim::log, {&x});
+    case Op::inv: return st.into(out, Prim::reciprocal, {&x});
+    case Op::safeLog: {
+      TAPEWISE_TRY(eps, st.ws(Prim::fill, {}, s.s0));
+      TAPEWISE_TRY(sp, staged_softplus(st, x));
+      TAPEWISE_TRY(den, st.ws(Prim::add, {&sp, &eps}));
+      return st.into(out, Prim::log, {&den});
+    }
+    case Op::sigmoid: return st.into(out, Prim::sigmoid, {&x});
+    case Op::tanh: return st.into(out, Prim::tanh, {&x});
+    case Op::silu: {
+      TAPEWISE_TRY(sg, st.ws(Prim::sigmoid_split, {&x}));
+      return st.into(out, Prim::mul, {&x, &sg});
+    }
+    case Op::gelu: {
+      TAPEWISE_TRY(t, staged_gelu_t(st, x));
+      TAPEWISE_TRY(t1, st.ws(Prim::add_scalar, {&t}, 1.0));
+      TAPEWISE_TRY(xt1, st.ws(Prim::mul, {&x, &t1}));
+      return st.into(out, Prim::mul_scalar, {&xt1}, 0.5);
+    }
+    case Op::softplus: {
+      TAPEWISE_TRY(sp, staged_softplus(st, x));
+      return st.into(out, Prim::copy, {&sp});
+    }
+  }
+  return fail(ErrorCode::InvalidArgument, "staged forward: unknown op");
+}
 
 [[nodiscard]] Result<void> staged_vjp(Backend& be, Op op, const Scalars& s, std::span<const Buffer* const> inputs,
                         const Buffer& g, std::span<Buffer* const> grads) {
@@ -142,20 +212,14 @@ class Stager {
       return st.into(dx, Prim::mul, {&g, &d});
     }
     case Op::gelu: {
-      const double c = 0.044715, k = 0.79788456080286535588;
-      const double c3 = 3.0 * round_to(g.dtype(), c);  // R(3 * R(c)) once the prim rounds it
-      TAPEWISE_TRY(xc, st.ws(Prim::mul_scalar, {&x}, c));
-      TAPEWISE_TRY(xcx, st.ws(Prim::mul, {&xc, &x}));
-      TAPEWISE_TRY(x3c, st.ws(Prim::mul, {&xcx, &x}));
-      TAPEWISE_TRY(u, st.ws(Prim::add, {&x, &x3c}));
-      TAPEWISE_TRY(uk, st.ws(Prim::mul_scalar, {&u}, k));
-      TAPEWISE_TRY(t, st.ws(Prim::tanh, {&uk}));
+      const double c3 = 3.0 * round_to(g.dtype(), kGeluC);  // R(3 * R(c)) once the prim rounds it
+      TAPEWISE_TRY(t, staged_gelu_t(st, x));
       TAPEWISE_TRY(tt, st.ws(Prim::mul, {&t, &t}));
       TAPEWISE_TRY(sech, st.ws(Prim::rsub_scalar, {&tt}, 1.0));
       TAPEWISE_TRY(xc3, st.ws(Prim::mul_scalar, {&x}, c3));
       TAPEWISE_TRY(q, st.ws(Prim::mul, {&xc3, &x}));
       TAPEWISE_TRY(q1, st.ws(Prim::add_scalar, {&q}, 1.0));
-      TAPEWISE_TRY(inner_derivative, st.ws(Prim::mul_scalar, {&q1}, k));
+      TAPEWISE_TRY(inner_derivative, st.ws(Prim::mul_scalar, {&q1}, kGeluK));
       TAPEWISE_TRY(xsech, st.ws(Prim::mul, {&x, &sech}));
       TAPEWISE_TRY(dt, st.ws(Prim::mul, {&xsech, &inner_derivative}));
       TAPEWISE_TRY(t1, st.ws(Prim::add_scalar, {&t}, 1.0));

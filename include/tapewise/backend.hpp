@@ -250,6 +250,12 @@ class Backend : public std::enable_shared_from_this<Backend> {
 [[nodiscard]] Result<void> staged_vjp(Backend& be, Op op, const Scalars& s, std::span<const Buffer* const> inputs,
                         const Buffer& g, std::span<Buffer* const> grads);
 
+/// The forward of one node as spec/conventions.md stages it (softplus's seven stages, gelu's, ...): one
+/// prim per stage, workspace released before return; sqrt and relu (selects) are their one native
+/// kernel. What the prover (`tapewise-conform prove`) holds the forward kernel equal to.
+[[nodiscard]] Result<void> staged_forward(Backend& be, Op op, const Scalars& s, std::span<const Buffer* const> inputs,
+                                          Buffer& out);
+
 /// The CPU backend (the production per-element code compiled for the host).
 std::shared_ptr<Backend> make_cpu_backend();
 

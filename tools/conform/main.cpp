@@ -1,5 +1,5 @@
 // tools/conform/main.cpp — tapewise-conform's command line: run (the default), audit, eval, vectors,
-// check, graph, sweep, ops. Each subcommand registers its options with CLI11 and says how it runs; the
+// check, graph, sweep, ops, prove. Each subcommand registers its options with CLI11 and says how it runs; the
 // commands themselves are in commands.hpp. Exit 2 on any usage error.
 #include <algorithm>
 #include <cerrno>
@@ -23,6 +23,7 @@
 #include "commands.hpp"
 #include "escaped.hpp"
 #include "ops_command.hpp"
+#include "prover.hpp"
 #include "reference.hpp"
 #include "suggest.hpp"
 
@@ -242,6 +243,33 @@ Subcommand add_graph(CLI::App& app, CommonText& t) {
           }};
 }
 
+Subcommand add_prove(CLI::App& app, CommonText& t) {
+  auto o = std::make_shared<tapewise::prove::ProveOptions>();
+  CLI::App* prove = app.add_subcommand(
+      "prove", "prove every node's fused forward and VJP equal to the spec's staging, for every input (SMT)");
+  prove->add_option("--ops", t.ops, "comma-separated node names, or all");
+  prove->add_option("--dtype", t.dtype, "float32, float64 or all");
+  prove->add_option("--backend", t.backend, "where refutations are replayed: auto, cpu or cuda");
+  prove->add_option("--json", o->json_path, "write the proof report as JSON to this file (- for standard output)")
+      ->type_name("FILE|-");
+  prove->add_option("--solver", o->solver,
+                    "the solver script (default: <bin>/../share/tapewise/prove_solver.py, else tools/prove/solver.py)");
+  prove->add_option("--python", o->python, "the Python that runs it, with bitwuzla (default: $TAPEWISE_PYTHON, else python3)");
+  prove->add_option("--timeout", o->timeout_s, "seconds per solver query")->type_name("S")->capture_default_str();
+  prove->add_flag("--frameworks", o->frameworks, "also hold PyTorch's ATen backward formulas against the spec");
+  return {prove, [&t, o] {
+            auto selection = tc::parse_selection(t.ops, t.dtype);
+            if (!selection) return usage_error(selection.error().message);
+            if (t.backend != "auto" && t.backend != "cpu" && t.backend != "cuda")
+              return usage_error("--backend: auto, cpu or cuda, not '" + tc::escaped_prefix(t.backend) + "'");
+            if (!(o->timeout_s > 0 && o->timeout_s <= 3600)) return usage_error("--timeout: from 0 to 3600 seconds");
+            o->ops = selection->ops;
+            o->dtypes = selection->dtypes;
+            o->backend = t.backend;
+            return tc::guarded("prove", [&] { return tapewise::prove::prove_command(*o); });
+          }};
+}
+
 Subcommand add_ops(CLI::App& app) {
   auto status = tc::add_ops_subcommand(app);  // ops_command.cpp keeps its own options
   return {app.get_subcommand("ops"), [status] { return status().value_or(tc::kUsageError); }};
@@ -337,13 +365,14 @@ static int run_command_line(int argc, char** argv) {
   CommonText common;
   const Subcommand subcommands[] = {
       add_run(app, common), add_audit(app, common), add_eval(app, common), add_vectors(app, common),
-      add_check(app),       add_graph(app, common), add_sweep(app),        add_ops(app)};
+      add_check(app),       add_graph(app, common), add_sweep(app),        add_ops(app),
+      add_prove(app, common)};
   std::vector<std::string> subcommand_names;
   for (const Subcommand& sub : subcommands) subcommand_names.push_back(sub.app->get_name());
   if (!help && std::find(subcommand_names.begin(), subcommand_names.end(), args[0]) == subcommand_names.end())
     return usage_error("unknown subcommand '" + tc::escaped_prefix(args[0]) + "'" +
                        tc::did_you_mean(args[0], subcommand_names) + " (subcommands: run, audit, eval, vectors, "
-                       "check, graph, sweep, ops)");
+                       "check, graph, sweep, ops, prove)");
   const std::vector<std::string> in_order = args;
   std::reverse(args.begin(), args.end());  // CLI11 takes a reversed vector
   try {
