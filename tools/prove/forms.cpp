@@ -8,11 +8,7 @@
 #include <cstring>
 
 #include "kernels/dispatch.hpp"
-#if __has_include("kernels/interpreter.hpp")
 #include "kernels/interpreter.hpp"  // run_steps_at, piece_at
-#else
-#include "kernels/program.hpp"
-#endif
 
 namespace tapewise::prove {
 namespace {
