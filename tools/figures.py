@@ -32,9 +32,9 @@ SWEEPS = {
     "float32, 2^32 exponent pairs (binary)": "results/2026-12-01_H200_7370f5c/sweep/sweep_binary_f32.json",
     "float64, 2^32 random cases": "results/2026-12-01_H200_7370f5c/sweep/sweep_f64.json",
 }
-# Error against input needs the sweep's per-binade maxima, which the H200 sweeps above predate: a CPU
-# sweep (glibc) of every 257th float32 bit pattern has them until the next GPU sweep is committed.
-BINADES = "results/2026-12-02_cpu_binades/sweep_unary_f32.json"
+# Error against input needs the sweep's per-binade maxima, which the H200 sweeps above predate: the
+# H200's exhaustive float32 unary sweep of 2026-12-02 (every bit pattern, CUDA's libdevice) has them.
+BINADES = "results/2026-12-02_H200_sweep_binades/sweep_unary_f32.json"
 PEERS = [("compile", "torch.compile"), ("graph", "CUDA graph"), ("eager", "PyTorch eager")]
 
 
