@@ -782,6 +782,18 @@ TEST_F(Cli, JunitReportsAreReadByAnXmlParser) {
 
 // Two reports on standard output would interleave into neither JSON nor XML: every subcommand with
 // both options refuses the pair before doing any work, and writes nothing to stdout.
+// A solver script that is not there is a usage error naming it, before any claim runs, even for
+// nodes that need no lemma (add).
+TEST_F(Cli, ProveRefusesASolverThatIsNotAFile) {
+  for (const std::string solver : {arg("no-such-solver.py"), arg("")}) {
+    const Ran r = conform("prove --ops add --backend cpu --solver " + solver);
+    EXPECT_EQ(r.status, 2) << solver << "\nstderr: " << r.err;
+    EXPECT_NE(r.err.find("--solver: " + solver.substr(1, solver.size() - 2) + " is not a file"), std::string::npos)
+        << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out.substr(0, 200);
+  }
+}
+
 TEST_F(Cli, JsonAndJunitBothOnStandardOutputAreRefused) {
   make_vectors();
   const std::vector<std::string> subcommands = {"run --ops relu --backend cpu --cases 10", "audit --ops relu --backend cpu",

@@ -494,7 +494,12 @@ int prove_command(const ProveOptions& o) {
     const char* env = std::getenv("TAPEWISE_PYTHON");
     python = env && *env ? env : "python3";
   }
-  Solver solver(python, find_solver(o.solver));
+  const std::string solver_script = find_solver(o.solver);
+  if (std::error_code ec; !std::filesystem::is_regular_file(solver_script, ec)) {
+    std::cerr << o.program_name << ": --solver: " << solver_script << " is not a file\n";
+    return 2;
+  }
+  Solver solver(python, solver_script);
   std::string backend_note;
   auto backend = replay_backend(o.backend, &backend_note);
   if (!backend) {
@@ -503,7 +508,7 @@ int prove_command(const ProveOptions& o) {
   }
   json report = {{"schema", "tapewise-conform.prove/1"},
                  {"replay_backend", backend->describe()},
-                 {"solver", "bitwuzla (PyPI), via " + python + " " + find_solver(o.solver)},
+                 {"solver", "bitwuzla (PyPI), via " + python + " " + solver_script},
                  {"equality", "AgreeUpToNaN: equal bits, or both NaN"},
                  {"nodes", json::array()}};
   int proven = 0, failed = 0, model_errors = 0;
