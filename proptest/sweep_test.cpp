@@ -1,4 +1,4 @@
-// proptest/sweep_test.cpp — the sweep's own reference (tools/conform/sweep_reference.hpp, the host
+// proptest/sweep_test.cpp — the sweep's own reference (reference/sweep_reference.hpp, the host
 // copy of what the GPU grades with) against the MPFR reference within the reference's stated bound,
 // for every node it transcribes; the causes it gives values above their bound, with a witness input
 // for every cause spec/bounds.def accepts; the maxima spec/bounds.def records against the committed
@@ -581,13 +581,40 @@ TEST(SweepEvidence, BoundsDefRecordsTheCommittedSweepMaxima) {
 }
 
 // A node recorded as swept was graded by the sweep, with its own transcription in
-// tools/conform/sweep_reference.hpp; without one the sweep would refuse it.
+// reference/sweep_reference.hpp; without one the sweep would refuse it.
 TEST(SweepEvidence, EverySweptNodeHasASweepReference) {
   for (const OpInfo& info : kOps)
     for (DType d : {DType::float32, DType::float64})
       EXPECT_TRUE(!ref::swept(info.op, d) || sw::has_sweep_reference(info.op))
           << info.name << " " << dtype_name(d) << ": spec/bounds.def has its TAPEWISE_SWEPT row, but "
-          << "tools/conform/sweep_reference.hpp does not transcribe it (has_sweep_reference)";
+          << "reference/sweep_reference.hpp does not transcribe it (has_sweep_reference)";
+}
+
+// spec/ops.def's sweep_reference column against the transcription: a `transcribed` node answers
+// (non-NaN) in every switch that grades it, both dtypes, value and every gradient, at in-domain inputs;
+// a `none` node answers NaN there (the switches' default), so the sweep must refuse it.
+bool transcription_answers(Op op, DType dtype) {
+  const Scalars s = scalars_for(op);
+  const sw::Job j = job_for(op, dtype, s.s0, s.s1);
+  for (std::uint32_t k = 0; k < 4096; ++k) {
+    const sw::Inputs in = sw::case_inputs(j, k * 0x9E3779B1u);
+    if (!sw::in_domain(j, in) || !sw::inputs_finite(j, in)) continue;
+    bool answered = true;
+    for (int output = 0; output <= op_info(op).arity; ++output)
+      answered = answered && !sw::is_nan(sw::exact_value(j, output, in, 1.0).hi);
+    if (answered) return true;
+  }
+  return false;
+}
+
+TEST(SweepReference, AnswersExactlyForTheTranscribedNodes) {
+  for (const OpInfo& info : kOps)
+    for (DType d : {DType::float32, DType::float64})
+      EXPECT_EQ(transcription_answers(info.op, d), sw::has_sweep_reference(info.op))
+          << info.name << " " << dtype_name(d) << ": spec/ops.def says sweep_reference "
+          << sweep_reference_name(info.sweep_reference) << ", but reference/sweep_reference.hpp "
+          << (sw::has_sweep_reference(info.op) ? "has no case for it in a switch that grades it"
+                                                : "answers for it: mark it transcribed");
 }
 
 #ifdef TAPEWISE_CONFORM_BIN

@@ -144,6 +144,41 @@ INSTANTIATE_TEST_SUITE_P(AllOps, ForwardPaths, ::testing::Combine(::testing::Ran
                            return std::string(kOps[std::get<0>(info.param)].name) + "_" + backend_name(std::get<1>(info.param));
                          });
 
+// spec/ops.def's vjp_reads column, held to the kernels: a `g` node's gradients (fused and staged) are
+// the same bits when its inputs are NaN; an `inputs` node's are not (the benchmark counts its bytes).
+class VjpReadsColumn : public ::testing::TestWithParam<std::tuple<int, BackendKind>> {};
+
+TEST_P(VjpReadsColumn, GradientsDependOnTheInputsExactlyWhenTheTableSays) {
+  const auto [op_index, kind] = GetParam();
+  TW_BACKEND_OR_SKIP(backend, kind);
+  const OpInfo& info = kOps[op_index];
+  const std::vector<double> x{-2.5, -1.0, -0.0, 0.0, 0.3, 1.5, 3.0, 0.75};
+  const std::vector<double> b{1.5, -1.0, 0.5, 0.0, 0.25, 2.0, -3.0, 0.5};
+  const std::vector<double> nan(x.size(), std::numeric_limits<double>::quiet_NaN());
+  const std::vector<double> g{1.0, -0.5, 2.0, 0.7, -1.25, 3.0, 0.125, -2.0};
+  auto run_on = [&](const std::vector<double>& a_values, const std::vector<double>& b_values) {
+    std::vector<HostArray> inputs{host(a_values)};
+    if (info.arity == 2) inputs.push_back(host(b_values));
+    auto run = run_both(*backend, info.op, default_scalars(info), inputs, host(g));
+    EXPECT_TRUE(run.has_value()) << info.name << ": " << (run ? "" : run.error().str());
+    return run ? *run : VjpRun{};
+  };
+  const VjpRun finite = run_on(x, b), from_nan = run_on(nan, nan);
+  ASSERT_EQ(finite.fused.size(), static_cast<std::size_t>(info.arity));
+  ASSERT_EQ(from_nan.fused.size(), static_cast<std::size_t>(info.arity));
+  bool same = true;
+  for (int k = 0; k < info.arity; ++k)
+    same = same && finite.fused[k].bytes == from_nan.fused[k].bytes && finite.staged[k].bytes == from_nan.staged[k].bytes;
+  EXPECT_EQ(same, info.vjp_reads == VjpReads::g)
+      << info.name << ": spec/ops.def says vjp_reads " << vjp_reads_name(info.vjp_reads) << ", but its gradients "
+      << (same ? "do not depend on the inputs" : "change when the inputs are NaN");
+}
+
+INSTANTIATE_TEST_SUITE_P(AllOps, VjpReadsColumn, ::testing::Combine(::testing::Range(0, kOpCount), kEveryBackend),
+                         [](const auto& info) {
+                           return std::string(kOps[std::get<0>(info.param)].name) + "_" + backend_name(std::get<1>(info.param));
+                         });
+
 // The tape's own backward, both paths, on a graph using every node: identical gradients.
 class TapeVjpPaths : public PerBackend {};
 TW_INSTANTIATE_PER_BACKEND(TapeVjpPaths);

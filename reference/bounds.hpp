@@ -21,7 +21,7 @@ Bound vjp_bound(Op op, DType dtype);
 
 // Which causes of a value above its bound spec/bounds.def accepts outside the node's domain: an
 // intermediate of the staging that overflows, one that underflows, both, or none
-// (spec/conventions.md §4.1; the sweep classifies, tools/conform/sweep_reference.hpp).
+// (spec/conventions.md §4.1; the sweep classifies, reference/sweep_reference.hpp).
 enum class OutsideDomain { none, overflow, underflow, overflow_underflow };
 bool accepts_overflow(OutsideDomain outside);
 bool accepts_underflow(OutsideDomain outside);

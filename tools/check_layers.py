@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """tools/check_layers.py — the include graph has layers: library (include/, cuda/, spec/) < reference
-(reference/) < conformance library (the .npy codec, index, graph, cases, exec, grade, report under
-tools/conform) < tools (the rest of tools/, python/src/, examples/) < tests (proptest/). A file may
+(reference/) < conformance library (tools/conform/library: the .npy codec, index, graph, cases, exec,
+grade, report) < tools (the rest of tools/, python/src/, examples/) < tests (proptest/). A file may
 include its own layer or a lower one; one that includes a higher layer's file is named, with the line,
 and the exit status is 1. Reads #include lines only (no compiler): about a tenth of a second.
 
@@ -14,14 +14,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-# The conformance library's files (tools/conform), by stem: the rest of tools/conform is the CLI.
-CONFORMANCE_LIBRARY = {"npy", "index", "graph", "cases", "exec", "grade", "report", "files", "json_io", "junit"}
 
 LAYERS = ["library", "reference", "conformance library", "tools", "tests"]
 
 # Where quoted includes are looked up after the including file's own folder: the build's include
 # folders (CMakeLists.txt), lowest layer first.
-SEARCH = ["include", "cuda", "spec", "reference", "tools/conform", "proptest"]
+SEARCH = ["include", "cuda", "spec", "reference", "tools/conform/library", "proptest"]
 SOURCES = ["include", "cuda", "spec", "reference", "tools", "proptest", "python/src", "examples"]
 SUFFIXES = {".h", ".hpp", ".c", ".cpp", ".cu", ".cuh", ".def"}
 SKIP = ["tools/vendor/"]  # third-party headers, not ours
@@ -35,7 +33,7 @@ def layer_of(rel: str):
         return 0
     if rel.startswith("reference/"):
         return 1
-    if rel.startswith("tools/conform/") and rel.count("/") == 2 and Path(rel).stem in CONFORMANCE_LIBRARY:
+    if rel.startswith("tools/conform/library/"):
         return 2
     if rel.startswith(("tools/", "python/src/", "examples/")):
         return 3

@@ -52,7 +52,7 @@ python_checks() {  # the package ($TAPEWISE_WHEEL, else built here from source),
   fi &&
     TAPEWISE_CONFORM="$PWD/$bin/tapewise-conform" python3 -m pytest -q -p no:cacheprovider python/tests \
       proptest/test_c_api_ctypes.py &&
-    python3 -P python/bench_torch_maximum.py --out "$work/python_bench.json"  # -P: the installed package, not python/tapewise
+    python3 -P tools/bench/bench_torch_maximum.py --out "$work/python_bench.json"  # -P: the installed package, not the checkout's python/
 }
 # The exhaustive accuracy sweeps (README "Exhaustive accuracy"): every float32 input of each unary
 # node, 2^32 exponent-pair cases per binary float32 node, 2^32 random cases per float64 node.
@@ -101,7 +101,7 @@ wanted consumer && TAIL=8 step consumer "${TAPEWISE_CONSUMER:-build-consumer/con
 wanted python && TAIL=30 step python python_checks
 wanted frameworks && TAIL=40 step frameworks frameworks
 wanted sweep && TAIL=12 step sweep sweeps
-wanted bench && TAIL=60 TAPEWISE_BENCH="$bin/tapewise-bench" step bench bash tools/run_bench.sh "$work/bench"
+wanted bench && TAIL=60 TAPEWISE_BENCH="$bin/tapewise-bench" step bench bash tools/bench/run_bench.sh "$work/bench"
 mkdir -p "$out"
 tar -C "$work" -czf "$out/gpu_validate.tar.gz" .
 echo "== gpu_validate: $failed step(s) failed; reports in $out/gpu_validate.tar.gz"

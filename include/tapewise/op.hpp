@@ -60,6 +60,10 @@ enum class BenchInputs { normal, positive };
 /// What tools/aten_parity.py does with the node: grade its ATen transcription of the staging, only
 /// report it (TorchLean's staging is not published), or nothing (TorchLean has no such node).
 enum class AtenParity { graded, ungraded, none };
+/// What the fused VJP reads: g alone (add, sub, neg, scale) or g and every input.
+enum class VjpReads { g, inputs };
+/// Whether the exhaustive sweep's own transcription (reference/sweep_reference.hpp) has the node.
+enum class SweepReference { transcribed, none };
 
 /// The words of spec/ops.def for these columns (also the JSON's and Python's).
 constexpr const char* kink_name(Kink k) {
@@ -72,6 +76,12 @@ constexpr const char* bench_inputs_name(BenchInputs b) { return b == BenchInputs
 constexpr const char* aten_parity_name(AtenParity a) {
   constexpr const char* names[] = {"graded", "ungraded", "none"};
   return names[static_cast<int>(a)];
+}
+/// "g" or "inputs".
+constexpr const char* vjp_reads_name(VjpReads r) { return r == VjpReads::g ? "g" : "inputs"; }
+/// "transcribed" or "none".
+constexpr const char* sweep_reference_name(SweepReference r) {
+  return r == SweepReference::transcribed ? "transcribed" : "none";
 }
 
 /// One row of the op table (spec/ops.def explains each column).
@@ -94,6 +104,10 @@ struct OpInfo {
   BenchInputs bench_inputs;
   /// What tools/aten_parity.py does with it.
   AtenParity aten_parity;
+  /// What its fused VJP reads.
+  VjpReads vjp_reads;
+  /// Whether the sweep transcribes it.
+  SweepReference sweep_reference;
   ScalarSets run_scalars;     ///< the runner's sets; the first is the benchmarks'
   ScalarSets graded_scalars;  ///< more sets inside the contract (tests graded against the reference)
   ScalarSets edge_scalars;    ///< sets outside it (tests comparing bits only)
@@ -106,9 +120,9 @@ struct OpInfo {
 #define TAPEWISE_SCALAR_SETS_(...) ScalarSets{__VA_ARGS__}
 /// The op table, indexed by Op.
 inline constexpr OpInfo kOps[] = {
-#define TAPEWISE_OP(name, arity, s0, s1, lo, hi, pos, kink, bench, aten, run, graded, edge, staged) \
+#define TAPEWISE_OP(name, arity, s0, s1, lo, hi, pos, kink, bench, aten, reads, sweep, run, graded, edge, staged) \
   OpInfo{Op::name, #name, arity, {s0, s1}, lo, hi, pos != 0, Kink::kink, BenchInputs::bench, AtenParity::aten, \
-         TAPEWISE_SCALAR_SETS_ run, TAPEWISE_SCALAR_SETS_ graded, TAPEWISE_SCALAR_SETS_ edge, staged},
+         VjpReads::reads, SweepReference::sweep, TAPEWISE_SCALAR_SETS_ run, TAPEWISE_SCALAR_SETS_ graded, TAPEWISE_SCALAR_SETS_ edge, staged},
 #include <tapewise/ops.def>
 #undef TAPEWISE_OP
 };

@@ -73,6 +73,8 @@ nb::list op_table() {
     row["kink"] = kink_name(info.kink);
     row["bench_inputs"] = bench_inputs_name(info.bench_inputs);
     row["aten_parity"] = aten_parity_name(info.aten_parity);
+    row["vjp_reads"] = vjp_reads_name(info.vjp_reads);
+    row["sweep_reference"] = sweep_reference_name(info.sweep_reference);
     row["run_scalars"] = scalar_sets(info, info.run_scalars);
     row["graded_scalars"] = scalar_sets(info, info.graded_scalars);
     row["edge_scalars"] = scalar_sets(info, info.edge_scalars);

@@ -1,7 +1,7 @@
 // tools/bench/main.cpp — tapewise-bench: per node, direction, size and dtype, the CUDA backend's
 // median time against a device-to-device copy of the same bytes, against its compute roofline (ncu's
 // instruction counts, --roofline) and against PyTorch eager, torch.compile and CUDA graphs (the JSON of
-// tools/bench_torch.py, same GPU, same run), plus the 1,000-node record + backward chain at several
+// tools/bench/bench_torch.py, same GPU, same run), plus the 1,000-node record + backward chain at several
 // sizes. It times; correctness is the tests' and tapewise-conform's job (here only poison and
 // equality checks).
 #include <algorithm>
@@ -102,9 +102,10 @@ Result<Inputs> make_inputs(Backend& be, DType d, std::int64_t n, std::uint64_t s
 Scalars bench_scalars(Op op) { return default_scalars(op_info(op)); }
 bool positive_inputs(Op op) { return op_info(op).bench_inputs == BenchInputs::positive; }
 
-// Whether the fused VJP reads x (a, b): not for add, sub, neg, scale, whose gradients depend on g
-// alone; the compiler drops those loads (checked in the PTX: add's VJP has one vector load per step).
-bool vjp_reads_inputs(Op op) { return !(op == Op::add || op == Op::sub || op == Op::neg || op == Op::scale); }
+// Whether the fused VJP reads x (a, b) (spec/ops.def, vjp_reads): not for a node whose gradients
+// depend on g alone; the compiler drops those loads (checked in the PTX: add's VJP has one vector load
+// per step).
+bool vjp_reads_inputs(Op op) { return op_info(op).vjp_reads == VjpReads::inputs; }
 
 // Fewest bytes each direction must move: every input it reads once, every output written once.
 double bytes_moved(Op op, const std::string& dir, std::int64_t n, DType d) {
@@ -293,7 +294,7 @@ Result<Options> parse_options(int argc, char** argv) {
   app.add_option("--map-shapes", shapes, "launch shapes to measure side by side (TAPEWISE_MAP_SHAPE names, "
                                          "comma-separated; default: the library's)");
   app.add_option("--json", opt.json_path, "write the results as JSON here");
-  app.add_option("--torch", opt.torch_path, "PyTorch's timings from tools/bench_torch.py (same GPU, same run)");
+  app.add_option("--torch", opt.torch_path, "PyTorch's timings from tools/bench/bench_torch.py (same GPU, same run)");
   app.add_option("--roofline", opt.roofline_path, "compute rooflines from tools/bench/roofline.py (ncu counts)");
   app.add_option("--compare", opt.compare_path, "an earlier tapewise-bench JSON: adds its ms and the speedup");
   app.add_option("--commit", opt.commit, "git commit to record (default: $TAPEWISE_COMMIT, else 'unknown')");
@@ -366,7 +367,7 @@ Result<Opened> open_backend(const Options& opt, const std::string& shape) {
     return fail(ErrorCode::DeviceUnavailable,
                 "no usable CUDA device (" + why +
                     ").\ntapewise-bench times the CUDA backend and needs an NVIDIA GPU: run it on the GPU machine "
-                    "(tools/run_bench.sh OUTDIR), or --backend cpu for the tape's host costs.");
+                    "(tools/bench/run_bench.sh OUTDIR), or --backend cpu for the tape's host costs.");
   if (shape.empty()) unsetenv("TAPEWISE_MAP_SHAPE");
   else setenv("TAPEWISE_MAP_SHAPE", shape.c_str(), 1);
   auto made = make_cuda_backend(opt.device);

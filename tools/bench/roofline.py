@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # tools/bench/roofline.py NCU_CSV [--json OUT] — the compute roofline of every elementwise kernel, from
 # Nsight Compute's instruction counts (`ncu --csv --print-kernel-base mangled` over `tapewise-bench
-# --once`, metrics below; tools/run_bench.sh runs it): the time the kernel cannot beat issuing its
+# --once`, metrics below; tools/bench/run_bench.sh runs it): the time the kernel cannot beat issuing its
 # instructions, max over the pipes it uses of warp instructions / (SMs x pipe rate x SM clock). With
 # the copy time of its bytes, the larger of the two is the kernel's roofline (tapewise-bench --roofline).
 import argparse

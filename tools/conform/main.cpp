@@ -225,7 +225,7 @@ Subcommand add_graph(CLI::App& app, CommonText& t) {
   auto path = std::make_shared<std::string>("fused");
   CLI::App* graph =
       app.add_subcommand("graph", "a composite function (a JSON DAG of nodes) on a tape, checked node by node");
-  graph->add_option("file", o->file, "the graph, schema tapewise-conform.graph/1 (see tools/conform/graph.hpp)")
+  graph->add_option("file", o->file, "the graph, schema tapewise-conform.graph/1 (see tools/conform/library/graph.hpp)")
       ->required();
   graph->add_option("--backend", t.backend, "auto, cpu or cuda");
   graph->add_option("--path", *path, "VJP path: fused or staged")

@@ -1,6 +1,6 @@
 // tools/conform/ops_command.hpp — `tapewise-conform ops`: the op table this binary was built from
 // (spec/ops.def), as a terminal table or as JSON for the scripts that do not read C++
-// (tools/aten_parity.py, tools/bench_torch.py).
+// (tools/aten_parity.py, tools/bench/bench_torch.py).
 #pragma once
 
 #include <functional>

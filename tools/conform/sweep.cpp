@@ -1273,7 +1273,7 @@ int usage(const std::string& message) {
     } else {
       return fail(ErrorCode::InvalidArgument,
                   std::string("--ops: ") + info.name +
-                      " has no sweep reference yet (tools/conform/sweep_reference.hpp transcribes each node the "
+                      " has no sweep reference yet (reference/sweep_reference.hpp transcribes each node the "
                       "sweep grades; spec/bounds.def records it as TAPEWISE_NOT_SWEPT)");
     }
   }
@@ -1327,7 +1327,7 @@ std::function<std::optional<int>()> add_sweep_subcommand(CLI::App& app) {
       "(a CPU slice, e.g. --backend cpu --range 0x3f000000:0x3f100000), --stride N to every N-th of them.\n"
       "Every value above its bound gets a cause: in_domain (inside spec/ops.def's domain), overflow or\n"
       "underflow (an exact intermediate of the staging leaves the dtype's range), or unexplained.\n"
-      "Only nodes with a sweep reference (tools/conform/sweep_reference.hpp) are swept: --ops naming\n"
+      "Only nodes with a sweep reference (reference/sweep_reference.hpp) are swept: --ops naming\n"
       "another is a usage error; all, unary and binary leave the others out and the report lists them.\n"
       "On the CPU the sweep first times a sample of each node and prints its estimate on stderr; one\n"
       "estimated past 30 minutes (the defaults: hours) is refused unless --allow-long is given. When stdout\n"

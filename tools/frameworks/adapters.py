@@ -21,7 +21,7 @@ import suites
 FRAMEWORKS = ("torch", "torch-compile", "jax", "jax-jit")
 
 
-# --- the op tables: each framework's natural op per node (forms.py, shared with tools/bench_torch.py) ----
+# --- the op tables: each framework's natural op per node (forms.py, shared with tools/bench/bench_torch.py) ----
 
 def torch_op_table():
     import torch

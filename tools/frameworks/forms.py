@@ -1,6 +1,6 @@
 """tools/frameworks/forms.py — each node as a user of PyTorch or JAX would write it, keyed by the node's
 name (spec/ops.def): the one registry of framework forms, which the audit's adapters (adapters.py) run
-under autograd and the benchmark's peers (tools/bench_torch.py) time. Not tapewise's formulas: the
+under autograd and the benchmark's peers (tools/bench/bench_torch.py) time. Not tapewise's formulas: the
 frameworks' own ops. test_frameworks.py checks the keys against tapewise.op_table().
 
 Every form takes the node's tensors, then the scalars as a dict {scalar name: Python float}. The

@@ -4,7 +4,7 @@
 with a counterexample that replays on the real kernels (the CPU backend, built from the mutant), while
 the unmutated code is proven (`tapewise-conform prove`, the same prover).
 
-For each mutant: copies the sources (cuda/, include/, tools/prove/, tools/conform/files.hpp) into
+For each mutant: copies the sources (cuda/, include/, tools/prove/, tools/conform/library/files.hpp) into
 OUT/<mutant>/, applies the one textual change (it must match exactly once), builds tapewise-prove and the
 CPU backend from the copy with the project's floating-point flags (-ffp-contract=off), runs it on the
 mutant's node, and checks the JSON report: every expected (node, dtype) refuted with `differ: true` on
@@ -56,7 +56,7 @@ MUTANTS = [
      "sigmoid's dx = g * (y * (1 - y)) reassociated as ATen's (g * y) * (1 - y), y = 1 / (1 + exp(-x))"),
 ]
 
-COPIED = ["cuda", "include", "tools/prove", "tools/conform/files.hpp"]
+COPIED = ["cuda", "include", "tools/prove", "tools/conform/library/files.hpp"]
 # Translation units that include the kernels' code (rebuilt per mutant) and those that do not.
 MUTABLE_TUS = ["tools/prove/forms.cpp", "cuda/backends/backend.cpp", "cuda/backends/cpu_backend.cpp",
                "cuda/tape/tape.cpp"]

@@ -23,7 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "../conform/files.hpp"
+#include "../conform/library/files.hpp"
 #include "forms.hpp"
 #include "frameworks.hpp"
 

@@ -1,4 +1,4 @@
-// tools/conform/sweep_reference.hpp — the sweep's own reference, case generators and per-element
+// reference/sweep_reference.hpp — the sweep's own reference, case generators and per-element
 // grading, as inline functions that nvcc (device and host) and g++ both compile. The reference is a
 // second transcription of each node's real-valued spec (spec/conventions.md): float64 for float32
 // outputs, double-double for the float64 outputs of the IEEE-exact nodes. It includes neither
@@ -72,20 +72,13 @@ SWEEP_HD bool abs_root_output(Op op, int output) {
          (op == Op::safeLog && output == kY);
 }
 
-// The nodes this file transcribes: each has its case in the float32 switches (unary_* or binary_*)
-// and in the float64 ones (forward_f64 and vjp_f64 where ieee_float64, else libm_*_f64). The
-// switches answer NaN for any other node, which must never be graded: `sweep` refuses a node without
-// a transcription by name (spec/bounds.def records it as TAPEWISE_NOT_SWEPT).
-SWEEP_HD bool has_sweep_reference(Op op) {
-  switch (op) {
-    case Op::add: case Op::sub: case Op::mul: case Op::neg: case Op::scale: case Op::abs:
-    case Op::sqrt: case Op::clamp: case Op::max: case Op::min: case Op::div: case Op::relu:
-    case Op::exp: case Op::sin: case Op::cos: case Op::log: case Op::inv: case Op::safeLog:
-    case Op::sigmoid: case Op::tanh: case Op::silu: case Op::gelu: case Op::softplus:
-      return true;
-    default: return false;
-  }
-}
+// The nodes this file transcribes are those spec/ops.def marks `sweep_reference transcribed`: each
+// has its case in the float32 switches (unary_* or binary_*) and in the float64 ones (forward_f64 and
+// vjp_f64 where ieee_float64, else libm_*_f64). The switches answer NaN for any other node, which must
+// never be graded: `sweep` refuses a node without a transcription by name (spec/bounds.def records it
+// as TAPEWISE_NOT_SWEPT), and SweepReference.AnswersExactlyForTheTranscribedNodes checks that every
+// switch answers for each node the table marks and for no other.
+inline bool has_sweep_reference(Op op) { return op_info(op).sweep_reference == SweepReference::transcribed; }
 
 // The float64 nodes whose exact values are IEEE arithmetic (forward_f64 / vjp_f64 below); the others
 // have libm stagings (libm_forward_f64 / libm_vjp_f64).

@@ -1,4 +1,4 @@
-// tools/conform/index.hpp — the vectors index (DIR/index.json, schema tapewise-conform.vectors/1):
+// tools/conform/library/index.hpp — the vectors index (DIR/index.json, schema tapewise-conform.vectors/1):
 // the file names the schema defines, and the strict reading of an index that `check` trusts nothing
 // of (every field type-checked, every file name exactly the schema's). No filesystem access here.
 #pragma once

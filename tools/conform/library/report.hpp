@@ -1,4 +1,4 @@
-// tools/conform/report.hpp — how rows are shown: the table `run` and `check` print, the summary
+// tools/conform/library/report.hpp — how rows are shown: the table `run` and `check` print, the summary
 // line, the details of each violation, the JSON report (schema in README), and the progress line
 // shown on a terminal during long runs. Presentation only; verdicts come from grade.hpp.
 #pragma once

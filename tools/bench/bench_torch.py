@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# tools/bench_torch.py — the peers for tapewise-bench, on the same GPU: PyTorch eager per node, dtype and
+# tools/bench/bench_torch.py — the peers for tapewise-bench, on the same GPU: PyTorch eager per node, dtype and
 # size (forward and backward medians), torch.compile (default mode; its compile time apart from its
 # steady state) and CUDA-graph replay of the same calls for a representative subset of nodes (all with
 # --peer-ops all), the copy, and the 1,000-node chain at several sizes in all three forms. Writes JSON
@@ -37,7 +37,7 @@ def read_table(conform, ops_json):
 def ops(torch, F, table):
     # Each node as PyTorch writes it (tools/frameworks/forms.py, the audit's forms too), with the table's
     # sample scalars (its first run set) bound; a node of the table without a form fails the run.
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'frameworks'))
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'frameworks'))
     import forms
     missing = forms.missing_forms('torch', table)
     if missing: sys.exit(f'bench_torch: tools/frameworks/forms.py has no PyTorch form for {", ".join(missing)}')

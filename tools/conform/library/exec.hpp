@@ -1,4 +1,4 @@
-// tools/conform/exec.hpp — runs one node on a backend: upload, forward, the VJP by the fused kernel
+// tools/conform/library/exec.hpp — runs one node on a backend: upload, forward, the VJP by the fused kernel
 // or by the spec's stages, download; and backend selection (CUDA where a device is present, else
 // CPU, with the reason). No grading here: that is grade.hpp.
 #pragma once

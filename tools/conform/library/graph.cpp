@@ -1,4 +1,4 @@
-// tools/conform/graph.cpp — the graph checker (graph.hpp): reading and validating the graph file,
+// tools/conform/library/graph.cpp — the graph checker (graph.hpp): reading and validating the graph file,
 // recording it on a Tape, gathering the production's results, grading them node by node against
 // the MPFR reference. The `graph` subcommand around it is graph_command.cpp.
 #include "graph.hpp"

@@ -1,4 +1,4 @@
-// tools/conform/cases.cpp — the input generators. Values are built from raw 64-bit draws (no
+// tools/conform/library/cases.cpp — the input generators. Values are built from raw 64-bit draws (no
 // std::*_distribution, whose output differs between standard libraries), so a seed means the
 // same inputs everywhere.
 #include "cases.hpp"

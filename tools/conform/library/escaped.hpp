@@ -1,4 +1,4 @@
-// tools/conform/escaped.hpp — the runner's last guard: an exception that escapes a command (the MPFR
+// tools/conform/library/escaped.hpp — the runner's last guard: an exception that escapes a command (the MPFR
 // reference reports a broken precondition by throwing std:: exceptions; a standard container may throw
 // std::bad_alloc) ends the process with exit status 2 and a message naming the exception, rather
 // than std::terminate's abort.

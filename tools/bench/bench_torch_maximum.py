@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""python/bench_torch_maximum.py — tapewise.torch against PyTorch eager on one GPU, in one run:
+"""tools/bench/bench_torch_maximum.py — tapewise.torch against PyTorch eager on one GPU, in one run:
 
 1. backward of maximum at 2^26 float32: tapewise.torch.maximum (one fused VJP kernel) against
    torch.maximum (target: tapewise >= 3x faster, Python overhead included);
@@ -9,7 +9,7 @@
 CUDA events, warm-up, medians of --reps calls, random inputs (never zeros). Prints a table and writes
 JSON to --out.
 
-    python3 python/bench_torch_maximum.py --out results/bench_torch_maximum.json
+    python3 tools/bench/bench_torch_maximum.py --out results/bench_torch_maximum.json
 """
 
 import argparse

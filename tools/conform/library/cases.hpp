@@ -1,4 +1,4 @@
-// tools/conform/cases.hpp — the inputs the runner feeds a node: random values in the op's domain
+// tools/conform/library/cases.hpp — the inputs the runner feeds a node: random values in the op's domain
 // (spec/ops.def) plus its kinks and ties, bit-pattern-random values, and the special values (±0,
 // subnormals, ±inf, NaN, extremes). Seeded and platform-independent: a seed reproduces every value.
 #pragma once

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tools/run_bench.sh OUTDIR — the benchmark on one GPU in one run: PyTorch (tools/bench_torch.py: eager,
+# tools/bench/run_bench.sh OUTDIR — the benchmark on one GPU in one run: PyTorch (tools/bench/bench_torch.py: eager,
 # torch.compile, CUDA graphs), the kernels' instruction counts under Nsight Compute (where ncu is on the
 # PATH: tools/bench/roofline.py turns them into compute rooflines), then tapewise-bench beside all of
 # them. Writes OUTDIR/bench_<date>.{txt,json} (the table and JSON to keep), torch_<date>.{txt,json},
@@ -13,10 +13,10 @@
 #                               default subset; 'all' for every node: minutes more of compiling)
 #              BENCH_NCU (1)    0 skips the Nsight Compute pass (no compute rooflines then)
 set -uo pipefail
-out=${1:?usage: tools/run_bench.sh OUTDIR}
+out=${1:?usage: tools/bench/run_bench.sh OUTDIR}
 mkdir -p "$out" || exit 1
 out=$(cd "$out" && pwd)
-cd "$(dirname "$0")/.." || exit 1
+cd "$(dirname "$0")/../.." || exit 1
 export PYTHONUNBUFFERED=1
 start=$SECONDS
 
@@ -65,11 +65,11 @@ roofline_json=$out/roofline_$date.json
   fi
 } | tee "$txt"
 
-echo "== PyTorch: tools/bench_torch.py (log: torch_$date.txt)"
+echo "== PyTorch: tools/bench/bench_torch.py (log: torch_$date.txt)"
 rm -f "$torch_json"
 peer_args=()
 [ -n "${BENCH_PEER_OPS:-}" ] && peer_args=(--peer-ops "$BENCH_PEER_OPS")
-python3 tools/bench_torch.py --sizes "$sizes" --dtypes "$dtypes" --reps "$reps" --chain-sizes "$chain_sizes" \
+python3 tools/bench/bench_torch.py --sizes "$sizes" --dtypes "$dtypes" --reps "$reps" --chain-sizes "$chain_sizes" \
   --conform "$conform" "${peer_args[@]}" --json "$torch_json" >"$out/torch_$date.txt" 2>&1
 torch_rc=$?
 tail -n 5 "$out/torch_$date.txt"

@@ -1,4 +1,4 @@
-// tools/conform/grade.cpp — grading against the reference (reference/measure.hpp does each
+// tools/conform/library/grade.cpp — grading against the reference (reference/measure.hpp does each
 // comparison in MPFR) and against the spec's special points (reference/special_points.hpp).
 #include "grade.hpp"
 

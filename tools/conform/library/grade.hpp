@@ -1,4 +1,4 @@
-// tools/conform/grade.hpp — the verdict logic that `run` and `check` share: produced values against
+// tools/conform/library/grade.hpp — the verdict logic that `run` and `check` share: produced values against
 // the MPFR reference within spec/bounds.def (forward weight 1, VJP weight |g|), produced values at
 // special points against the spec's exact bits, and what makes a row conform. No tolerance here.
 #pragma once

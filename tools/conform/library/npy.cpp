@@ -1,4 +1,4 @@
-// tools/conform/npy.cpp — the .npy reader and writer (format spec: numpy.lib.format). The header is a
+// tools/conform/library/npy.cpp — the .npy reader and writer (format spec: numpy.lib.format). The header is a
 // Python dict literal; we parse exactly the three keys numpy writes and reject everything else.
 #include "npy.hpp"
 

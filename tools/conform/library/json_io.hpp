@@ -1,4 +1,4 @@
-// tools/conform/json_io.hpp — how the runner reads and writes JSON: every document read is first
+// tools/conform/library/json_io.hpp — how the runner reads and writes JSON: every document read is first
 // scanned for its nesting depth without recursion (nlohmann copies and dumps values recursively, so a
 // file of nested '[' would otherwise overflow the stack), and every document written is serialized
 // without throwing on bytes that are not UTF-8 (a path can hold any bytes) before its file is touched.

@@ -1,4 +1,4 @@
-// tools/conform/report.cpp — the table, the summary, violation details, JSON and the progress line.
+// tools/conform/library/report.cpp — the table, the summary, violation details, JSON and the progress line.
 #include "report.hpp"
 
 #include <unistd.h>

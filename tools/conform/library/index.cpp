@@ -1,4 +1,4 @@
-// tools/conform/index.cpp — reading a vectors index (index.hpp) without trusting it: the JSON is
+// tools/conform/library/index.cpp — reading a vectors index (index.hpp) without trusting it: the JSON is
 // another implementation's folder, possibly edited by hand, so every access is type-checked and
 // every failure is a Result naming the field, never an exception.
 #include "index.hpp"

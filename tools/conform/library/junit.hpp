@@ -1,4 +1,4 @@
-// tools/conform/junit.hpp — JUnit XML reports (--junit FILE|-): one <testsuite> per subcommand, one
+// tools/conform/library/junit.hpp — JUnit XML reports (--junit FILE|-): one <testsuite> per subcommand, one
 // <testcase> per node and dtype, so that a CI system shows each node's verdict. All text is escaped
 // for XML 1.0, whatever bytes a message or a path holds; written through the one writer (files.hpp).
 #pragma once

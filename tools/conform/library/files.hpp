@@ -1,4 +1,4 @@
-// tools/conform/files.hpp — how the runner touches the filesystem: bounded reads of regular files
+// tools/conform/library/files.hpp — how the runner touches the filesystem: bounded reads of regular files
 // only; one writer for every output (checked before a long run, never through a symbolic link,
 // whole or not at all); untrusted text escaped, and bounded, before it reaches a message.
 // Header-only, so that the .npy codec library (tapewise_npy), the runner and the fuzz harnesses

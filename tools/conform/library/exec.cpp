@@ -1,4 +1,4 @@
-// tools/conform/exec.cpp — one node on a backend, through the public API only (Backend::forward,
+// tools/conform/library/exec.cpp — one node on a backend, through the public API only (Backend::forward,
 // Backend::vjp_fused, tapewise::staged_vjp, Tape). The runner never reaches into cuda/.
 #include "exec.hpp"
 

@@ -1,4 +1,4 @@
-// tools/conform/graph.hpp — `tapewise-conform graph`: a composite function (a DAG of tape nodes, read
+// tools/conform/library/graph.hpp — `tapewise-conform graph`: a composite function (a DAG of tape nodes, read
 // from JSON) recorded on a Tape, run backward, and checked node by node against the MPFR reference.
 //
 // Why node by node. spec/bounds.def bounds one node at a time; over a graph the errors compose

@@ -1,4 +1,4 @@
-// tools/conform/npy.hpp — a small, strict reader and writer of NumPy .npy files: how numpy, PyTorch
+// tools/conform/library/npy.hpp — a small, strict reader and writer of NumPy .npy files: how numpy, PyTorch
 // or another implementation exchanges arrays with tapewise. Only what tapewise holds: '<f4' / '<f8',
 // C order, format 1.0 or 2.0. Anything else is rejected with a message, never guessed at.
 #pragma once
