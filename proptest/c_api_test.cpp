@@ -310,16 +310,27 @@ TEST(CApi, BackendQueries) {
   TW_EXPECT_OK(tw_backend_describe(raw, dst.data(), dst.size(), nullptr));
   EXPECT_EQ(std::string(dst.data()), text);
   TW_EXPECT_OK(tw_backend_synchronize(raw));
-  TW_EXPECT_OK(tw_backend_set_program_threshold(raw, 0));
-  std::int64_t threshold = -1;
-  TW_EXPECT_OK(tw_backend_program_threshold(raw, &threshold));
-  EXPECT_EQ(threshold, 0);
-  // A negative threshold is refused and the threshold stays as it was.
-  TW_EXPECT_OK(tw_backend_set_program_threshold(raw, 4096));
-  EXPECT_EQ(tw_backend_set_program_threshold(raw, -1), TW_INVALID_ARGUMENT);
-  EXPECT_NE(std::string(tw_last_error()).find("-1 is negative"), std::string::npos) << tw_last_error();
-  TW_EXPECT_OK(tw_backend_program_threshold(raw, &threshold));
+  // The tape's options: read back as set; one out of range is refused and the option stays as it was.
+  tw_tape* tape = nullptr;
+  TW_EXPECT_OK(tw_tape_create(raw, &tape));
+  std::int64_t threshold = -1, pending = -1;
+  TW_EXPECT_OK(tw_tape_program_threshold(tape, &threshold));
+  TW_EXPECT_OK(tw_tape_max_pending_nodes(tape, &pending));
+  EXPECT_EQ(threshold, std::int64_t{1} << 20);
+  EXPECT_EQ(pending, 448);
+  TW_EXPECT_OK(tw_tape_set_program_threshold(tape, 4096));
+  TW_EXPECT_OK(tw_tape_set_max_pending_nodes(tape, 7));
+  EXPECT_EQ(tw_tape_set_program_threshold(tape, -1), TW_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(tw_last_error()).find("program_threshold -1 is negative"), std::string::npos) << tw_last_error();
+  EXPECT_EQ(tw_tape_set_max_pending_nodes(tape, 0), TW_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(tw_last_error()).find("max_pending_nodes 0"), std::string::npos) << tw_last_error();
+  EXPECT_EQ(tw_tape_program_threshold(nullptr, &threshold), TW_NULL_POINTER);
+  EXPECT_EQ(tw_tape_max_pending_nodes(tape, nullptr), TW_NULL_POINTER);
+  TW_EXPECT_OK(tw_tape_program_threshold(tape, &threshold));
+  TW_EXPECT_OK(tw_tape_max_pending_nodes(tape, &pending));
   EXPECT_EQ(threshold, 4096);
+  EXPECT_EQ(pending, 7);
+  TW_EXPECT_OK(tw_tape_destroy(tape));
   std::int64_t count = -1, bytes = -1;
   TW_EXPECT_OK(tw_backend_memory_stats(raw, TW_TAG_VALUE, &count, &bytes));
   EXPECT_EQ(count, 0);

@@ -22,7 +22,7 @@ template <class T>
 Result<Buffer> huge_input(Backend& be, T fill, std::int64_t salt) {
   auto buffer = be.allocate(Shape{kHuge}, dtype_of<T>::value, AllocTag::value);
   if (!buffer) return buffer;
-  if (auto ok = be.prim(Prim::fill, static_cast<double>(fill), {}, *buffer); !ok) return tl::unexpected(ok.error());
+  if (auto ok = detail::engine_of(be).prim(Prim::fill, static_cast<double>(fill), {}, *buffer); !ok) return tl::unexpected(ok.error());
   // The copies below run on the default stream, which does not wait for the backend's stream: the
   // fill must be done before they write (or it could overwrite them).
   if (auto ok = be.synchronize(); !ok) return tl::unexpected(ok.error());
@@ -68,7 +68,7 @@ void check_huge(Backend& be, Op op) {
   for (int k = 0; k <= arity; ++k) {  // y, then the gradients
     auto b = be.allocate(Shape{kHuge}, dtype_of<T>::value, AllocTag::gradient);
     ASSERT_TRUE(b) << b.error().str();
-    ASSERT_TRUE(be.prim(Prim::fill, std::numeric_limits<double>::quiet_NaN(), {}, *b));  // poison
+    ASSERT_TRUE(detail::engine_of(be).prim(Prim::fill, std::numeric_limits<double>::quiet_NaN(), {}, *b));  // poison
     outputs.push_back(std::move(*b));
   }
   const Buffer* in[2] = {&inputs[0], arity == 2 ? &inputs[1] : nullptr};
@@ -119,7 +119,6 @@ TEST(CudaLimits, ProgramsPast2To31Elements) {
   ASSERT_TRUE(enough_memory<float>(5)) << "not enough free GPU memory";
   std::array<std::vector<float>, 2> values, grads;  // [0]: the programs on kHuge elements, [1]: per node
   for (int side = 0; side < 2; ++side) {
-    must(be->set_program_threshold(side == 0 ? kHuge : 0));
     Buffer x = must(huge_input<float>(*be, 0.5f, 0));
     Buffer seed = must(huge_input<float>(*be, 1.5f, 10));
     if (side == 1) {  // the probes alone
@@ -127,6 +126,7 @@ TEST(CudaLimits, ProgramsPast2To31Elements) {
       seed = must(be->upload(host(at_probes<float>(seed))));
     }
     Tape t(be);
+    must(t.set_options(TapeOptions{side == 0 ? kHuge : 0, TapeOptions{}.max_pending_nodes}));
     const NodeId leaf = must(t.leaf(std::move(x)));
     const NodeId y = must(t.sin(leaf));
     auto g = t.backward(y, seed);

@@ -16,20 +16,17 @@
 namespace tapewise::testing {
 namespace {
 
-// Sets a backend's program threshold for a scope (the CUDA backend is shared by every test).
-class ThresholdScope {
- public:
-  ThresholdScope(Backend& be, std::int64_t threshold) : be_(be), saved_(be.program_threshold()) {
-    must(be.set_program_threshold(threshold));
-  }
-  ~ThresholdScope() { must(be_.set_program_threshold(saved_)); }
-  ThresholdScope(const ThresholdScope&) = delete;
-  ThresholdScope& operator=(const ThresholdScope&) = delete;
+// The default limit of pending nodes (TapeOptions).
+constexpr std::size_t kPendingLimit = static_cast<std::size_t>(TapeOptions{}.max_pending_nodes);
 
- private:
-  Backend& be_;
-  std::int64_t saved_;
-};
+// A tape on `be` that runs nodes of at most `threshold` elements as programs (0: none).
+Tape tape_with_threshold(std::shared_ptr<Backend> be, std::int64_t threshold) {
+  Tape t(std::move(be));
+  TapeOptions options;
+  options.program_threshold = threshold;
+  must(t.set_options(options));
+  return t;
+}
 
 // The threshold the random DAGs run under: small enough that a "large" node costs nothing.
 constexpr std::int64_t kSmall = 8;
@@ -192,9 +189,8 @@ Result<Gradients> run(const Tape& t, BackwardKind kind, NodeId out, const HostAr
 // backward itself must flush), then reads the values.
 Outcome record_and_differentiate(const std::shared_ptr<Backend>& be, std::int64_t threshold,
                                  const std::vector<DagNode>& dag, NodeId out, const HostArray& seed) {
-  ThresholdScope scope(*be, threshold);
   Outcome o;
-  Tape t(be);
+  Tape t = tape_with_threshold(be, threshold);
   record(t, dag);
   RC_ASSERT(t.pending() == expected_pending(dag, threshold));
   for (BackwardKind kind : kBackwardKinds) {
@@ -322,8 +318,7 @@ TEST_P(Programs, ManyContributionsAccumulateInTheTapesOrder) {
     // [programs][dense][leaf]: the leaves' gradients (a leaf no child uses has none when sparse).
     std::array<std::array<std::array<std::optional<HostArray>, 2>, 2>, 2> grads;
     for (int programs : {0, 1}) {
-      ThresholdScope scope(*backend, programs ? kDefaultProgramThreshold : 0);
-      Tape t(backend);
+      Tape t = tape_with_threshold(backend, programs ? TapeOptions{}.program_threshold : 0);
       record(t, dag);
       for (int dense : {0, 1}) {
         auto g = dense ? t.backward_dense(out, seed) : t.backward(out, seed);
@@ -348,11 +343,10 @@ TEST_P(Programs, ManyContributionsAccumulateInTheTapesOrder) {
 }
 
 // Each read flushes; leaves do not; a large node flushes before its own kernel; the list never
-// grows past kMaxPendingNodes.
+// grows past max_pending_nodes.
 TEST_P(Programs, PendingNodesAreFlushedBeforeAnyRead) {
-  ThresholdScope scope(*backend, kSmall);
   const std::vector<float> xs{0.5f, -1.25f, 3.0f};
-  Tape t(backend);
+  Tape t = tape_with_threshold(backend, kSmall);
   const NodeId x = must(t.leaf(host(xs)));
   const NodeId s = must(t.sin(x));
   const NodeId e = must(t.exp(s));
@@ -365,8 +359,7 @@ TEST_P(Programs, PendingNodesAreFlushedBeforeAnyRead) {
   // The per-node kernels of the same backend (its libm, not the host's) give the expected bits.
   std::vector<float> per_node;
   {
-    ThresholdScope off(*backend, 0);
-    Tape u(backend);
+    Tape u = tape_with_threshold(backend, 0);
     const NodeId ue = must(u.exp(must(u.sin(must(u.leaf(host(xs)))))));
     per_node = must(u.value(ue)).to_vector<float>();
   }
@@ -398,25 +391,59 @@ TEST_P(Programs, PendingNodesAreFlushedBeforeAnyRead) {
 
   // A full list flushes as the next small node is recorded.
   NodeId h = x;
-  for (std::size_t i = 0; i < Tape::kMaxPendingNodes; ++i) h = must(t.scale(h, 1.0));
-  EXPECT_EQ(t.pending(), Tape::kMaxPendingNodes);
+  for (std::size_t i = 0; i < kPendingLimit; ++i) h = must(t.scale(h, 1.0));
+  EXPECT_EQ(t.pending(), kPendingLimit);
   h = must(t.scale(h, 2.0));
   EXPECT_EQ(t.pending(), 1u);
   EXPECT_EQ(must(t.value(h)).at<float>(2), 6.0f);
 }
 
+// TapeOptions: each tape has its own threshold and pending limit; a limit above one launch's steps
+// flushes as several launches with the same bits; an option out of range is refused by name and
+// changes nothing.
+TEST_P(Programs, TapeOptionsAreTheTapesOwn) {
+  const std::vector<float> xs{0.5f, -1.25f, 3.0f};
+  Tape small = tape_with_threshold(backend, kSmall);
+  Tape none = tape_with_threshold(backend, 0);
+  TapeOptions three{kSmall, 3};
+  ASSERT_TRUE(small.set_options(three));
+  EXPECT_EQ(small.options(), three);
+  EXPECT_EQ(none.options().program_threshold, 0);
+  NodeId h = must(small.leaf(host(xs))), k = must(none.leaf(host(xs)));
+  for (int i = 0; i < 3; ++i) h = must(small.sin(h)), k = must(none.sin(k));
+  EXPECT_EQ(small.pending(), 3u);
+  EXPECT_EQ(none.pending(), 0u);
+  h = must(small.sin(h));
+  EXPECT_EQ(small.pending(), 1u);  // the full list flushed first
+
+  ASSERT_TRUE(small.set_options(TapeOptions{kSmall, 1000}));
+  for (int i = 0; i < 999; ++i) h = must(small.sin(h)), k = must(none.sin(k));
+  k = must(none.sin(k));
+  EXPECT_EQ(small.pending(), 1000u);
+  const HostArray program = must(small.value(h)), per_node = must(none.value(k));
+  EXPECT_EQ(program.bytes, per_node.bytes);
+
+  const TapeOptions before = small.options();
+  const std::pair<TapeOptions, const char*> refused[] = {{{-1, 448}, "program_threshold -1"},
+                                                          {{kSmall, 0}, "max_pending_nodes 0"},
+                                                          {{kSmall, 65537}, "max_pending_nodes 65537"}};
+  for (const auto& [options, named] : refused) {
+    auto r = small.set_options(options);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().code, ErrorCode::InvalidArgument);
+    EXPECT_NE(r.error().str().find(named), std::string::npos) << r.error().str();
+    EXPECT_EQ(small.options(), before);
+  }
+}
+
 // A node recorded small, then the threshold lowered: its child is no longer small, so recording the
 // child must compute the pending parent first.
 TEST_P(Programs, LoweringTheThresholdMidTapeStillComputesPendingParentsFirst) {
-  Tape t(backend);
-  NodeId y;
-  {
-    ThresholdScope on(*backend, kSmall);
-    const NodeId x = must(t.leaf(host(std::vector<double>{0.25, 2.0})));
-    y = must(t.scale(x, 3.0));
-    EXPECT_EQ(t.pending(), 1u);
-  }
-  ThresholdScope off(*backend, 0);
+  Tape t = tape_with_threshold(backend, kSmall);
+  const NodeId x = must(t.leaf(host(std::vector<double>{0.25, 2.0})));
+  const NodeId y = must(t.scale(x, 3.0));
+  EXPECT_EQ(t.pending(), 1u);
+  must(t.set_options(TapeOptions{0, TapeOptions{}.max_pending_nodes}));
   const NodeId z = must(t.sqrt(y));  // IEEE-exact ops only: the same bits on every backend
   EXPECT_EQ(t.pending(), 0u);
   const HostArray v = must(t.value(z));
@@ -437,8 +464,7 @@ Snapshot snapshot(const Tape& t) { return {t.size(), t.pending(), t.backend().st
 TEST_P(Programs, ErrorsWhileNodesArePendingChangeNothing) {
   Backend& be = *backend;
   EXPECT_TRUE(rc::check("commands while pending", [&] {
-    ThresholdScope scope(be, kSmall);
-    Tape t(backend);
+    Tape t = tape_with_threshold(backend, kSmall);
     std::vector<DagNode> replay;
     const std::vector<TensorType> leaf_types{{Shape{3}, DType::float32}, {Shape{2}, DType::float32},
                                              {Shape{3}, DType::float64}, {Shape{kSmall + 1}, DType::float32}};
@@ -455,14 +481,14 @@ TEST_P(Programs, ErrorsWhileNodesArePendingChangeNothing) {
       const std::array<NodeId, 2> ids{*rc::gen::inRange<NodeId>(-2, n + 2), *rc::gen::inRange<NodeId>(-2, n + 2)};
       const bool out_of_memory = *rc::gen::weightedElement<bool>({{6, false}, {1, true}});
       const Snapshot before = snapshot(t);
-      if (out_of_memory) be.inject_allocation_failure(1);
+      if (out_of_memory) inject_allocation_failure(be, 1);
       const Scalars scalars = pick_any_table_scalars(info.op);
       auto r = t.apply(info.op, {ids.data(), static_cast<std::size_t>(info.arity)}, scalars);
-      be.inject_allocation_failure(0);
+      inject_allocation_failure(be, 0);
       if (r) {
         RC_ASSERT(*r == n);
         RC_ASSERT(t.size() == before.size + 1);
-        RC_ASSERT(t.pending() <= Tape::kMaxPendingNodes);
+        RC_ASSERT(t.pending() <= kPendingLimit);
         DagNode node;
         node.op = info.op;
         node.parents = ids;
@@ -475,8 +501,7 @@ TEST_P(Programs, ErrorsWhileNodesArePendingChangeNothing) {
                   (out_of_memory && c == ErrorCode::OutOfMemory));
       }
     }
-    ThresholdScope off(be, 0);
-    Tape per_node(backend);
+    Tape per_node = tape_with_threshold(backend, 0);
     record(per_node, replay);
     for (NodeId id = 0; id < static_cast<NodeId>(t.size()); ++id) RC_ASSERT(agree(must(t.value(id)), must(per_node.value(id))));
   }));
@@ -485,9 +510,8 @@ TEST_P(Programs, ErrorsWhileNodesArePendingChangeNothing) {
 // A fused backward over a small output allocates twice — the seed's upload and all slots at once —
 // and each failing changes nothing (pending forwards included) and leaks nothing.
 TEST_P(Programs, InjectedAllocationFailuresInBackwardChangeNothing) {
-  ThresholdScope scope(*backend, kSmall);
   for (bool dense : {false, true}) {
-    Tape t(backend);
+    Tape t = tape_with_threshold(backend, kSmall);
     const NodeId a = must(t.leaf(host<float>({0.5f, 2.0f, -3.0f})));
     const NodeId b = must(t.leaf(host<float>({1.5f, -2.0f, 4.0f})));
     const NodeId unrelated = must(t.leaf(host(std::vector<float>(kSmall + 4, 1.0f))));  // dense: a large +0 slot
@@ -500,9 +524,9 @@ TEST_P(Programs, InjectedAllocationFailuresInBackwardChangeNothing) {
     const HostArray seed = host<float>({1, -1, 2});
     int failures = 0;
     for (int nth = 1;; ++nth) {
-      backend->inject_allocation_failure(nth);
+      inject_allocation_failure(*backend, nth);
       auto grads = dense ? t.backward_dense(z, seed) : t.backward(z, seed);
-      backend->inject_allocation_failure(0);
+      inject_allocation_failure(*backend, 0);
       if (grads) break;
       ++failures;
       EXPECT_EQ(grads.error().code, ErrorCode::OutOfMemory) << grads.error().str();
@@ -521,10 +545,9 @@ TEST_P(Programs, ChainOfAThousandNodes) {
   std::vector<float> xs(256);
   for (std::size_t i = 0; i < xs.size(); ++i) xs[i] = static_cast<float>(static_cast<int>(i) - 128) / 32.0f;
   std::array<std::vector<HostArray>, 2> values, grads;
-  for (std::int64_t threshold : {std::int64_t{0}, kDefaultProgramThreshold}) {
-    ThresholdScope scope(*backend, threshold);
+  for (std::int64_t threshold : {std::int64_t{0}, TapeOptions{}.program_threshold}) {
     const std::size_t side = threshold == 0 ? 0 : 1;
-    Tape t(backend);
+    Tape t = tape_with_threshold(backend, threshold);
     NodeId h = must(t.leaf(host(xs)));
     for (int i = 0; i < kNodes; ++i) {
       switch (i % 5) {
@@ -534,9 +557,9 @@ TEST_P(Programs, ChainOfAThousandNodes) {
         case 3: h = must(t.scale(h, 0.9)); break;
         default: h = must(t.relu(h)); break;
       }
-      ASSERT_LE(t.pending(), Tape::kMaxPendingNodes);
+      ASSERT_LE(t.pending(), kPendingLimit);
     }
-    EXPECT_EQ(t.pending(), threshold == 0 ? 0u : kNodes % Tape::kMaxPendingNodes);
+    EXPECT_EQ(t.pending(), threshold == 0 ? 0u : kNodes % kPendingLimit);
     const MemoryStats before = backend->stats();
     auto g = t.backward(h, host(std::vector<float>(xs.size(), 1.0f)));
     ASSERT_TRUE(g) << g.error().str();
@@ -565,10 +588,9 @@ TEST_P(Programs, InterleavedDtypesRunAsPiecesWithThePerNodeBits) {
     ys[i] = static_cast<double>(static_cast<int>(i) - 31) / 8.0;
   }
   std::array<std::vector<HostArray>, 2> results;
-  for (std::int64_t threshold : {std::int64_t{0}, kDefaultProgramThreshold}) {
-    ThresholdScope scope(*backend, threshold);
+  for (std::int64_t threshold : {std::int64_t{0}, TapeOptions{}.program_threshold}) {
     std::vector<HostArray>& out = results[threshold == 0 ? 0 : 1];
-    Tape t(backend);
+    Tape t = tape_with_threshold(backend, threshold);
     NodeId f = must(t.leaf(host(xs)));
     NodeId d = must(t.leaf(HostArray::of<double>(Shape{static_cast<std::int64_t>(ys.size())}, ys)));
     for (int i = 0; i < kNodesPerChain; ++i) {
@@ -611,9 +633,8 @@ TEST_P(Programs, LargePiecesWithLanesGiveThePerNodeBits) {
   auto as_float = [](const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); };
   std::array<std::vector<HostArray>, 2> results;
   for (std::int64_t threshold : {std::int64_t{0}, std::int64_t{1} << 20}) {
-    ThresholdScope scope(*backend, threshold);
     std::vector<HostArray>& out = results[threshold == 0 ? 0 : 1];
-    Tape t(backend);
+    Tape t = tape_with_threshold(backend, threshold);
     NodeId big = must(t.leaf(host(as_float(ramp(kLarge, 1.0 / 64)))));
     NodeId little = must(t.leaf(host(as_float(ramp(kShort, 1.0 / 32)))));
     NodeId wide = must(t.leaf(HostArray::of<double>(Shape{kLarge}, ramp(kLarge, 1.0 / 128))));
@@ -643,12 +664,12 @@ TEST_P(Programs, AllocateManyCountsEachBufferAndFreesWithTheLast) {
   const std::vector<BufferSpec> specs{{Shape{3}, DType::float32}, {Shape{0}, DType::float32},
                                       {Shape{5}, DType::float64}, {Shape{}, DType::float32},
                                       {Shape{7}, DType::float32}};
-  backend->inject_allocation_failure(1);
+  inject_allocation_failure(*backend, 1);
   auto failed = backend->allocate_many(specs, AllocTag::gradient);
   ASSERT_FALSE(failed);
   EXPECT_EQ(failed.error().code, ErrorCode::OutOfMemory);
   EXPECT_EQ(backend->stats(), empty);
-  backend->inject_allocation_failure(2);  // allocate_many is one allocation: the next one fails
+  inject_allocation_failure(*backend, 2);  // allocate_many is one allocation: the next one fails
   auto parts = backend->allocate_many(specs, AllocTag::gradient);
   ASSERT_TRUE(parts) << parts.error().str();
   EXPECT_FALSE(backend->allocate(Shape{1}, DType::float32, AllocTag::value));
@@ -662,7 +683,7 @@ TEST_P(Programs, AllocateManyCountsEachBufferAndFreesWithTheLast) {
     EXPECT_EQ(b.tag(), AllocTag::gradient);
     EXPECT_EQ(reinterpret_cast<std::uintptr_t>(b.data()) % 16, 0u) << i;
     if (b.numel() > 0) {
-      ASSERT_TRUE(backend->prim(Prim::fill, static_cast<double>(i + 1), {}, b));
+      ASSERT_TRUE(detail::engine_of(*backend).prim(Prim::fill, static_cast<double>(i + 1), {}, b));
     }
   }
   // Release all but the last, in a scrambled order: the last still holds its own values.
@@ -675,13 +696,12 @@ TEST_P(Programs, AllocateManyCountsEachBufferAndFreesWithTheLast) {
 
 // Gradients from a program outlive the tape, and a slot taken out of them outlives the rest.
 TEST_P(Programs, ProgramGradientsOutliveTheTapeAndEachOther) {
-  ThresholdScope scope(*backend, kSmall);
   const MemoryStats empty = backend->stats();
   std::optional<Gradients> kept;
   NodeId x, y;
   HostArray dy_expected;
   {
-    Tape t(backend);
+    Tape t = tape_with_threshold(backend, kSmall);
     x = must(t.leaf(host(std::vector<double>{0.5, 1.5})));
     y = must(t.exp(x));
     const NodeId z = must(t.mul(y, must(t.sin(x))));

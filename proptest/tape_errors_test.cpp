@@ -127,7 +127,7 @@ TEST_P(TapeErrors, InjectedAllocationFailuresLeaveNothingBehind) {
       const NodeId a = must(t.leaf(host<float>({0.5f, 2.0f, -3.0f})));
       const NodeId b = must(t.leaf(host<float>({1.5f, -2.0f, 4.0f})));
       const Snapshot before_record = snapshot(t);
-      backend->inject_allocation_failure(1);
+      inject_allocation_failure(*backend, 1);
       const NodeId ab[2] = {a, b};
       const int arity = op_info(op).arity;
       auto failed = t.apply(op, {ab, static_cast<std::size_t>(arity)}, default_scalars(op_info(op)));
@@ -139,9 +139,9 @@ TEST_P(TapeErrors, InjectedAllocationFailuresLeaveNothingBehind) {
       const Snapshot before = snapshot(t);
       int failures = 0;
       for (int nth = 1;; ++nth) {
-        backend->inject_allocation_failure(nth);
+        inject_allocation_failure(*backend, nth);
         auto grads = t.backward(z, host<float>({1, -1, 2}), path);
-        backend->inject_allocation_failure(0);
+        inject_allocation_failure(*backend, 0);
         if (grads) break;
         ++failures;
         EXPECT_EQ(grads.error().code, ErrorCode::OutOfMemory) << grads.error().str();
@@ -149,21 +149,11 @@ TEST_P(TapeErrors, InjectedAllocationFailuresLeaveNothingBehind) {
       }
       // A fused backward over small tensors is one program: the seed and one arena are its only
       // allocations; the per-node paths allocate per contribution and workspace.
-      const bool one_program = path == VjpPath::fused && backend->program_threshold() > 0;
+      const bool one_program = path == VjpPath::fused && t.options().program_threshold > 0;
       EXPECT_GE(failures, one_program ? 2 : 3) << op_name(op);
       EXPECT_EQ(snapshot(t), before);
     }
   }
-}
-
-// A threshold is an element count: a negative one is refused, not read back as some other number.
-TEST_P(TapeErrors, NegativeProgramThresholdIsRefused) {
-  const std::int64_t saved = backend->program_threshold();
-  auto r = backend->set_program_threshold(-1);
-  ASSERT_FALSE(r);
-  EXPECT_EQ(r.error().code, ErrorCode::InvalidArgument);
-  EXPECT_NE(r.error().message.find("-1 is negative"), std::string::npos) << r.error().message;
-  EXPECT_EQ(backend->program_threshold(), saved);
 }
 
 TEST_P(TapeErrors, AnOpOutsideTheTableIsRejected) {
@@ -187,12 +177,12 @@ TEST_P(TapeErrors, AFailedStagedBackwardOnlyFlushes) {
   const NodeId x = must(t.leaf(host<float>({0.5f, 2.0f, -3.0f})));
   const NodeId y = must(t.tanh(must(t.sin(x))));
   const NodeId z = must(t.safeLog(y, 1e-6));
-  const bool deferred = backend->program_threshold() > 0;
+  const bool deferred = t.options().program_threshold > 0;
   EXPECT_EQ(t.pending(), deferred ? 3u : 0u);
   const Snapshot before = snapshot(t);
-  backend->inject_allocation_failure(4);  // inside the staged VJPs' workspace
+  inject_allocation_failure(*backend, 4);  // inside the staged VJPs' workspace
   auto grads = t.backward(z, host<float>({1, 1, 1}), VjpPath::staged);
-  backend->inject_allocation_failure(0);
+  inject_allocation_failure(*backend, 0);
   ASSERT_FALSE(grads);
   EXPECT_EQ(grads.error().code, ErrorCode::OutOfMemory);
   EXPECT_EQ(snapshot(t), before);

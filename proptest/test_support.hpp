@@ -20,9 +20,16 @@
 
 #include <tapewise/tapewise.hpp>
 
+#include "backends/engine.hpp"  // the engine behind Backend: prims, the allocation-failure hook
+
 namespace tapewise::testing {
 
 // The CUDA backend, created once per process; nullptr (with the reason) where there is no device.
+// The engine's test hook: the nth allocation of `be` from now fails with OutOfMemory (0 disarms it).
+inline void inject_allocation_failure(Backend& be, std::int64_t nth) {
+  detail::engine_of(be).inject_allocation_failure(nth);
+}
+
 inline std::shared_ptr<Backend> cuda_backend_or_null(std::string* why = nullptr) {
   static std::string reason;
   static std::shared_ptr<Backend> backend = [] {

@@ -7,6 +7,11 @@
 namespace tapewise::testing {
 namespace {
 
+// A test's name for an (op index, backend) parameter: "sin_cpu".
+std::string op_and_backend_name(const ::testing::TestParamInfo<std::tuple<int, BackendKind>>& info) {
+  return std::string(kOps[std::get<0>(info.param)].name) + "_" + backend_name(std::get<1>(info.param));
+}
+
 struct VjpRun {
   std::vector<HostArray> fused, staged;
   MemoryStats before, after_staged;
@@ -88,9 +93,7 @@ TEST_P(VjpPaths, FusedEqualsStagedBitForBit) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllOps, VjpPaths, ::testing::Combine(::testing::Range(0, kOpCount), kEveryBackend),
-                         [](const auto& info) {
-                           return std::string(kOps[std::get<0>(info.param)].name) + "_" + backend_name(std::get<1>(info.param));
-                         });
+                         op_and_backend_name);
 
 // The forward kernel and the forward as spec/conventions.md stages it (staged_forward, what the prover
 // holds the kernel equal to) agree on any input, run on the real backends; the staged forward
@@ -140,9 +143,7 @@ TEST_P(ForwardPaths, KernelEqualsStagedForward) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllOps, ForwardPaths, ::testing::Combine(::testing::Range(0, kOpCount), kEveryBackend),
-                         [](const auto& info) {
-                           return std::string(kOps[std::get<0>(info.param)].name) + "_" + backend_name(std::get<1>(info.param));
-                         });
+                         op_and_backend_name);
 
 // spec/ops.def's vjp_reads column, held to the kernels: a `g` node's gradients (fused and staged) are
 // the same bits when its inputs are NaN; an `inputs` node's are not (the benchmark counts its bytes).
@@ -175,9 +176,7 @@ TEST_P(VjpReadsColumn, GradientsDependOnTheInputsExactlyWhenTheTableSays) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllOps, VjpReadsColumn, ::testing::Combine(::testing::Range(0, kOpCount), kEveryBackend),
-                         [](const auto& info) {
-                           return std::string(kOps[std::get<0>(info.param)].name) + "_" + backend_name(std::get<1>(info.param));
-                         });
+                         op_and_backend_name);
 
 // The tape's own backward, both paths, on a graph using every node: identical gradients.
 class TapeVjpPaths : public PerBackend {};

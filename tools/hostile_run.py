@@ -515,12 +515,12 @@ def _copy_oversized():
 @case("python/small/threshold-negative")
 def _threshold_negative():
     _, tapewise = tapewise_modules()
-    backend = tapewise.cpu()
+    tape = tapewise.Tape(tapewise.cpu())
     try:
-        backend.program_threshold = -5
+        tape.program_threshold = -5
     except (tapewise.TapewiseError, ValueError, TypeError):
         return
-    raise Wrong(f"a negative threshold accepted (reads back {backend.program_threshold})")
+    raise Wrong(f"a negative threshold accepted (reads back {tape.program_threshold})")
 
 
 @case("python/small/conform-run-str-ops")
@@ -715,9 +715,10 @@ def _dlpack_zero_size():
 @case("c_abi/threshold-negative")
 def _c_threshold_negative():
     ctypes, lib = c_library()
-    backend = ctypes.c_void_p()
+    backend, tape = ctypes.c_void_p(), ctypes.c_void_p()
     lib.tw_backend_create_cpu(ctypes.byref(backend))
-    if lib.tw_backend_set_program_threshold(backend, ctypes.c_int64(-1)) == 0:
+    lib.tw_tape_create(backend, ctypes.byref(tape))
+    if lib.tw_tape_set_program_threshold(tape, ctypes.c_int64(-1)) == 0:
         raise Wrong("a negative threshold accepted")
 
 

@@ -6,6 +6,7 @@
 
 #include <tapewise/backend.hpp>
 
+#include "backends/engine.hpp"
 #include "kernels/dispatch.hpp"
 
 namespace tapewise {
@@ -99,11 +100,11 @@ void Backend::release(Buffer& b) {
   std::lock_guard lock(allocation_mutex_);
   if (b.shared_) {
     if (--b.shared_->live_buffers == 0) {
-      raw_release(b.shared_->base);
+      engine().raw_release(b.shared_->base);
       delete b.shared_;
     }
   } else if (b.data_) {
-    raw_release(b.data_);
+    engine().raw_release(b.data_);
   }
   const int t = static_cast<int>(b.tag_);
   stats_.live_count[t] -= 1;
@@ -123,7 +124,9 @@ namespace {
 
 bool Backend::take_injected_failure() { return fail_countdown_ > 0 && --fail_countdown_ == 0; }
 
-void Backend::inject_allocation_failure(std::int64_t nth) {
+detail::Engine& Backend::engine() { return static_cast<detail::Engine&>(*this); }
+
+void detail::Engine::inject_allocation_failure(std::int64_t nth) {
   std::lock_guard lock(allocation_mutex_);
   fail_countdown_ = nth;
 }
@@ -131,14 +134,6 @@ void Backend::inject_allocation_failure(std::int64_t nth) {
 MemoryStats Backend::stats() const {
   std::lock_guard lock(allocation_mutex_);
   return stats_;
-}
-
-Result<void> Backend::set_program_threshold(std::int64_t numel) {
-  if (numel < 0)
-    return fail(ErrorCode::InvalidArgument, "set_program_threshold: " + std::to_string(numel) +
-                                                " is negative (an element count: 0 turns programs off)");
-  program_threshold_.store(numel, std::memory_order_relaxed);
-  return {};
 }
 
 Result<Buffer> Backend::allocate(const Shape& shape, DType dtype, AllocTag tag) {
@@ -152,7 +147,7 @@ Result<Buffer> Backend::allocate(const Shape& shape, DType dtype, AllocTag tag) 
       return fail(ErrorCode::OutOfMemory, std::string("injected allocation failure (") +
                                              alloc_tag_name(tag) + ", " + std::to_string(bytes) + " bytes)");
     if (bytes > 0) {
-      auto got = raw_allocate(bytes);
+      auto got = engine().raw_allocate(bytes);
       TAPEWISE_CHECK(got);
       p = *got;
     }
@@ -185,7 +180,7 @@ Result<std::vector<Buffer>> Backend::allocate_many(std::span<const BufferSpec> p
                                              std::to_string(parts.size()) + " buffers in one allocation of " +
                                              std::to_string(total) + " bytes)");
     if (total > 0) {
-      auto got = raw_allocate(total);
+      auto got = engine().raw_allocate(total);
       TAPEWISE_CHECK(got);
       shared = new Buffer::SharedAllocation{*got, 0};
     }
@@ -242,7 +237,7 @@ Result<Buffer> Backend::wrap(void* data, const Shape& shape, DType dtype, std::s
     if (reinterpret_cast<std::uintptr_t>(data) % dtype_size(dtype) != 0)
       return fail(ErrorCode::InvalidArgument, std::string("wrap: data is not aligned to the ") +
                                                    std::to_string(dtype_size(dtype)) + " bytes of " + dtype_name(dtype));
-    TAPEWISE_CHECK(check_caller_memory(data));
+    TAPEWISE_CHECK(engine().check_caller_memory(data));
   }
   return adopt_borrowed(*size > 0 ? data : nullptr, std::move(keep_alive), shape, dtype);
 }
@@ -256,7 +251,7 @@ Result<Buffer> Backend::upload(const HostArray& host, AllocTag tag) {
                                                 std::to_string(host.bytes.size()));
   auto buf = allocate(host.shape, host.dtype, tag);
   if (!buf) return buf;
-  if (buf->bytes() > 0) TAPEWISE_CHECK(copy_to_device(buf->data(), host.bytes.data(), buf->bytes()));
+  if (buf->bytes() > 0) TAPEWISE_CHECK(engine().copy_to_device(buf->data(), host.bytes.data(), buf->bytes()));
   return buf;
 }
 
@@ -267,7 +262,7 @@ Result<HostArray> Backend::download(const Buffer& buffer) {
   h.shape = buffer.shape();
   h.dtype = buffer.dtype();
   h.bytes.resize(buffer.bytes());
-  if (!h.bytes.empty()) TAPEWISE_CHECK(copy_to_host(h.bytes.data(), buffer.data(), h.bytes.size()));
+  if (!h.bytes.empty()) TAPEWISE_CHECK(engine().copy_to_host(h.bytes.data(), buffer.data(), h.bytes.size()));
   return h;
 }
 

@@ -6,6 +6,7 @@
 
 #include <tapewise/backend.hpp>
 
+#include "backends/engine.hpp"
 #include "backends/slab.hpp"
 #include "kernels/dispatch.hpp"
 #include "kernels/interpreter.hpp"
@@ -27,7 +28,7 @@ struct HostLoop {
   }
 };
 
-class CpuBackend final : public Backend {
+class CpuBackend final : public detail::Engine {
  public:
   CpuBackend() = default;
   ~CpuBackend() override { slabs_.release_all([](void* p) { host_release(p); }); }

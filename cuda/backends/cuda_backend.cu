@@ -13,6 +13,7 @@
 
 #include <tapewise/backend.hpp>
 
+#include "backends/engine.hpp"
 #include "kernels/dispatch.hpp"
 #include "backends/kernel_image.hpp"
 #include "backends/slab.hpp"
@@ -240,7 +241,7 @@ class DeviceGuard {
   int previous_ = -1;
 };
 
-class CudaBackend final : public Backend {
+class CudaBackend final : public detail::Engine {
  public:
   CudaBackend(int device, cudaStream_t stream, bool owns_stream, cudaMemPool_t pool, int sm_count, std::string name,
               MapShape map_shape)

@@ -473,17 +473,6 @@ tw_status tw_backend_memory_stats(const tw_backend* backend, int tag, int64_t* l
   });
 }
 
-tw_status tw_backend_set_program_threshold(tw_backend* backend, int64_t numel) {
-  return guarded(__func__, [&] { unwrap(live(backend).backend->set_program_threshold(numel)); });
-}
-
-tw_status tw_backend_program_threshold(const tw_backend* backend, int64_t* out) {
-  return guarded(__func__, [&] {
-    const Backend& be = *live(backend).backend;
-    required(out, "out") = be.program_threshold();
-  });
-}
-
 // --- buffers ----------------------------------------------------------------------------------------
 
 tw_status tw_buffer_wrap(tw_backend* backend, void* data, size_t data_bytes, const int64_t* shape, int ndim,
@@ -525,6 +514,32 @@ tw_status tw_tape_create(tw_backend* backend, tw_tape** out) {
 }
 
 tw_status tw_tape_destroy(tw_tape* tape) { return destroy(__func__, tape); }
+
+tw_status tw_tape_set_program_threshold(tw_tape* tape, int64_t numel) {
+  return guarded(__func__, [&] {
+    Tape& t = live(tape).tape;
+    TapeOptions options = t.options();
+    options.program_threshold = numel;
+    unwrap(t.set_options(options));
+  });
+}
+
+tw_status tw_tape_program_threshold(const tw_tape* tape, int64_t* out) {
+  return guarded(__func__, [&] { required(out, "out") = live(tape).tape.options().program_threshold; });
+}
+
+tw_status tw_tape_set_max_pending_nodes(tw_tape* tape, int64_t count) {
+  return guarded(__func__, [&] {
+    Tape& t = live(tape).tape;
+    TapeOptions options = t.options();
+    options.max_pending_nodes = count;
+    unwrap(t.set_options(options));
+  });
+}
+
+tw_status tw_tape_max_pending_nodes(const tw_tape* tape, int64_t* out) {
+  return guarded(__func__, [&] { required(out, "out") = live(tape).tape.options().max_pending_nodes; });
+}
 
 tw_status tw_tape_leaf_host(tw_tape* tape, const void* data, size_t data_bytes, const int64_t* shape, int ndim,
                             int dtype, int requires_grad, int64_t* out_id) {

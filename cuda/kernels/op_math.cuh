@@ -7,6 +7,7 @@
 #include <tapewise/backend.hpp>
 #include <tapewise/op.hpp>
 
+#include "prim.hpp"
 #include "scalar_math.cuh"
 
 namespace tapewise::math {

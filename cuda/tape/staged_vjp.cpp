@@ -7,13 +7,15 @@
 
 #include <tapewise/tape.hpp>
 
+#include "backends/engine.hpp"
+
 namespace tapewise {
 namespace {
 
 // Runs primitive buffer ops shaped like `like`, allocating workspace for intermediates.
 class Stager {
  public:
-  Stager(Backend& be, const Buffer& like) : be_(be), like_(like) {}
+  Stager(Backend& be, const Buffer& like) : be_(detail::engine_of(be)), like_(like) {}
 
   // A new workspace buffer holding p(inputs, c).
   [[nodiscard]] Result<Buffer> ws(Prim p, std::initializer_list<const Buffer*> inputs, double c = 0.0) {
@@ -28,7 +30,7 @@ class Stager {
   }
 
  private:
-  Backend& be_;
+  detail::Engine& be_;
   const Buffer& like_;
 };
 

@@ -4,18 +4,21 @@
 // mutated until every step has succeeded, so an error leaves the tape unchanged, but for the one
 // thing tape.hpp states: pending forwards that a flush before the failure has run.
 #include <cstdint>
+#include <new>
 #include <optional>
 #include <string>
 
 #include <tapewise/tape.hpp>
 
+#include "backends/engine.hpp"
 #include "tape/backward_plan.hpp"
 #include "kernels/program.hpp"
 
 namespace tapewise {
 
-static_assert(Tape::kMaxPendingNodes == detail::kStepsPerLaunch,
+static_assert(TapeOptions{}.max_pending_nodes == detail::kStepsPerLaunch,
               "a full pending list is meant to be exactly one CUDA launch of program steps");
+constexpr std::int64_t kMostPendingNodes = 65536;  // TapeOptions::max_pending_nodes's upper bound
 
 namespace {
 std::string id_str(NodeId id) { return "#" + std::to_string(id); }
@@ -29,7 +32,7 @@ bool runs_as_program(std::int64_t numel, std::int64_t threshold) { return thresh
 // The arithmetic of detail::land_contribution on whole buffers (the per-node path): contribution c
 // reaching a parent's slot, by the backend's prims.
 struct BufferSums {
-  Backend& be;
+  detail::Engine& be;
   std::optional<Buffer>& slot;
   Buffer& c;
   Result<void> onto_existing() {
@@ -38,7 +41,7 @@ struct BufferSums {
   }
   Result<void> plus_zero() {
     const Buffer* in[1] = {&c};
-    TAPEWISE_CHECK(be.prim(Prim::add_scalar, 0.0, in, c));
+    TAPEWISE_CHECK(detail::engine_of(be).prim(Prim::add_scalar, 0.0, in, c));
     return as_is();
   }
   Result<void> as_is() {
@@ -86,7 +89,26 @@ Buffer Gradients::take(NodeId id) {
 }
 
 Tape::Tape(std::shared_ptr<Backend> backend) : backend_(std::move(backend)) {
-  pending_.reserve(kMaxPendingNodes);  // recording never reallocates it, so never fails halfway
+  // Recording never reallocates the pending list, so it never fails halfway.
+  pending_.reserve(static_cast<std::size_t>(options_.max_pending_nodes));
+}
+
+Result<void> Tape::set_options(const TapeOptions& options) {
+  if (options.program_threshold < 0)
+    return fail(ErrorCode::InvalidArgument, "set_options: program_threshold " + std::to_string(options.program_threshold) +
+                                                " is negative (an element count: 0 turns programs off)");
+  if (options.max_pending_nodes < 1 || options.max_pending_nodes > kMostPendingNodes)
+    return fail(ErrorCode::InvalidArgument, "set_options: max_pending_nodes " +
+                                                std::to_string(options.max_pending_nodes) + " is outside 1 .. " +
+                                                std::to_string(kMostPendingNodes));
+  try {
+    pending_.reserve(static_cast<std::size_t>(options.max_pending_nodes));
+  } catch (const std::bad_alloc&) {
+    return fail(ErrorCode::OutOfMemory, "set_options: no host memory for " +
+                                            std::to_string(options.max_pending_nodes) + " pending nodes");
+  }
+  options_ = options;
+  return {};
 }
 
 Result<void> Tape::flush() const {
@@ -107,7 +129,7 @@ Result<void> Tape::flush() const {
     program.add(step);
   }
   // On failure the nodes stay pending (tape.hpp says why) and the next read runs them again.
-  if (auto ok = backend_->run_program(program); !ok) return ok;
+  if (auto ok = detail::engine_of(*backend_).run_program(program); !ok) return ok;
   pending_.clear();
   return {};
 }
@@ -169,9 +191,9 @@ Result<NodeId> Tape::apply(Op op, std::span<const NodeId> parents, Scalars scala
   // Allocation first: a failure then leaves even the pending list as it was.
   auto value = backend_->allocate(inputs[0]->shape(), inputs[0]->dtype(), AllocTag::value);
   TAPEWISE_CHECK(value);
-  const bool deferred = runs_as_program(inputs[0]->numel(), backend_->program_threshold());
+  const bool deferred = runs_as_program(inputs[0]->numel(), options_.program_threshold);
   if (deferred) {
-    if (pending_.size() >= kMaxPendingNodes)
+    if (pending_.size() >= static_cast<std::size_t>(options_.max_pending_nodes))
       TAPEWISE_CHECK(flush());
   } else {
     // A larger node runs now, on its own kernel, after whatever is pending (its inputs may be
@@ -243,7 +265,7 @@ Result<Gradients> Tape::run_backward(NodeId out, const Buffer& seed, VjpPath pat
   // Every node the backward visits has the output's shape (a node's inputs have its shape), so
   // the output's size decides whether they are all small enough for one program.
   const std::int64_t numel = nodes_[static_cast<std::size_t>(out)].value.numel();
-  if (path == VjpPath::fused && runs_as_program(numel, backend_->program_threshold()))
+  if (path == VjpPath::fused && runs_as_program(numel, options_.program_threshold))
     return run_plan_as_program(plan, out, seed, dense);
   TAPEWISE_CHECK(flush());
   return run_plan_per_node(plan, out, seed, path);
@@ -260,11 +282,11 @@ Result<Gradients> Tape::run_plan_per_node(const detail::BackwardPlan& plan, Node
     auto copy = be.allocate(source.shape(), source.dtype(), AllocTag::gradient);
     if (!copy) return copy;
     const Buffer* in[1] = {&source};
-    TAPEWISE_CHECK(be.prim(Prim::copy, 0.0, in, *copy));
+    TAPEWISE_CHECK(detail::engine_of(be).prim(Prim::copy, 0.0, in, *copy));
     return copy;
   };
   auto land = [&](NodeId pid, Buffer contribution, detail::SlotWrite how) -> Result<void> {
-    BufferSums sums{be, slots[static_cast<std::size_t>(pid)], contribution};
+    BufferSums sums{detail::engine_of(be), slots[static_cast<std::size_t>(pid)], contribution};
     return detail::land_contribution(how, sums);
   };
 
@@ -301,7 +323,7 @@ Result<Gradients> Tape::run_plan_per_node(const detail::BackwardPlan& plan, Node
     auto zeros = be.allocate(nodes_[static_cast<std::size_t>(id)].value.shape(),
                              nodes_[static_cast<std::size_t>(id)].value.dtype(), AllocTag::gradient);
     TAPEWISE_CHECK(zeros);
-    TAPEWISE_CHECK(be.prim(Prim::fill, 0.0, {}, *zeros));
+    TAPEWISE_CHECK(detail::engine_of(be).prim(Prim::fill, 0.0, {}, *zeros));
     slots[static_cast<std::size_t>(id)] = std::move(*zeros);
   }
   return grads;
@@ -371,7 +393,7 @@ Result<Gradients> Tape::run_plan_as_program(const detail::BackwardPlan& plan, No
   large_zeros.clear();
   for (NodeId id : plan.zero_slots) {
     Buffer& zeros = slot(id);
-    if (!runs_as_program(zeros.numel(), be.program_threshold())) {
+    if (!runs_as_program(zeros.numel(), options_.program_threshold)) {
       large_zeros.push_back(id);
       continue;
     }
@@ -379,9 +401,9 @@ Result<Gradients> Tape::run_plan_as_program(const detail::BackwardPlan& plan, No
     zero.out[0] = zeros.data();
     program.add(zero);
   }
-  TAPEWISE_CHECK(be.run_program(program));
+  TAPEWISE_CHECK(detail::engine_of(be).run_program(program));
   for (NodeId id : large_zeros)
-    TAPEWISE_CHECK(be.prim(Prim::fill, 0.0, {}, slot(id)));
+    TAPEWISE_CHECK(detail::engine_of(be).prim(Prim::fill, 0.0, {}, slot(id)));
 
   Gradients grads(count);
   for (std::size_t id = 0; id < count; ++id)

@@ -3,14 +3,12 @@
 /// RAII handles; every allocation is tagged and counted so that leaks are observable.
 ///
 /// Threads: one backend may be shared by threads that each use their own tapes, buffers and
-/// gradients (allocation, release, statistics, the program threshold and the kernels are safe to
-/// call concurrently; on CUDA the work of all threads queues on the backend's one stream, in the
+/// gradients (allocation, release, statistics and the kernels are safe to call concurrently; on CUDA the work of all threads queues on the backend's one stream, in the
 /// order it is issued). A Tape, a Buffer or a Gradients is not safe to use from two threads at once.
 /// \file
 #pragma once
 
 #include <array>
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -30,7 +28,7 @@ enum class AllocTag : std::uint8_t { value, gradient, workspace };
 /// The number of AllocTag values.
 inline constexpr int kAllocTagCount = 3;
 /// The tag's name ("value", "gradient", "workspace").
-const char* alloc_tag_name(AllocTag t);
+TAPEWISE_API const char* alloc_tag_name(AllocTag t);
 
 /// Live allocations per AllocTag: how many, and their bytes (borrowed views are not counted).
 struct MemoryStats {
@@ -48,11 +46,11 @@ struct MemoryStats {
 
 class Backend;
 namespace detail {
-struct Program;  ///< a tape program (cuda/kernels/program.hpp): internal to the library
+class Engine;  ///< what a backend implements (internal to the library)
 }  // namespace detail
 
 /// A tensor in a backend's memory: move-only RAII handle, tagged and counted by its backend.
-class Buffer {
+class TAPEWISE_API Buffer {
  public:
   Buffer() = default;
   Buffer(const Buffer&) = delete;
@@ -100,22 +98,6 @@ class Buffer {
   AllocTag tag_ = AllocTag::value;
 };
 
-/// The primitive buffer ops the staged VJPs are written in: each is one ATen-equivalent op with one
-/// rounding per element in the dtype. `c` is the prim's scalar, rounded once to the dtype.
-enum class Prim : std::uint8_t {
-  // out = f(x)
-  copy, neg, abs, sign, exp, log, sin, cos, tanh, sigmoid, sigmoid_split, reciprocal,
-  // out = f(x, c)
-  mul_scalar, add_scalar, rsub_scalar,
-  // out = f(a, b)
-  add, sub, mul, div, fmax, fmin,
-  // out = c
-  fill,
-};
-int prim_arity(Prim p);  ///< buffer inputs: 0, 1 or 2
-/// The prim's name, as the staged column of spec/ops.def writes it.
-const char* prim_name(Prim p);
-
 /// Which backend: the CPU one or the CUDA one.
 enum class BackendKind { cpu, cuda };
 
@@ -127,17 +109,14 @@ struct BufferSpec {
   DType dtype = DType::float32;
 };
 
-/// Tapes defer the forward of nodes of at most this many elements and run them, and backward passes
-/// over them, as programs (one kernel per flush instead of one per node); 0 turns that off. 2^20: on
-/// an H200 the 1,000-node chain of README's Performance runs faster as programs up to 2^20 elements
-/// (6.7 against 12.9 us per node at 2^20) and slower at 2^22 (32.4 against 20.3, measured before the
-/// four-lane fast path).
-inline constexpr std::int64_t kDefaultProgramThreshold = std::int64_t{1} << 20;
-
 /// Device memory and the kernels a tape runs on; shared by tapes (and threads) through a shared_ptr.
-class Backend : public std::enable_shared_from_this<Backend> {
+/// Made by make_cpu_backend and make_cuda_backend: the library's two backends are its only ones (the
+/// engine they implement is internal).
+class TAPEWISE_API Backend : public std::enable_shared_from_this<Backend> {
  public:
   virtual ~Backend() = default;
+  Backend(const Backend&) = delete;
+  Backend& operator=(const Backend&) = delete;
   /// CPU or CUDA.
   virtual BackendKind kind() const = 0;
   virtual std::string describe() const = 0;  ///< e.g. "CUDA device 0: NVIDIA H200, 132 SMs"
@@ -147,7 +126,7 @@ class Backend : public std::enable_shared_from_this<Backend> {
   [[nodiscard]] Result<Buffer> allocate(const Shape& shape, DType dtype, AllocTag tag);
   /// One allocation carved into one buffer per part, each 16-byte aligned, tagged and counted as a
   /// buffer of its own; the allocation is freed when the last of them is released. Counts as a
-  /// single allocation for inject_allocation_failure.
+  /// single allocation.
   [[nodiscard]] Result<std::vector<Buffer>> allocate_many(std::span<const BufferSpec> parts, AllocTag tag);
   /// Copies host data into a new buffer of this backend.
   [[nodiscard]] Result<Buffer> upload(const HostArray& host, AllocTag tag = AllocTag::value);
@@ -186,14 +165,6 @@ class Backend : public std::enable_shared_from_this<Backend> {
   [[nodiscard, gnu::warn_unused_result]]
   virtual Result<void> vjp_fused(Op op, const Scalars& s, std::span<const Buffer* const> inputs,
                                  const Buffer& g, std::span<Buffer* const> grads) = 0;
-  /// One primitive buffer op (the vocabulary of the staged VJPs).
-  [[nodiscard, gnu::warn_unused_result]]
-  virtual Result<void> prim(Prim p, double c, std::span<const Buffer* const> inputs,
-                            Buffer& out) = 0;
-  /// Runs a tape program: every step, in order, at every element (cuda/kernels/program.hpp). Queued like
-  /// a kernel: no synchronisation, no allocation.
-  [[nodiscard, gnu::warn_unused_result]]
-  virtual Result<void> run_program(const detail::Program& program) = 0;
   /// Waits for all queued work; reports any asynchronous failure.
   [[nodiscard, gnu::warn_unused_result]]
   virtual Result<void> synchronize() = 0;
@@ -202,62 +173,28 @@ class Backend : public std::enable_shared_from_this<Backend> {
   /// The device ordinal (0 for the CPU backend).
   virtual int device_id() const = 0;
 
-  /// Element count up to which tapes on this backend use programs (kDefaultProgramThreshold);
-  /// 0 runs every node with its own kernels. Read by a tape at each record and backward. A negative
-  /// count is InvalidArgument, and the threshold stays as it was.
-  std::int64_t program_threshold() const { return program_threshold_.load(std::memory_order_relaxed); }
-  /// Sets program_threshold() (see there).
-  [[nodiscard]] Result<void> set_program_threshold(std::int64_t numel);
-
   /// A snapshot of the live allocations (other threads may be allocating while it is taken).
   MemoryStats stats() const;
-  /// Test hook: the n-th allocation from now (1 = the next one) fails with OutOfMemory.
-  void inject_allocation_failure(std::int64_t nth);
-
- protected:
-  /// Called with allocation_mutex_ held, so an implementation's allocator state needs no lock of its own.
-  [[nodiscard, gnu::warn_unused_result]]
-  virtual Result<void*> raw_allocate(std::size_t bytes) = 0;
-  /// Frees what raw_allocate returned (allocation_mutex_ held).
-  virtual void raw_release(void* p) = 0;
-  [[nodiscard, gnu::warn_unused_result]]
-  /// Copies host bytes into the backend's memory.
-  virtual Result<void> copy_to_device(void* dst, const void* src, std::size_t bytes) = 0;
-  [[nodiscard, gnu::warn_unused_result]]
-  /// Copies bytes of the backend's memory to the host.
-  virtual Result<void> copy_to_host(void* dst, const void* src, std::size_t bytes) = 0;
-  /// Whether `data` is memory this backend's kernels can read and write (wrap, import_dlpack).
-  [[nodiscard, gnu::warn_unused_result]]
-  virtual Result<void> check_caller_memory(const void* data) const = 0;
 
  private:
   friend class Buffer;
+  friend class detail::Engine;
+  Backend() = default;  // the engine (cuda/backends/engine.hpp) is the one class derived from Backend
+  detail::Engine& engine();  ///< this backend as the engine it is
   void release(Buffer& b);
   bool take_injected_failure();  ///< true when this allocation is the one set to fail (mutex held)
   Buffer adopt(void* data, Buffer::SharedAllocation* shared, const Shape& shape, DType dtype, AllocTag tag);
   Buffer adopt_borrowed(void* data, std::shared_ptr<void> keep_alive, const Shape& shape, DType dtype);
   /// Guards what every allocation and release changes: stats_, fail_countdown_, the shared
-  /// allocations' counts and the implementation's allocator (raw_allocate, raw_release). Held for a
+  /// allocations' counts and the engine's allocator (its raw_allocate, raw_release). Held for a
   /// pointer bump or a pool call, never across a kernel.
   mutable std::mutex allocation_mutex_;
   MemoryStats stats_;
-  std::int64_t fail_countdown_ = 0;
-  std::atomic<std::int64_t> program_threshold_{kDefaultProgramThreshold};
+  std::int64_t fail_countdown_ = 0;  ///< the engine's test hook: the allocation that fails
 };
 
-/// The VJP of one node as the spec stages it (spec/ops.def, `staged`): one prim per stage, workspace
-/// buffers released before return. The independent second path beside Backend::vjp_fused.
-[[nodiscard]] Result<void> staged_vjp(Backend& be, Op op, const Scalars& s, std::span<const Buffer* const> inputs,
-                        const Buffer& g, std::span<Buffer* const> grads);
-
-/// The forward of one node as spec/conventions.md stages it (softplus's seven stages, gelu's, ...): one
-/// prim per stage, workspace released before return; sqrt and relu (selects) are their one native
-/// kernel. What the prover (`tapewise-conform prove`) holds the forward kernel equal to.
-[[nodiscard]] Result<void> staged_forward(Backend& be, Op op, const Scalars& s, std::span<const Buffer* const> inputs,
-                                          Buffer& out);
-
 /// The CPU backend (the production per-element code compiled for the host).
-std::shared_ptr<Backend> make_cpu_backend();
+TAPEWISE_API std::shared_ptr<Backend> make_cpu_backend();
 
 /// A CUDA backend on the caller's device and, optionally, the caller's stream. It never changes the
 /// caller's state: the current device is put back after every call, memory comes from a pool of the
@@ -269,14 +206,14 @@ struct CudaOptions {
 };
 /// Fails with DeviceUnavailable (naming the CUDA error, or saying that this build has no CUDA) where
 /// no usable GPU exists, and InvalidArgument for a device ordinal out of range.
-[[nodiscard]] Result<std::shared_ptr<Backend>> make_cuda_backend(const CudaOptions& options);
+[[nodiscard]] TAPEWISE_API Result<std::shared_ptr<Backend>> make_cuda_backend(const CudaOptions& options);
 /// A CUDA backend on `device` with a stream of its own (see make_cuda_backend(const CudaOptions&)).
 [[nodiscard]] inline Result<std::shared_ptr<Backend>> make_cuda_backend(int device = 0) {
   return make_cuda_backend(CudaOptions{device, nullptr});
 }
 /// True when a CUDA device can be opened; `why` receives the reason when it cannot.
-bool cuda_available(std::string* why = nullptr);
+TAPEWISE_API bool cuda_available(std::string* why = nullptr);
 /// The cudaStream_t a CUDA backend queues its work on (as void*); nullptr for other backends.
-void* cuda_stream(const Backend& backend);
+TAPEWISE_API void* cuda_stream(const Backend& backend);
 
 }  // namespace tapewise

@@ -13,6 +13,14 @@
 
 #include <tl/expected.hpp>
 
+/// Marks what the shared library exports: the library is compiled with hidden visibility, so a
+/// declaration without it (the engine, the kernels, the programs) stays inside libtapewise.so.
+#if defined(__GNUC__)
+#define TAPEWISE_API __attribute__((visibility("default")))
+#else
+#define TAPEWISE_API
+#endif
+
 namespace tapewise {
 
 /// Element types: IEEE binary32 and binary64.
@@ -44,7 +52,7 @@ enum class ErrorCode {
 };
 
 /// The enumerator's name, e.g. "InvalidNodeId".
-const char* error_code_name(ErrorCode c);
+TAPEWISE_API const char* error_code_name(ErrorCode c);
 
 /// An error: its code and a message naming the op and the offending ids, shapes or dtypes.
 struct [[nodiscard]] Error {
@@ -72,7 +80,7 @@ using Result = tl::expected<T, Error>;
 inline constexpr int kMaxNdim = 32;
 
 /// Rank-N shape with 64-bit dims; rank 0 is a scalar (one element), a zero dim makes it empty.
-struct Shape {
+struct TAPEWISE_API Shape {
   /// The dims, outermost first.
   std::vector<std::int64_t> dims;
 

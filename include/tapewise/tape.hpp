@@ -4,11 +4,11 @@
 /// but for one thing: a call that flushes (below) before it fails has still run the pending
 /// forwards. Its ids, nodes, values as read, requires_grad and memory statistics are as before.
 ///
-/// Small nodes run as programs. A node of at most backend().program_threshold() elements gets its
+/// Small nodes run as programs. A node of at most options().program_threshold elements gets its
 /// value buffer at record (so OutOfMemory still surfaces there), but its forward is deferred: it
 /// joins the pending list, and one program computes all pending nodes at the next flush — before
 /// anything reads a value (value, value_buffer, backward*), before recording a larger node, when
-/// kMaxPendingNodes are pending, or when flush() is called. A fused backward whose output is that
+/// options().max_pending_nodes are pending, or when flush() is called. A fused backward whose output is that
 /// small (every node it visits has the output's shape) runs as one program too, its gradient slots
 /// carved from one allocation. Programs call the per-node path's per-element code in the same
 /// order, so values and gradients are identical either way up to NaN: equal bits, or both NaN (a
@@ -44,6 +44,22 @@ namespace detail {
 struct BackwardPlan;  ///< the backward walk (cuda/tape/backward_plan.hpp): internal to the library
 }  // namespace detail
 
+/// How a tape runs small nodes (see the file's description); Tape::set_options checks them.
+struct TapeOptions {
+  /// Nodes of at most this many elements run as programs (their forwards deferred and flushed
+  /// together, their fused backward one program); 0 runs every node with its own kernels. At least 0.
+  /// The default, 2^20: on an H200 the 1,000-node chain of the README's Performance part runs faster
+  /// as programs up to 2^20 elements (6.7 against 12.9 us per node at 2^20) and slower at 2^22 (32.4
+  /// against 20.3, measured before the four-lane fast path).
+  std::int64_t program_threshold = std::int64_t{1} << 20;
+  /// At most this many nodes wait for their forward; recording one more flushes first. From 1 to
+  /// 65,536. The default, 448, is one CUDA launch's worth of program steps, so a full list flushes as
+  /// exactly one kernel and the device starts on long recordings while the host is still recording.
+  std::int64_t max_pending_nodes = 448;
+  /// Equal when both fields are.
+  friend bool operator==(const TapeOptions&, const TapeOptions&) = default;
+};
+
 /// Which VJP form backward runs: one fused kernel per node (production) or the spec's stages, each a
 /// primitive buffer op with its intermediates in workspace buffers. Both give identical results up to
 /// NaN: equal bits, or both NaN.
@@ -64,7 +80,7 @@ struct Node {
 };
 
 /// Gradients returned by backward: one slot per tape node; owned by the caller.
-class Gradients {
+class TAPEWISE_API Gradients {
  public:
   /// n empty slots.
   explicit Gradients(std::size_t n = 0) : slots_(n) {}
@@ -83,15 +99,17 @@ class Gradients {
 };
 
 /// The reverse-mode tape (see the file's description).
-class Tape {
+class TAPEWISE_API Tape {
  public:
-  /// At most this many nodes wait for their forward: one CUDA launch's worth of program steps
-  /// (cuda/kernels/program.hpp), so a full list flushes as exactly one kernel, and the device starts on
-  /// long recordings while the host is still recording.
-  static constexpr std::size_t kMaxPendingNodes = 448;
-
-  /// An empty tape recording on `backend`.
+  /// An empty tape recording on `backend`, with the default TapeOptions.
   explicit Tape(std::shared_ptr<Backend> backend);
+
+  /// How the tape runs small nodes.
+  const TapeOptions& options() const { return options_; }
+  /// Sets options() for what is recorded and run from now on. A field out of its range is
+  /// InvalidArgument naming it, and the options stay as they were. Pending nodes stay pending (a
+  /// lower max_pending_nodes flushes at the next record).
+  [[nodiscard]] Result<void> set_options(const TapeOptions& options);
 
   /// The backend the tape records on.
   Backend& backend() const { return *backend_; }
@@ -175,6 +193,7 @@ class Tape {
                                         bool dense) const;
 
   std::shared_ptr<Backend> backend_;
+  TapeOptions options_;
   std::vector<Node> nodes_;
   /// Ids of the nodes whose forward has not run yet, ascending. Flushing computes their values, a
   /// cache of what was recorded, so const readers may flush.

@@ -174,11 +174,6 @@ TW_API tw_status tw_backend_synchronize(tw_backend* backend);
  * (wrap, DLPack) is not counted. */
 TW_API tw_status tw_backend_memory_stats(const tw_backend* backend, int tag, int64_t* live_count,
                                          int64_t* live_bytes);
-/** Nodes of at most this many elements run as tape programs (default 1048576 = 2^20; 0: never). A
- * negative numel is TW_INVALID_ARGUMENT and leaves the threshold as it was. */
-TW_API tw_status tw_backend_set_program_threshold(tw_backend* backend, int64_t numel);
-/** Reads the backend's program threshold into *out. */
-TW_API tw_status tw_backend_program_threshold(const tw_backend* backend, int64_t* out);
 
 /* --- buffers: caller memory as backward seeds -------------------------------------------------- */
 
@@ -201,6 +196,16 @@ TW_API tw_status tw_buffer_destroy(tw_buffer* buffer);
 TW_API tw_status tw_tape_create(tw_backend* backend, tw_tape** out);
 /** Releases the tape, its values and its views of caller memory (wrapped leaves, DLPack leaves). */
 TW_API tw_status tw_tape_destroy(tw_tape* tape);
+/** Nodes of at most numel elements run as tape programs (default 1048576 = 2^20; 0: never). A negative
+ * numel is TW_INVALID_ARGUMENT and leaves the tape's threshold as it was. */
+TW_API tw_status tw_tape_set_program_threshold(tw_tape* tape, int64_t numel);
+/** Reads the tape's program threshold into *out. */
+TW_API tw_status tw_tape_program_threshold(const tw_tape* tape, int64_t* out);
+/** At most count nodes wait for their forward; recording one more flushes (default 448, one CUDA launch
+ * of program steps). A count outside 1 .. 65536 is TW_INVALID_ARGUMENT and changes nothing. */
+TW_API tw_status tw_tape_set_max_pending_nodes(tw_tape* tape, int64_t count);
+/** Reads the tape's limit of pending nodes into *out. */
+TW_API tw_status tw_tape_max_pending_nodes(const tw_tape* tape, int64_t* out);
 
 /** A leaf holding a copy of data (shape, dtype); *out_id receives its node id. */
 TW_API tw_status tw_tape_leaf_host(tw_tape* tape, const void* data, size_t data_bytes, const int64_t* shape, int ndim,

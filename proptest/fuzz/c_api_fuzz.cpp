@@ -75,7 +75,7 @@ class Session {
     switch (in_.ConsumeIntegralInRange(0, 20)) {
       case 0: create_backend(); break;
       case 1: tw_backend_destroy(backends_.pick(in_, garbage_)); break;
-      case 2: set_threshold(); break;
+      case 2: set_tape_options(); break;
       case 3: create_tape(); break;
       case 4: destroy_tape(); break;
       case 5: case 6: leaf(); break;
@@ -159,9 +159,14 @@ class Session {
     if (s == TW_OK) backends_.made.push_back(b);
   }
 
-  void set_threshold() {
-    const std::int64_t values[] = {0, 1, 7, 64, 1 << 16, -5, INT64_MAX};
-    tw_backend_set_program_threshold(backends_.pick(in_, garbage_), in_.PickValueInArray(values));
+  void set_tape_options() {
+    const std::int64_t values[] = {0, 1, 7, 64, 448, 1 << 16, 65537, -5, INT64_MAX};
+    tw_tape* tape = tapes_.pick(in_, garbage_);
+    if (in_.ConsumeBool()) tw_tape_set_program_threshold(tape, in_.PickValueInArray(values));
+    else tw_tape_set_max_pending_nodes(tape, in_.PickValueInArray(values));
+    std::int64_t read = 0;
+    tw_tape_program_threshold(tape, &read);
+    tw_tape_max_pending_nodes(tape, in_.ConsumeBool() ? &read : nullptr);
   }
 
   void destroy_tape() {
@@ -253,7 +258,6 @@ class Session {
     std::int64_t count = 0, bytes = 0;
     tw_backend_kind_of(backend, &kind);
     tw_backend_memory_stats(backend, in_.ConsumeIntegralInRange(-1, 3), &count, in_.ConsumeBool() ? &bytes : nullptr);
-    tw_backend_program_threshold(backend, &count);
     tw_backend_synchronize(backend);
     tw_last_error();
     tw_version();

@@ -123,7 +123,7 @@ std::shared_ptr<void> keep_alive(const nb::ndarray<nb::ro>& a) {
 Buffer copy_on_backend(const PyBackend& be, const Buffer& view) {
   Buffer out = unwrap(be.backend->allocate(view.shape(), view.dtype(), AllocTag::value));
   const Buffer* inputs[1] = {&view};
-  unwrap(be.backend->prim(Prim::copy, 0.0, inputs, out));
+  unwrap(detail::engine_of(*be.backend).prim(Prim::copy, 0.0, inputs, out));
   be.settle();
   return out;
 }

@@ -167,11 +167,8 @@ void bind_backend(nb::module_& m) {
            "Borrowed (wrapped) memory is not counted.")
       .def("synchronize", [](const PyBackend& b) { unwrap(b.backend->synchronize()); },
            "Waits for all queued work; raises CudaFailureError for an asynchronous failure.")
-      .def_prop_rw("program_threshold", [](const PyBackend& b) { return b.backend->program_threshold(); },
-                   [](PyBackend& b, std::int64_t n) { unwrap(b.backend->set_program_threshold(n)); },
-                   "Nodes of at most this many elements are recorded as a tape program (deferred, batched\n"
-                   "into one kernel); 0 turns programs off. Default 2**20.")
-      .def("_inject_allocation_failure", [](PyBackend& b, std::int64_t nth) { b.backend->inject_allocation_failure(nth); },
+      .def("_inject_allocation_failure",
+           [](PyBackend& b, std::int64_t nth) { detail::engine_of(*b.backend).inject_allocation_failure(nth); },
            "nth"_a, "Test hook: the nth allocation from now fails with OutOfMemory.")
       .def("wrap", &wrap_array, "array"_a, "copy"_a = false, "dtype"_a = nb::none(),
            "A Buffer over `array`'s memory, no copy (see Tape.leaf for what is accepted); copy=True copies.\n"

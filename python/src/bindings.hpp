@@ -16,6 +16,8 @@
 
 #include <tapewise/tapewise.hpp>
 
+#include "backends/engine.hpp"  // the engine behind Backend: the copy prim, the allocation-failure hook
+
 // Arrays are exported as nanobind's nb_ndarray (DLPack and the buffer protocol), which nanobind calls
 // the array_api framework (added in nanobind 2.2).
 #if NB_VERSION_MAJOR < 2 || (NB_VERSION_MAJOR == 2 && NB_VERSION_MINOR < 2)

@@ -294,6 +294,24 @@ void bind_tape(nb::module_& m) {
                    "Small nodes whose forward is deferred into the next tape program (run by flush(), value(),\n"
                    "backward(), or recording a larger node).")
       .def("flush", [](const PyTape& t) { unwrap(t.tape.flush()); }, "Runs the pending nodes now (one program).")
+      .def_prop_rw(
+          "program_threshold", [](const PyTape& t) { return t.tape.options().program_threshold; },
+          [](PyTape& t, std::int64_t n) {
+            TapeOptions options = t.tape.options();
+            options.program_threshold = n;
+            unwrap(t.tape.set_options(options));
+          },
+          "Nodes of at most this many elements are recorded as a tape program (deferred, batched into one\n"
+          "kernel); 0 turns programs off. Default 2**20. A negative count raises InvalidArgumentError.")
+      .def_prop_rw(
+          "max_pending_nodes", [](const PyTape& t) { return t.tape.options().max_pending_nodes; },
+          [](PyTape& t, std::int64_t n) {
+            TapeOptions options = t.tape.options();
+            options.max_pending_nodes = n;
+            unwrap(t.tape.set_options(options));
+          },
+          "At most this many nodes wait for their forward; recording one more flushes first (1 .. 65536,\n"
+          "default 448: one CUDA launch of program steps). Out of range: InvalidArgumentError.")
       .def("leaf", &leaf, "array"_a, "requires_grad"_a = true, "copy"_a = false, "dtype"_a = nb::none(),
            "Records `array` as a leaf and returns its id. Any object exporting __dlpack__ or the buffer\n"
            "protocol (numpy, torch, jax, cupy), float32 or float64, C-contiguous, on the backend's device\n"

@@ -64,16 +64,6 @@ class Backend:
         Waits for all queued work; raises CudaFailureError for an asynchronous failure.
         """
 
-    @property
-    def program_threshold(self) -> int:
-        """
-        Nodes of at most this many elements are recorded as a tape program (deferred, batched
-        into one kernel); 0 turns programs off. Default 2**20.
-        """
-
-    @program_threshold.setter
-    def program_threshold(self, arg: int, /) -> None: ...
-
     def wrap(self, array: object, copy: bool = False, dtype: str | None = None) -> Buffer:
         """
         A Buffer over `array`'s memory, no copy (see Tape.leaf for what is accepted); copy=True copies.
@@ -214,6 +204,26 @@ class Tape:
 
     def flush(self) -> None:
         """Runs the pending nodes now (one program)."""
+
+    @property
+    def program_threshold(self) -> int:
+        """
+        Nodes of at most this many elements are recorded as a tape program (deferred, batched into one
+        kernel); 0 turns programs off. Default 2**20. A negative count raises InvalidArgumentError.
+        """
+
+    @program_threshold.setter
+    def program_threshold(self, arg: int, /) -> None: ...
+
+    @property
+    def max_pending_nodes(self) -> int:
+        """
+        At most this many nodes wait for their forward; recording one more flushes first (1 .. 65536,
+        default 448: one CUDA launch of program steps). Out of range: InvalidArgumentError.
+        """
+
+    @max_pending_nodes.setter
+    def max_pending_nodes(self, arg: int, /) -> None: ...
 
     def leaf(self, array: object, requires_grad: bool = True, copy: bool = False, dtype: str | None = None) -> int:
         """

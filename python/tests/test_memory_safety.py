@@ -33,8 +33,8 @@ def test_a_released_gradient_leaves_its_gradients(read):
 
 def test_arrays_exported_before_a_release_stay_valid():
     backend = tapewise.cpu()
-    backend.program_threshold = 0  # one allocation per gradient, so that the statistics see each
     tape = tapewise.Tape(backend)
+    tape.program_threshold = 0  # one allocation per gradient, so that the statistics see each
     x = tape.leaf(np.array([0.5, 1.0, 2.0]))
     grads = tape.backward(tape.exp(x), np.ones(3))
     live = backend.stats()["gradient"]["count"]

@@ -127,8 +127,8 @@ def test_programs_give_the_bits_of_per_node_kernels(backend, dtype):
     g = rng.standard_normal(4096).astype(dtype)
 
     def chain(threshold):
-        backend.program_threshold = threshold
         tape = tapewise.Tape(backend)
+        tape.program_threshold = threshold
         x = leaf(tape, x0)
         y = x
         for name in ["sin", "tanh", "sigmoid", "scale", "relu", "gelu", "softplus"] * 3:

@@ -249,7 +249,11 @@ class PythonSurface(RuleBasedStateMachine):
 
     @rule(threshold=st.sampled_from([0, 1, 2, 3, 16, 2**20, -1, 2**62, 2**70, True, 1.5]))
     def program_threshold(self, threshold):
-        self.attempt(lambda: setattr(self.backend, "program_threshold", threshold))
+        self.attempt(lambda: setattr(self.tape, "program_threshold", threshold))
+
+    @rule(limit=st.sampled_from([1, 2, 3, 448, 65536, 0, -1, 65537, 2**70, True, 1.5]))
+    def max_pending_nodes(self, limit):
+        self.attempt(lambda: setattr(self.tape, "max_pending_nodes", limit))
 
     @rule()
     def flush(self):

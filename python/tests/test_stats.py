@@ -45,8 +45,8 @@ def test_staged_path_releases_its_workspace(backend):
 
 
 def test_pending_and_flush(backend):
-    backend.program_threshold = 1 << 16
     tape = tapewise.Tape(backend)
+    tape.program_threshold = 1 << 16
     x = leaf(tape, np.linspace(-1.0, 1.0, 64))
     y = tape.relu(tape.sin(x))
     assert tape.pending == 2 and len(tape) == 3
@@ -60,11 +60,35 @@ def test_pending_and_flush(backend):
 
 
 def test_program_threshold_zero_runs_nodes_at_once(backend):
-    backend.program_threshold = 0
-    assert backend.program_threshold == 0
     tape = tapewise.Tape(backend)
+    tape.program_threshold = 0
+    assert tape.program_threshold == 0
     tape.sin(leaf(tape, np.ones(8)))
     assert tape.pending == 0
+    other = tapewise.Tape(backend)  # the option is the tape's, not the backend's
+    assert other.program_threshold == 2**20
+    other.sin(leaf(other, np.ones(8)))
+    assert other.pending == 1
+
+
+def test_max_pending_nodes_flushes_a_full_list(backend):
+    tape = tapewise.Tape(backend)
+    assert tape.max_pending_nodes == 448
+    tape.max_pending_nodes = 2
+    y = leaf(tape, np.ones(8))
+    for expected in [1, 2, 1]:
+        y = tape.sin(y)
+        assert tape.pending == expected
+
+
+@pytest.mark.parametrize("name, value", [("program_threshold", -1), ("max_pending_nodes", 0),
+                                         ("max_pending_nodes", 65537)])
+def test_tape_options_out_of_range_are_refused_by_name(backend, name, value):
+    tape = tapewise.Tape(backend)
+    before = getattr(tape, name)
+    with pytest.raises(tapewise.InvalidArgumentError, match=f"{name} {value}"):
+        setattr(tape, name, value)
+    assert getattr(tape, name) == before
 
 
 def test_backend_description(backend):

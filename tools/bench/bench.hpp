@@ -14,6 +14,8 @@
 
 #include <tapewise/tapewise.hpp>
 
+#include "backends/engine.hpp"  // the engine behind Backend: the fill and copy prims
+
 namespace tapewise::bench {
 
 using json = nlohmann::ordered_json;
@@ -30,7 +32,7 @@ struct Options {
   bool staged = true, kernels = true;
   bool once = false;        // each fwd and fused vjp once, untimed: a pass for a profiler (ncu)
   int device = 0;
-  std::int64_t program_threshold = -1;  // the chain's backend's, in elements; -1: the library's default
+  std::int64_t program_threshold = -1;  // the chain's tapes', in elements; -1: the library's default
   std::uint64_t seed = 20261130;
 };
 
@@ -104,7 +106,8 @@ inline constexpr double kMemoryBoundTarget = 0.98;     // of the roofline, for m
 inline constexpr double kChainUsPerNodeTarget = 0.35;  // the chain at 2^12: twice torch.compile's 0.70
 
 // chain.cpp: the chain at one size on `be` (times on the host; on CUDA, device time behind a gate).
-[[nodiscard]] Result<ChainResult> run_chain(const std::shared_ptr<Backend>& be, int log2n, std::uint64_t seed);
+[[nodiscard]] Result<ChainResult> run_chain(const std::shared_ptr<Backend>& be, const TapeOptions& options, int log2n,
+                                            std::uint64_t seed);
 
 // report.cpp: the stdout table and the JSON file.
 void print_table(const json& meta, const json& copy, const std::vector<Row>& rows,

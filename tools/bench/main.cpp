@@ -533,12 +533,12 @@ Result<bool> measure_op(const Options& opt, const Opened& o, Device& dev, const 
 Result<std::vector<ChainResult>> measure_chains(const Options& opt, const std::shared_ptr<Backend>& be,
                                                const json& torch) {
   std::vector<ChainResult> out;
-  if (opt.program_threshold >= 0)
-    TAPEWISE_CHECK(in_context(be->set_program_threshold(opt.program_threshold), "--program-threshold"));
+  TapeOptions options;
+  if (opt.program_threshold >= 0) options.program_threshold = opt.program_threshold;
   for (const int log2n : opt.chain_log2_sizes) {
     std::printf("  measuring the 1,000-node chain at 2^%d ...\n", log2n);
     std::fflush(stdout);
-    TAPEWISE_TRY(c, in_context(run_chain(be, log2n, opt.seed + 999), "chain at 2^" + std::to_string(log2n)));
+    TAPEWISE_TRY(c, in_context(run_chain(be, options, log2n, opt.seed + 999), "chain at 2^" + std::to_string(log2n)));
     const std::string key = std::to_string(log2n);
     c.eager_us_per_node = json_number(torch, {"chain", "sizes", key, "eager_us_per_node"});
     c.graph_us_per_node = json_number(torch, {"chain", "sizes", key, "graph_us_per_node"});

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "backends/engine.hpp"
 #include "kernels/dispatch.hpp"
 #include "kernels/interpreter.hpp"  // run_steps_at, piece_at
 
@@ -43,7 +44,7 @@ struct SymRunner {
   }
 };
 
-class SymbolicBackend final : public Backend {
+class SymbolicBackend final : public detail::Engine {
  public:
   SymbolicBackend(int lanes, std::size_t* paths) : lanes_(lanes), paths_(paths) {}
   BackendKind kind() const override { return BackendKind::cpu; }
@@ -262,13 +263,13 @@ Result<void> kernel_vjp(Env& env, Op op, DType d, bool staged) {
 }
 
 // Through the tape: record the node on leaves (op(a, a) when `same`), then its value (forward_only)
-// or a backward from it with seed g. threshold: the backend's program threshold while it runs
+// or a backward from it with seed g. threshold: the tape's program threshold
 // (0: every node its own kernels; the default: one program per flush and per backward).
 Result<void> through_tape(Env& env, Op op, DType d, bool same, std::int64_t threshold, VjpPath path, bool dense,
                           bool forward_only) {
   auto be = env.backend();
-  TAPEWISE_CHECK(be->set_program_threshold(threshold));
   Tape tape(be);
+  TAPEWISE_CHECK(tape.set_options(TapeOptions{threshold, TapeOptions{}.max_pending_nodes}));
   TAPEWISE_TRY(in, node_inputs(env, op, d, same));
   ::tapewise::NodeId leaves[2] = {-1, -1};
   for (std::size_t k = 0; k < in.size(); ++k) {
@@ -293,7 +294,7 @@ Result<void> through_tape(Env& env, Op op, DType d, bool same, std::int64_t thre
 }
 
 std::vector<Form> make_forms() {
-  constexpr std::int64_t program = kDefaultProgramThreshold;
+  constexpr std::int64_t program = TapeOptions{}.program_threshold;
   std::vector<Form> f;
   f.push_back({"forward.kernel", "the forward kernel (ForwardFn: OpMath<op>::forward)", false,
                [](Env& e, Op op, DType d) { return kernel_forward(e, op, d, false); }});
@@ -387,11 +388,8 @@ Result<Extracted> extract(Op op, DType dtype, int lanes, std::size_t* paths_expl
 
 Result<Bits> replay(const std::shared_ptr<Backend>& backend, const std::string& form_name, Op op, DType dtype,
                     const Bits& inputs) {
-  const std::int64_t saved = backend->program_threshold();
   RealEnv env(backend, op, inputs);
-  auto ok = form(form_name).run(env, op, dtype);
-  TAPEWISE_CHECK(backend->set_program_threshold(saved));
-  TAPEWISE_CHECK(ok);
+  TAPEWISE_CHECK(form(form_name).run(env, op, dtype));
   TAPEWISE_CHECK(backend->synchronize());
   return env.outputs;
 }

@@ -1,6 +1,8 @@
-// tools/conform/library/exec.cpp — one node on a backend, through the public API only (Backend::forward,
-// Backend::vjp_fused, tapewise::staged_vjp, Tape). The runner never reaches into cuda/.
+// tools/conform/library/exec.cpp — one node on a backend, through the public API (Backend::forward,
+// Backend::vjp_fused, Tape) and the engine's staged_vjp (backends/engine.hpp), the one internal it uses.
 #include "exec.hpp"
+
+#include "backends/engine.hpp"
 
 #include <algorithm>
 #include <chrono>

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backends/engine.hpp"  // staged_vjp
 #include "dag.hpp"
 #include "files.hpp"
 #include "json_io.hpp"

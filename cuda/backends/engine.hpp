@@ -1,0 +1,67 @@
+// cuda/backends/engine.hpp — the execution engine behind the public Backend (internal to the library
+// and its in-tree tools and tests, never installed): the interface both backends implement — kernels,
+// primitive buffer ops, tape programs, raw memory — the test hook, and the staged forms.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include <tapewise/backend.hpp>
+
+#include "kernels/prim.hpp"
+
+namespace tapewise {
+namespace detail {
+
+struct Program;  // a tape program (cuda/kernels/program.hpp)
+
+/// What a backend implements. Every Backend is an Engine (Backend's constructor is private to this
+/// class), so engine_of() below is a plain downcast.
+class Engine : public Backend {
+ public:
+  /// One primitive buffer op (the vocabulary of the staged forms).
+  [[nodiscard]] virtual Result<void> prim(Prim p, double c, std::span<const Buffer* const> inputs, Buffer& out) = 0;
+  /// Runs a tape program: every step, in order, at every element (cuda/kernels/program.hpp). Queued like a
+  /// kernel: no synchronisation, no allocation.
+  [[nodiscard]] virtual Result<void> run_program(const Program& program) = 0;
+
+  /// Test hook: the n-th allocation from now (1 = the next one) fails with OutOfMemory; 0 disarms it.
+  void inject_allocation_failure(std::int64_t nth);
+
+  // Raw memory, called by Backend with its allocation mutex held (so an implementation's allocator
+  // state needs no lock of its own).
+  [[nodiscard]] virtual Result<void*> raw_allocate(std::size_t bytes) = 0;
+  /// Frees what raw_allocate returned (allocation mutex held).
+  virtual void raw_release(void* p) = 0;
+  /// Copies host bytes into the backend's memory.
+  [[nodiscard]] virtual Result<void> copy_to_device(void* dst, const void* src, std::size_t bytes) = 0;
+  /// Copies bytes of the backend's memory to the host.
+  [[nodiscard]] virtual Result<void> copy_to_host(void* dst, const void* src, std::size_t bytes) = 0;
+  /// Whether `data` is memory this backend's kernels can read and write (wrap, import_dlpack).
+  [[nodiscard]] virtual Result<void> check_caller_memory(const void* data) const = 0;
+
+ protected:
+  Engine() = default;
+};
+
+/// The engine behind a backend.
+inline Engine& engine_of(Backend& backend) { return static_cast<Engine&>(backend); }
+/// The engine behind a backend, read-only.
+inline const Engine& engine_of(const Backend& backend) { return static_cast<const Engine&>(backend); }
+
+}  // namespace detail
+
+/// The VJP of one node as the spec stages it (spec/ops.def, `staged`): one prim per stage, workspace
+/// buffers released before return. The independent second path beside Backend::vjp_fused (a tape runs
+/// it with VjpPath::staged).
+[[nodiscard]] Result<void> staged_vjp(Backend& be, Op op, const Scalars& s, std::span<const Buffer* const> inputs,
+                                      const Buffer& g, std::span<Buffer* const> grads);
+
+/// The forward of one node as spec/conventions.md stages it (softplus's seven stages, gelu's, ...): one
+/// prim per stage, workspace released before return; sqrt and relu (selects) are their one native
+/// kernel. What the prover (`tapewise-conform prove`) holds the forward kernel equal to.
+[[nodiscard]] Result<void> staged_forward(Backend& be, Op op, const Scalars& s, std::span<const Buffer* const> inputs,
+                                          Buffer& out);
+
+}  // namespace tapewise
