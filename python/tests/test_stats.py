@@ -3,6 +3,7 @@
 import gc
 
 import numpy as np
+import pytest
 
 import tapewise
 from conftest import assert_same_bits, leaf
