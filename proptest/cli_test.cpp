@@ -785,7 +785,7 @@ TEST_F(Cli, JunitReportsAreReadByAnXmlParser) {
 // A solver script that is not there is a usage error naming it, before any claim runs, even for
 // nodes that need no lemma (add).
 TEST_F(Cli, ProveRefusesASolverThatIsNotAFile) {
-  for (const std::string solver : {arg("no-such-solver.py"), arg("")}) {
+  for (const std::string& solver : {arg("no-such-solver.py"), arg("")}) {
     const Ran r = conform("prove --ops add --backend cpu --solver " + solver);
     EXPECT_EQ(r.status, 2) << solver << "\nstderr: " << r.err;
     EXPECT_NE(r.err.find("--solver: " + solver.substr(1, solver.size() - 2) + " is not a file"), std::string::npos)

@@ -1,5 +1,5 @@
 // proptest/graph_test.cpp — the graph checker (tools/conform/library/graph.hpp): a random 50-node graph over
-// all 23 ops passes on every backend; each kind of bad graph is rejected with its reason; planted
+// every op passes on every backend; each kind of bad graph is rejected with its reason; planted
 // faults (a wrong gradient slot, a wrong contribution, a wrong value) are caught at the node that
 // made them; `tapewise-conform graph` on examples/graphs; and the values that spec/conventions.md's
 // "Tensions between nodes' conventions" states, read from the document itself.
@@ -46,7 +46,7 @@ std::string slurp(const fs::path& path) {
 
 std::string hex_text(double v) { return conform::hex(v); }
 
-// ---- a random graph over all 23 ops ---------------------------------------------------------------
+// ---- a random graph over every op ------------------------------------------------------------------
 
 // Deterministic on every standard library: only the engine's raw output is used (std's
 // distributions are implementation-defined).

@@ -1,6 +1,6 @@
 // proptest/program_test.cpp — tape programs: small nodes' forwards deferred and run as one program,
 // fused backward passes over small outputs run as one program with their slots carved from one
-// allocation. They must give the per-node path's bits on random DAGs of all 23 nodes, flush before
+// allocation. They must give the per-node path's bits on random DAGs of every node, flush before
 // every read, change nothing on error and leak nothing. Runs on every backend present.
 #include <algorithm>
 #include <array>
@@ -79,7 +79,7 @@ struct DagNode {
   std::size_t type = 0;
 };
 
-// Leaves of random types, then nodes of all 23 ops over earlier nodes of one type (a binary node's
+// Leaves of random types, then nodes of every op over earlier nodes of one type (a binary node's
 // second parent has the first's type; sometimes it is the first: repeated parents). Half the DAGs
 // have a single type, so that slots receive many contributions; half use only arithmetic nodes,
 // whose values stay finite, so that a change in the order of additions shows in the bits.

@@ -127,7 +127,7 @@ Real forward(Op op, DType d, const Scalars& s, std::span<const Real> in) {
     case Op::gelu: return gelu_forward(d, x);
     case Op::softplus: return softplus(x);
   }
-  throw std::invalid_argument("reference::forward: unknown op");
+  throw std::invalid_argument("reference::forward: no MPFR transcription for " + op_label(op));
 }
 
 std::array<Real, 2> vjp(Op op, DType d, const Scalars& s, std::span<const Real> in, const Real& g) {
@@ -172,7 +172,7 @@ std::array<Real, 2> vjp(Op op, DType d, const Scalars& s, std::span<const Real> 
     case Op::gelu: return unary(g * gelu_slope(d, x));
     case Op::softplus: return unary(g * sigmoid(x));
   }
-  throw std::invalid_argument("reference::vjp: unknown op");
+  throw std::invalid_argument("reference::vjp: no MPFR transcription for " + op_label(op));
 }
 
 double abs_weight(Op op, DType d, const Scalars& s, std::span<const Real> in, const Real& g,

@@ -75,7 +75,7 @@ template <class T, class Runner>
 #include <tapewise/ops.def>
 #undef TAPEWISE_OP
   }
-  return fail(ErrorCode::InvalidArgument, "unknown op");
+  return fail(ErrorCode::InvalidArgument, "no kernel for " + op_label(op));
 }
 
 template <class T, class Runner>
@@ -88,7 +88,7 @@ template <class T, class Runner>
 #include <tapewise/ops.def>
 #undef TAPEWISE_OP
   }
-  return fail(ErrorCode::InvalidArgument, "unknown op");
+  return fail(ErrorCode::InvalidArgument, "no kernel for " + op_label(op));
 }
 
 // A prim over n elements: PrimFn with the buffer inputs the prim reads and its scalar rounded once to T.

@@ -116,7 +116,7 @@ constexpr double kGeluC = 0.044715, kGeluK = 0.79788456080286535588;
       return st.into(out, Prim::copy, {&sp});
     }
   }
-  return fail(ErrorCode::InvalidArgument, "staged forward: unknown op");
+  return fail(ErrorCode::InvalidArgument, "staged forward: no staged form for " + op_label(op));
 }
 
 [[nodiscard]] Result<void> staged_vjp(Backend& be, Op op, const Scalars& s, std::span<const Buffer* const> inputs,
@@ -234,7 +234,7 @@ constexpr double kGeluC = 0.044715, kGeluK = 0.79788456080286535588;
       return st.into(dx, Prim::mul, {&g, &sg});
     }
   }
-  return fail(ErrorCode::InvalidArgument, "staged vjp: unknown op");
+  return fail(ErrorCode::InvalidArgument, "staged vjp: no staged form for " + op_label(op));
 }
 
 }  // namespace tapewise

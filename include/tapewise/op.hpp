@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <initializer_list>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <utility>
 
@@ -135,6 +136,12 @@ inline constexpr int kOpCount = static_cast<int>(sizeof(kOps) / sizeof(kOps[0]))
 constexpr const OpInfo& op_info(Op op) { return kOps[static_cast<int>(op)]; }
 /// The op's name, e.g. "add".
 constexpr const char* op_name(Op op) { return op_info(op).name; }
+
+/// The op's name, or "op N (not a node)" for a value outside the table: how an error names it.
+inline std::string op_label(Op op) {
+  const int index = static_cast<int>(op);
+  return index >= 0 && index < kOpCount ? std::string(op_name(op)) : "op " + std::to_string(index) + " (not a node)";
+}
 
 /// The op of that name, or nullopt.
 inline std::optional<Op> op_from_name(std::string_view name) {

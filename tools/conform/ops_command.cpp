@@ -89,7 +89,7 @@ struct Place {
 };
 // Every place a node is written, in the order a new node fills them (README "Adding a node").
 constexpr Place kPlaces[] = {
-    {"spec/ops.def", "the row (arity, scalars, domain, kink, bench, ATen grading, staged form)", R"(^TAPEWISE_OP\(NAME,)"},
+    {"spec/ops.def", "the row (arity, scalars, domain, kink, bench, ATen grading, VJP reads, sweep, staged form)", R"(^TAPEWISE_OP\(NAME,)"},
     {"spec/conventions.md", "its section in words", R"(^### 1\.[0-9]+ NAME\b)"},
     {"cuda/kernels/op_math.cuh", "forward and fused VJP, OpMath<Op::NAME>", R"(OpMath<Op::NAME>)"},
     {"cuda/tape/staged_vjp.cpp", "the staged VJP (case Op::NAME)", R"(case Op::NAME:)"},
