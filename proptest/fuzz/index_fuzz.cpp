@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "commands.hpp"
+#include "cases.hpp"  // kMaxCases
 #include "files.hpp"
 #include "index.hpp"
 
