@@ -618,6 +618,16 @@ TEST_F(CApiErrors, Backward) {
   expect_failure(tw_tape_backward_buffer(t, y, nullptr, TW_PATH_FUSED, 0, &g), TW_NULL_POINTER, "tw_tape_backward_buffer");
   EXPECT_EQ(g, sentinel);
 
+  // Wanted lists: an id off the tape, a NULL list with ids.
+  const std::int64_t off_tape[2] = {x, 9};
+  expect_failure(tw_tape_backward_host_wanted(t, y, seed, 12, TW_PATH_FUSED, 0, off_tape, 2, &g), TW_INVALID_NODE_ID,
+                 "tw_tape_backward_host_wanted");
+  expect_failure(tw_tape_backward_host_wanted(t, y, seed, 12, TW_PATH_FUSED, 0, nullptr, 1, &g), TW_NULL_POINTER,
+                 "tw_tape_backward_host_wanted");
+  expect_failure(tw_tape_backward_buffer_wanted(t, y, b2, TW_PATH_FUSED, 0, off_tape, 1, &g), TW_SEED_SHAPE_MISMATCH,
+                 "tw_tape_backward_buffer_wanted");
+  EXPECT_EQ(g, sentinel);
+
   // Buffer creation failures.
   tw_buffer* b = nullptr;
   EXPECT_EQ(tw_buffer_wrap(backend.get(), seed2, 4, shape2, 1, TW_FLOAT32, &b), TW_INVALID_ARGUMENT);
@@ -625,6 +635,30 @@ TEST_F(CApiErrors, Backward) {
   EXPECT_EQ(tw_buffer_wrap(backend.get(), seed2, 8, shape2, 1, TW_FLOAT32, nullptr), TW_NULL_POINTER);
   EXPECT_EQ(tw_buffer_from_dlpack(backend.get(), nullptr, &b), TW_NULL_POINTER);
   EXPECT_EQ(b, nullptr);
+}
+
+// A backward with a wanted list returns those gradients, with the bits of the full backward, and no
+// other; an empty list (NULL, 0) returns none.
+TEST_F(CApiErrors, WantedGradientsOnly) {
+  tw_tape* t = tape.get();
+  std::int64_t z = -1;
+  TW_ASSERT_OK(tw_tape_apply(t, TW_OP_exp, &y, 1, nullptr, 0, &z));
+  const float seed[3] = {1.f, -0.5f, 2.f};
+  for (int dense : {0, 1})
+    for (int path : {TW_PATH_FUSED, TW_PATH_STAGED}) {
+      tw_gradients *full = nullptr, *only = nullptr, *none = nullptr;
+      TW_ASSERT_OK(tw_tape_backward_host(t, z, seed, sizeof seed, path, dense, &full));
+      const std::int64_t wanted[1] = {x};
+      TW_ASSERT_OK(tw_tape_backward_host_wanted(t, z, seed, sizeof seed, path, dense, wanted, 1, &only));
+      TW_ASSERT_OK(tw_tape_backward_host_wanted(t, z, seed, sizeof seed, path, dense, nullptr, 0, &none));
+      EXPECT_EQ(c_gradient(t, only, x), c_gradient(t, full, x));
+      ASSERT_TRUE(c_gradient(t, only, x).has_value());
+      for (std::int64_t id : {d, u, y, z}) {
+        EXPECT_FALSE(c_gradient(t, only, id).has_value()) << "node " << id;
+        EXPECT_FALSE(c_gradient(t, none, id).has_value()) << "node " << id;
+      }
+      for (tw_gradients* g : {full, only, none}) TW_EXPECT_OK(tw_gradients_destroy(g));
+    }
 }
 
 TEST_F(CApiErrors, Gradients) {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/program.hpp"
 #include "test_support.hpp"
 
 namespace tapewise::testing {
@@ -282,6 +283,124 @@ TEST_P(Programs, RandomDagsGiveThePerNodeBitsExactly) {
       }
     }
   }));
+}
+
+// Backward with `wanted`: exactly the wanted gradients the full backward has, the same bits, on every
+// path (programs, per node, staged; sparse and dense), and nothing else left allocated.
+TEST_P(Programs, WantedGradientsAreTheFullBackwardsBits) {
+  EXPECT_TRUE(rc::check("wanted == full", [&] {
+    const std::vector<DagNode> dag = random_dag();
+    const auto last = static_cast<NodeId>(dag.size() - 1);
+    const NodeId out = *rc::gen::weightedOneOf<NodeId>({{2, rc::gen::just(last)}, {1, rc::gen::inRange<NodeId>(0, last + 1)}});
+    const HostArray seed = random_values(tensor_types()[dag[static_cast<std::size_t>(out)].type]);
+    std::vector<NodeId> wanted;
+    for (NodeId id = 0; id <= last; ++id)
+      if (*rc::gen::inRange(0, 3) == 0) wanted.push_back(id);
+    RC_LOG() << describe(dag) << "out #" << out << ", wanted " << wanted.size() << " nodes\n";
+    for (std::int64_t threshold : {std::int64_t{0}, kSmall}) {
+      Tape t = tape_with_threshold(backend, threshold);
+      record(t, dag);
+      for (BackwardKind kind : kBackwardKinds) {
+        const bool dense = kind == dense_fused || kind == dense_staged;
+        const VjpPath path = kind == sparse_fused || kind == dense_fused ? VjpPath::fused : VjpPath::staged;
+        const Gradients full = must(run(t, kind, out, seed));
+        const MemoryStats before = backend->stats();
+        std::optional<Gradients> only = must(dense ? t.backward_dense(out, seed, wanted, path) : t.backward(out, seed, wanted, path));
+        std::int64_t returned = 0;
+        for (NodeId id = 0; id <= last; ++id) {
+          const bool is_wanted = std::find(wanted.begin(), wanted.end(), id) != wanted.end();
+          RC_ASSERT(only->has(id) == (is_wanted && full.has(id)));
+          if (!only->has(id)) continue;
+          ++returned;
+          const HostArray a = must(only->host(id)), b = must(full.host(id));
+          if (!agree(a, b)) {
+            RC_LOG() << "threshold " << threshold << ", backward kind " << kind << ", node " << id << ": "
+                     << first_difference(a, b);
+            RC_FAIL("a wanted gradient differs from the full backward's");
+          }
+        }
+        RC_ASSERT(difference(backend->stats(), before).count(AllocTag::gradient) == returned);
+        only.reset();
+        RC_ASSERT(backend->stats() == before);
+      }
+    }
+  }));
+}
+
+// An id that is not on the tape is refused by name before anything runs.
+TEST_P(Programs, AWantedIdOffTheTapeIsRefused) {
+  Tape t = tape_with_threshold(backend, kSmall);
+  const NodeId x = must(t.leaf(host(std::vector<float>{0.5f, 2.0f})));
+  const NodeId y = must(t.sin(x));
+  const MemoryStats before = backend->stats();
+  for (NodeId bad : {NodeId{-1}, NodeId{2}, NodeId{1} << 40}) {
+    const NodeId ids[2] = {x, bad};
+    auto r = t.backward(y, host(std::vector<float>{1, 1}), ids);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().code, ErrorCode::InvalidNodeId);
+    EXPECT_NE(r.error().message.find("wanted id " + std::to_string(bad)), std::string::npos) << r.error().message;
+    EXPECT_EQ(backend->stats(), before);
+  }
+}
+
+// keep_in_registers on a chain: the gradients only the next step reads never reach memory (their
+// buffers keep a sentinel), the wanted one and a gradient read twice do, and the results are the
+// unmarked program's. A chain longer than one launch keeps the store at each piece's boundary.
+TEST(KeepInRegisters, UnwantedChainGradientsNeverReachMemory) {
+  const std::shared_ptr<Backend> be = make_cpu_backend();
+  constexpr int kNodes = 1000;  // more than two launches of steps
+  const std::vector<double> x0{0.5, -1.25, 2.0};
+  std::vector<Buffer> values, slots;
+  for (int i = 0; i <= kNodes; ++i) values.push_back(must(be->upload(host(std::vector<double>{x0[0] + i * 1e-3, x0[1], x0[2]}))));
+  const double sentinel = -12345.0;
+  auto fresh_slots = [&] {
+    slots.clear();
+    for (int i = 0; i <= kNodes + 1; ++i) slots.push_back(must(be->upload(host(std::vector<double>(3, sentinel)))));
+  };
+  // slot[kNodes + 1] = seed copy; node i's VJP (sin at values[i]) reads slot[i + 1], writes slot[i].
+  auto chain = [&] {
+    detail::Program program;
+    detail::Step pass{};
+    pass.kind = detail::StepKind::pass;
+    pass.dtype = DType::float64;
+    pass.numel = 3;
+    pass.in[0] = values[kNodes].data();
+    pass.out[0] = slots[kNodes + 1].data();
+    pass.write[0] = detail::SlotWrite::store;
+    program.add(pass);
+    for (int i = kNodes; i >= 1; --i) {
+      detail::Step vjp = pass;
+      vjp.kind = detail::StepKind::vjp;
+      vjp.op = Op::sin;
+      vjp.in[0] = values[i - 1].data();
+      vjp.g = slots[i + 1].data();
+      vjp.out[0] = slots[i].data();
+      program.add(vjp);
+    }
+    return program;
+  };
+  fresh_slots();
+  detail::Program plain = chain();
+  ASSERT_TRUE(detail::engine_of(*be).run_program(plain));
+  std::vector<HostArray> expected;
+  for (const Buffer& s : slots) expected.push_back(must(be->download(s)));
+
+  fresh_slots();
+  detail::Program kept = chain();
+  const void* returned[] = {slots[1].data()};
+  detail::keep_in_registers(kept, returned);
+  ASSERT_TRUE(detail::engine_of(*be).run_program(kept));
+  EXPECT_EQ(must(be->download(slots[1])).bytes, expected[1].bytes);
+  int stored = 0;
+  for (int i = 2; i <= kNodes + 1; ++i) {
+    const HostArray s = must(be->download(slots[static_cast<std::size_t>(i)]));
+    if (s.at<double>(0) == sentinel) continue;
+    ++stored;  // a store kept: the step that reads it starts a piece (448 steps a launch)
+    const std::size_t step = static_cast<std::size_t>(kNodes + 1 - i);  // the step writing slot i
+    EXPECT_EQ((step + 1) % static_cast<std::size_t>(detail::kStepsPerLaunch), 0u) << "slot " << i;
+    EXPECT_EQ(s.bytes, expected[static_cast<std::size_t>(i)].bytes) << "slot " << i;
+  }
+  EXPECT_EQ(stored, kNodes / detail::kStepsPerLaunch);
 }
 
 // Many contributions into one slot: children of x (and y) summed in a random tree. Their order of

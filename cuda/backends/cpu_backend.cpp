@@ -51,7 +51,7 @@ class CpuBackend final : public detail::Engine {
     return detail::run_prim(loop, p, c, inputs, out);
   }
   // Each element runs every step in order through the interpreter the CUDA kernel runs, in the
-  // same pieces (interpreter.hpp: run_steps_at, piece_at), so CI checks that code on the host: four
+  // same pieces (interpreter.hpp: run_steps_at; program.hpp: piece_at), so CI checks that code on the host: four
   // neighbouring elements at a time, as the CUDA runner's lanes of a large piece (a piece's last
   // elements then leave lanes that a step does not cover, as there).
   [[nodiscard]] Result<void> run_program(const detail::Program& program) override {

@@ -303,18 +303,39 @@ Handle* new_handle(Args&&... args) {
   return registry<Handle>().add(std::make_unique<Handle>(std::forward<Args>(args)...));
 }
 
-// Both backward entry points: `seed_of(output value)` gives the seed, a Buffer or a HostArray.
+// The ids a backward returns the gradients of: all (wanted NULL with count 0 from the entry points
+// without a list), or the count ids at wanted (NULL only with count 0).
+struct Wanted {
+  const std::int64_t* ids = nullptr;
+  std::size_t count = 0;
+  bool all = true;
+};
+
+// Every backward entry point: `seed_of(output value)` gives the seed, a Buffer or a HostArray.
 template <class SeedOf>
-tw_status backward(const char* function, tw_tape* tape, std::int64_t out_id, int path, int dense,
+tw_status backward(const char* function, tw_tape* tape, std::int64_t out_id, int path, int dense, Wanted wanted,
                    tw_gradients** out, SeedOf&& seed_of) {
   return guarded(function, [&] {
     Tape& t = live(tape).tape;
     tw_gradients*& result = required(out, "out");
     const VjpPath vjp_path = path_from(path);
+    if (!wanted.all && wanted.count > 0) required(wanted.ids, "wanted");
     const auto& seed = seed_of(node_of(t, out_id).value);
-    Gradients grads = unwrap(dense ? t.backward_dense(out_id, seed, vjp_path) : t.backward(out_id, seed, vjp_path));
+    const std::span<const NodeId> ids(wanted.ids, wanted.count);
+    Gradients grads = unwrap(wanted.all ? (dense ? t.backward_dense(out_id, seed, vjp_path) : t.backward(out_id, seed, vjp_path))
+                                        : (dense ? t.backward_dense(out_id, seed, ids, vjp_path)
+                                                 : t.backward(out_id, seed, ids, vjp_path)));
     result = new_handle<tw_gradients>(t.backend().shared_from_this(), std::move(grads));
   });
+}
+
+// The host seed of the backward entry points, checked against the output's shape and dtype.
+HostArray host_seed(const Buffer& output, const void* seed, std::size_t seed_bytes) {
+  HostArray host{output.shape(), output.dtype(), {}};
+  check_memory("seed", seed, seed_bytes, host.shape, host.dtype);
+  host.bytes.resize(seed_bytes);
+  if (seed_bytes > 0) std::memcpy(host.bytes.data(), seed, seed_bytes);
+  return host;
 }
 
 }  // namespace
@@ -666,18 +687,25 @@ tw_status tw_tape_value_dlpack(tw_tape* tape, int64_t id, struct DLManagedTensor
 
 tw_status tw_tape_backward_host(tw_tape* tape, int64_t out_id, const void* seed, size_t seed_bytes, int path,
                                 int dense, tw_gradients** out) {
-  return backward(__func__, tape, out_id, path, dense, out, [&](const Buffer& output) {
-    HostArray host{output.shape(), output.dtype(), {}};
-    check_memory("seed", seed, seed_bytes, host.shape, host.dtype);
-    host.bytes.resize(seed_bytes);
-    if (seed_bytes > 0) std::memcpy(host.bytes.data(), seed, seed_bytes);
-    return host;
-  });
+  return backward(__func__, tape, out_id, path, dense, Wanted{}, out,
+                  [&](const Buffer& output) { return host_seed(output, seed, seed_bytes); });
 }
 
 tw_status tw_tape_backward_buffer(tw_tape* tape, int64_t out_id, const tw_buffer* seed, int path, int dense,
                                   tw_gradients** out) {
-  return backward(__func__, tape, out_id, path, dense, out,
+  return backward(__func__, tape, out_id, path, dense, Wanted{}, out,
+                  [&](const Buffer&) -> const Buffer& { return live(seed).buffer; });
+}
+
+tw_status tw_tape_backward_host_wanted(tw_tape* tape, int64_t out_id, const void* seed, size_t seed_bytes, int path,
+                                       int dense, const int64_t* wanted, size_t wanted_count, tw_gradients** out) {
+  return backward(__func__, tape, out_id, path, dense, Wanted{wanted, wanted_count, false}, out,
+                  [&](const Buffer& output) { return host_seed(output, seed, seed_bytes); });
+}
+
+tw_status tw_tape_backward_buffer_wanted(tw_tape* tape, int64_t out_id, const tw_buffer* seed, int path, int dense,
+                                         const int64_t* wanted, size_t wanted_count, tw_gradients** out) {
+  return backward(__func__, tape, out_id, path, dense, Wanted{wanted, wanted_count, false}, out,
                   [&](const Buffer&) -> const Buffer& { return live(seed).buffer; });
 }
 

@@ -89,13 +89,14 @@ struct ElementSums {
   TW_HD T dropped() const { return c; }
 };
 
-// Contribution c landed in slot k of a step at element i, stored where the step runs there.
+// Contribution c landed in slot k of a step at element i, stored where the step runs there and has
+// a buffer for it (keep_in_registers clears out[k] of a value only the next step reads, from the register).
 template <class T, class Index>
 TW_HD void write_slot(const Step& step, int k, Index i, bool runs, T c, T existing, Written<T>& written) {
   const SlotWrite how = step.write[k];
   ElementSums<T> sums{c, existing};
   const T v = land_contribution(how, sums);
-  if (runs && how != SlotWrite::none) static_cast<T*>(step.out[k])[i] = v;
+  if (runs && how != SlotWrite::none && step.out[k]) static_cast<T*>(step.out[k])[i] = v;
   written.value[k] = v;
 }
 
@@ -124,7 +125,7 @@ TW_HD Written<T> vjp_at(const Step& step, Index i, bool runs, const StepOperands
   write_slot(step, 0, i, runs, d[0], o[kSlot0], written);
   if constexpr (arity == 2) {
     // Both inputs one node: slot 1 accumulates onto what slot 0 has just received.
-    const bool onto_slot0 = step.out[1] == step.out[0] && step.write[0] != SlotWrite::none;
+    const bool onto_slot0 = step.out[0] && step.out[1] == step.out[0] && step.write[0] != SlotWrite::none;
     write_slot(step, 1, i, runs, d[1], onto_slot0 ? written.value[0] : o[kSlot1], written);
   }
   return written;
@@ -222,28 +223,6 @@ TW_HD void run_steps_at(const Step* steps, int count, Index first, Index stride)
     if (any_runs) run_step(step, lanes, written);
     for (int l = 0; l < Lanes; ++l) previous_ran[l] = lanes.runs[l];
   }
-}
-
-// A program runs as pieces, one after another over all elements (which keeps every element's order
-// of steps): runs of steps of one dtype T, each through run_steps_at<T>, at most max_steps long (one
-// CUDA launch). A piece's first step loads all its operands from memory.
-struct Piece {
-  const Step* steps;
-  int count;
-  DType dtype;
-  std::int64_t numel;    // the elements it covers: its largest step's
-  std::int64_t covered;  // the elements every step of it covers: its smallest step's
-};
-// The piece starting at step `first` (< program.steps.size()).
-inline Piece piece_at(const Program& program, std::size_t first, int max_steps) {
-  const std::size_t total = program.steps.size();
-  Piece piece{program.steps.data() + first, 0, program.steps[first].dtype, 0, program.steps[first].numel};
-  while (first + piece.count < total && piece.count < max_steps && piece.steps[piece.count].dtype == piece.dtype) {
-    piece.numel = std::max(piece.numel, piece.steps[piece.count].numel);
-    piece.covered = std::min(piece.covered, piece.steps[piece.count].numel);
-    ++piece.count;
-  }
-  return piece;
 }
 
 // Elements per thread in a CUDA launch of a piece this large: one up to kOneLanePiece (a small

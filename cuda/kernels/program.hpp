@@ -5,7 +5,10 @@
 // both executors of a backward (the per-node path and the interpreter) land contributions through.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <span>
+#include <unordered_map>
 #include <vector>
 
 #include <tapewise/core.hpp>
@@ -161,9 +164,73 @@ struct Program {
 // of steps.
 inline constexpr int kStepsPerLaunch = 448;
 
+// A program runs as pieces, one after another over all elements (which keeps every element's order
+// of steps): runs of steps of one dtype T, each through run_steps_at<T>, at most max_steps long (one
+// CUDA launch). A piece's first step loads all its operands from memory.
+struct Piece {
+  const Step* steps;
+  int count;
+  DType dtype;
+  std::int64_t numel;    // the elements it covers: its largest step's
+  std::int64_t covered;  // the elements every step of it covers: its smallest step's
+};
+// The piece starting at step `first` (< program.steps.size()).
+inline Piece piece_at(const Program& program, std::size_t first, int max_steps) {
+  const std::size_t total = program.steps.size();
+  Piece piece{program.steps.data() + first, 0, program.steps[first].dtype, 0, program.steps[first].numel};
+  while (first + piece.count < total && piece.count < max_steps && piece.steps[piece.count].dtype == piece.dtype) {
+    piece.numel = std::max(piece.numel, piece.steps[piece.count].numel);
+    piece.covered = std::min(piece.covered, piece.steps[piece.count].numel);
+    ++piece.count;
+  }
+  return piece;
+}
+
+// Slot writes kept in registers: a first contribution (store) to a slot whose buffer is not
+// `returned`, that no later step reads from memory — only the next step, from the register the write
+// goes to (Step::sources), in the same piece and over the same elements — needs no store. Its out[k]
+// becomes nullptr: the interpreter then stores nothing and hands the value on in the register (an
+// unwanted gradient in a chain never reaches memory). Called once the program is complete (sources
+// final); a slot read by any other step, or accumulated into, keeps its store.
+inline void keep_in_registers(Program& program, std::span<const void* const> returned) {
+  std::vector<Step>& steps = program.steps;
+  std::vector<std::uint8_t> piece_start(steps.size(), 0);
+  for (std::size_t first = 0; first < steps.size(); first += static_cast<std::size_t>(piece_at(program, first, kStepsPerLaunch).count))
+    piece_start[first] = 1;
+  // Every read of a buffer: the step and whether it comes from the register of the step before.
+  struct Read {
+    std::size_t step;
+    bool from_register;
+  };
+  std::unordered_map<const void*, std::vector<Read>> reads_of;
+  for (std::size_t i = 0; i < steps.size(); ++i)
+    for (int operand = 0; operand < kOperandCount; ++operand)
+      if (reads(steps[i], operand)) {
+        const unsigned bits = steps[i].sources;
+        const bool from_register = !piece_start[i] && (bits & ((1u << (kFromWritten0 + operand)) | (1u << (kFromWritten1 + operand))));
+        reads_of[operand_address(steps[i], operand)].push_back({i, from_register});
+      }
+  for (std::size_t j = 0; j < steps.size(); ++j) {
+    Step& step = steps[j];
+    if (step.kind != StepKind::vjp && step.kind != StepKind::pass) continue;
+    if (step.out[1] && step.out[1] == step.out[0]) continue;  // one buffer written twice: both stores kept
+    for (int k = 0; k < 2; ++k) {
+      const SlotWrite how = step.write[k];
+      if ((how != SlotWrite::store && how != SlotWrite::store_dense) || !step.out[k]) continue;
+      if (std::find(returned.begin(), returned.end(), step.out[k]) != returned.end()) continue;
+      bool only_the_next_step_in_registers = true;
+      for (const Read& r : reads_of[step.out[k]])
+        if (r.step > j)
+          only_the_next_step_in_registers = only_the_next_step_in_registers && r.step == j + 1 && r.from_register &&
+                                             steps[j + 1].numel == step.numel;
+      if (only_the_next_step_in_registers) step.out[k] = nullptr;
+    }
+  }
+}
+
 #if defined(__CUDACC__)
 // The CUDA runner (program_cuda.cu): queues the program on `stream`, a launch per piece
-// (interpreter.hpp: piece_at, at most kStepsPerLaunch steps); returns the first launch error.
+// (piece_at, at most kStepsPerLaunch steps); returns the first launch error.
 cudaError_t launch_program(cudaStream_t stream, const Program& program);
 #endif
 

@@ -1,5 +1,5 @@
 // cuda/kernels/program_cuda.cu — the CUDA runner of a tape program: one thread per element runs every
-// step of a piece in order (interpreter.hpp: run_steps_at, piece_at); the steps travel in the kernel's
+// step of a piece in order (interpreter.hpp: run_steps_at; program.hpp: piece_at); the steps travel in the kernel's
 // parameters, so a launch needs no allocation, no copy and no synchronisation. A program of several
 // pieces (more steps than one launch holds, or steps of both dtypes) runs as several launches.
 #include <algorithm>

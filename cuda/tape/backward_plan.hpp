@@ -25,11 +25,14 @@ struct Visit {
 
 struct BackwardPlan {
   std::vector<std::uint8_t> reached;  // per node: its slot receives a contribution (the output included)
+  std::vector<std::uint8_t> wanted;   // per node: its gradient is returned (empty: every node's)
+  std::vector<std::uint8_t> leads;    // per node: wanted, or a parent leads (its VJP feeds a wanted one)
   std::vector<Visit> visits;          // descending ids
-  std::vector<NodeId> zero_slots;     // dense: nodes requiring grad that receive nothing (+0 slots)
+  std::vector<NodeId> zero_slots;     // dense: wanted nodes requiring grad that receive nothing (+0 slots)
 
+  bool is_wanted(NodeId id) const { return wanted.empty() || wanted[static_cast<std::size_t>(id)]; }
   bool has_slot(NodeId id, bool dense, const Node& n) const {
-    return reached[static_cast<std::size_t>(id)] || (dense && n.requires_grad);
+    return reached[static_cast<std::size_t>(id)] || (dense && n.requires_grad && is_wanted(id));
   }
 };
 
@@ -38,23 +41,41 @@ inline bool contributes_once(const Node& n) {
   return n.arity == 2 && n.parents[0] == n.parents[1] && (*n.op == Op::max || *n.op == Op::min);
 }
 
+// Which nodes lead to a wanted one (ascending ids: parents come first): a wanted node, and a node
+// requiring grad with a parent that leads. Only they need a VJP or a slot; every contribution to a
+// node that leads comes from a node that leads, so the wanted gradients are those of the full walk.
+inline void mark_leads(std::span<const Node> nodes, BackwardPlan& plan) {
+  plan.leads.assign(nodes.size(), 1);
+  if (plan.wanted.empty()) return;
+  for (std::size_t id = 0; id < nodes.size(); ++id) {
+    const Node& n = nodes[id];
+    bool leads = plan.wanted[id] != 0;
+    for (int k = 0; k < n.arity && !leads; ++k)
+      leads = n.requires_grad && plan.leads[static_cast<std::size_t>(n.parents[k])];
+    plan.leads[id] = leads;
+  }
+}
+
 // The walk from `out` (a valid id) in descending ids: a node runs its VJP when it received a
-// contribution, is not a leaf and requires grad. A parent's first contribution is stored (dense:
-// added to +0), later ones accumulate as existing + c, in parent order (a, b). Written into `plan`,
-// whose vectors keep their capacity from an earlier walk.
+// contribution, is not a leaf, requires grad and leads to a wanted node (plan.wanted, set by the
+// caller; empty: every node is). A parent's first contribution is stored (dense: added to +0), later
+// ones accumulate as existing + c, in parent order (a, b); a parent that does not require grad or
+// leads nowhere gets none. Written into `plan`, whose vectors keep their capacity from an earlier walk.
 inline void plan_backward(std::span<const Node> nodes, NodeId out, bool dense, BackwardPlan& plan) {
+  mark_leads(nodes, plan);
   plan.reached.assign(nodes.size(), 0);
   plan.visits.clear();
   plan.zero_slots.clear();
   plan.reached[static_cast<std::size_t>(out)] = 1;
   const SlotWrite first = dense ? SlotWrite::store_dense : SlotWrite::store;
   for (NodeId id = out; id >= 0; --id) {
-    const Node& n = nodes[static_cast<std::size_t>(id)];
-    if (!plan.reached[static_cast<std::size_t>(id)] || !n.op || !n.requires_grad) continue;
+    const auto at = static_cast<std::size_t>(id);
+    const Node& n = nodes[at];
+    if (!plan.reached[at] || !n.op || !n.requires_grad || !plan.leads[at]) continue;
     Visit visit{id, contributes_once(n), {SlotWrite::none, SlotWrite::none}};
     for (int k = 0; k < (visit.pass_once ? 1 : n.arity); ++k) {
       const auto parent = static_cast<std::size_t>(n.parents[k]);
-      if (!nodes[parent].requires_grad) continue;
+      if (!nodes[parent].requires_grad || !plan.leads[parent]) continue;
       visit.write[k] = plan.reached[parent] ? SlotWrite::accumulate : first;
       plan.reached[parent] = 1;
     }
@@ -62,7 +83,8 @@ inline void plan_backward(std::span<const Node> nodes, NodeId out, bool dense, B
   }
   if (dense)
     for (std::size_t id = 0; id < nodes.size(); ++id)
-      if (!plan.reached[id] && nodes[id].requires_grad) plan.zero_slots.push_back(static_cast<NodeId>(id));
+      if (!plan.reached[id] && nodes[id].requires_grad && plan.is_wanted(static_cast<NodeId>(id)))
+        plan.zero_slots.push_back(static_cast<NodeId>(id));
 }
 
 }  // namespace tapewise::detail

@@ -62,6 +62,7 @@ struct Scratch {
   std::vector<BufferSpec> specs;
   std::vector<std::size_t> slot_of;
   std::vector<NodeId> large_zeros;
+  std::vector<const void*> returned;
 };
 thread_local Scratch scratch;
 
@@ -226,20 +227,38 @@ Result<HostArray> Tape::value(NodeId id) const {
 }
 
 Result<Gradients> Tape::backward(NodeId out, const Buffer& seed, VjpPath path) const {
-  return run_backward(out, seed, path, false);
+  return run_backward(out, seed, path, false, nullptr);
 }
 Result<Gradients> Tape::backward_dense(NodeId out, const Buffer& seed, VjpPath path) const {
-  return run_backward(out, seed, path, true);
+  return run_backward(out, seed, path, true, nullptr);
 }
 Result<Gradients> Tape::backward(NodeId out, const HostArray& seed, VjpPath path) const {
-  auto buf = backend_->upload(seed, AllocTag::gradient);
-  TAPEWISE_CHECK(buf);
-  return run_backward(out, *buf, path, false);
+  return run_backward(out, seed, path, false, nullptr);
 }
 Result<Gradients> Tape::backward_dense(NodeId out, const HostArray& seed, VjpPath path) const {
+  return run_backward(out, seed, path, true, nullptr);
+}
+Result<Gradients> Tape::backward(NodeId out, const Buffer& seed, std::span<const NodeId> wanted, VjpPath path) const {
+  return run_backward(out, seed, path, false, &wanted);
+}
+Result<Gradients> Tape::backward(NodeId out, const HostArray& seed, std::span<const NodeId> wanted,
+                                 VjpPath path) const {
+  return run_backward(out, seed, path, false, &wanted);
+}
+Result<Gradients> Tape::backward_dense(NodeId out, const Buffer& seed, std::span<const NodeId> wanted,
+                                       VjpPath path) const {
+  return run_backward(out, seed, path, true, &wanted);
+}
+Result<Gradients> Tape::backward_dense(NodeId out, const HostArray& seed, std::span<const NodeId> wanted,
+                                       VjpPath path) const {
+  return run_backward(out, seed, path, true, &wanted);
+}
+
+Result<Gradients> Tape::run_backward(NodeId out, const HostArray& seed, VjpPath path, bool dense,
+                                     const std::span<const NodeId>* wanted) const {
   auto buf = backend_->upload(seed, AllocTag::gradient);
   TAPEWISE_CHECK(buf);
-  return run_backward(out, *buf, path, true);
+  return run_backward(out, *buf, path, dense, wanted);
 }
 
 Result<void> Tape::check_backward_args(const char* what, NodeId out, const Buffer& seed) const {
@@ -258,9 +277,21 @@ Result<void> Tape::check_backward_args(const char* what, NodeId out, const Buffe
   return {};
 }
 
-Result<Gradients> Tape::run_backward(NodeId out, const Buffer& seed, VjpPath path, bool dense) const {
-  TAPEWISE_CHECK(check_backward_args(dense ? "backward_dense" : "backward", out, seed));
+Result<Gradients> Tape::run_backward(NodeId out, const Buffer& seed, VjpPath path, bool dense,
+                                     const std::span<const NodeId>* wanted) const {
+  const char* what = dense ? "backward_dense" : "backward";
+  TAPEWISE_CHECK(check_backward_args(what, out, seed));
   detail::BackwardPlan& plan = scratch.plan;
+  plan.wanted.clear();
+  if (wanted) {
+    plan.wanted.assign(nodes_.size(), 0);
+    for (NodeId id : *wanted) {
+      if (id < 0 || static_cast<std::size_t>(id) >= nodes_.size())
+        return fail(ErrorCode::InvalidNodeId, std::string(what) + ": invalid wanted id " + std::to_string(id) +
+                                                  " (tape has " + std::to_string(nodes_.size()) + " nodes)");
+      plan.wanted[static_cast<std::size_t>(id)] = 1;
+    }
+  }
   detail::plan_backward(nodes_, out, dense, plan);
   // Every node the backward visits has the output's shape (a node's inputs have its shape), so
   // the output's size decides whether they are all small enough for one program.
@@ -318,6 +349,9 @@ Result<Gradients> Tape::run_plan_per_node(const detail::BackwardPlan& plan, Node
     TAPEWISE_CHECK(ok);
     for (int k = 0; k < node.arity; ++k)
       TAPEWISE_CHECK(land(node.parents[k], std::move(contributions[k]), visit.write[k]));
+    // An unwanted gradient is released once its node's VJP has read it (stream-ordered, like every
+    // contribution buffer here).
+    if (!plan.is_wanted(visit.node)) slots[static_cast<std::size_t>(visit.node)].reset();
   }
   for (NodeId id : plan.zero_slots) {
     auto zeros = be.allocate(nodes_[static_cast<std::size_t>(id)].value.shape(),
@@ -326,6 +360,8 @@ Result<Gradients> Tape::run_plan_per_node(const detail::BackwardPlan& plan, Node
     TAPEWISE_CHECK(detail::engine_of(be).prim(Prim::fill, 0.0, {}, *zeros));
     slots[static_cast<std::size_t>(id)] = std::move(*zeros);
   }
+  for (std::size_t id = 0; id < slots.size(); ++id)
+    if (!plan.is_wanted(static_cast<NodeId>(id))) slots[id].reset();
   return grads;
 }
 
@@ -401,13 +437,21 @@ Result<Gradients> Tape::run_plan_as_program(const detail::BackwardPlan& plan, No
     zero.out[0] = zeros.data();
     program.add(zero);
   }
+  if (!plan.wanted.empty()) {
+    std::vector<const void*>& returned = scratch.returned;
+    returned.clear();
+    for (std::size_t id = 0; id < count; ++id)
+      if (slot_of[id] != SIZE_MAX && plan.wanted[id]) returned.push_back(slots[slot_of[id]].data());
+    detail::keep_in_registers(program, returned);
+  }
   TAPEWISE_CHECK(detail::engine_of(be).run_program(program));
   for (NodeId id : large_zeros)
     TAPEWISE_CHECK(detail::engine_of(be).prim(Prim::fill, 0.0, {}, slot(id)));
 
   Gradients grads(count);
   for (std::size_t id = 0; id < count; ++id)
-    if (slot_of[id] != SIZE_MAX) grads.slots_[id] = std::move(slots[slot_of[id]]);
+    if (slot_of[id] != SIZE_MAX && plan.is_wanted(static_cast<NodeId>(id)))
+      grads.slots_[id] = std::move(slots[slot_of[id]]);
   return grads;
 }
 

@@ -178,6 +178,23 @@ class TAPEWISE_API Tape {
   [[nodiscard]] Result<Gradients> backward_dense(NodeId out, const HostArray& seed,
                                    VjpPath path = VjpPath::fused) const;
 
+  /// backward, returning only the gradients of `wanted` (ids of this tape; one outside it is
+  /// InvalidNodeId, and nothing runs): a node's VJP runs only when it leads to a wanted node, and the
+  /// gradients of the nodes in between are not returned — a tape program keeps them in registers,
+  /// never writing them to memory. Each gradient returned is backward()'s, identical up to NaN.
+  [[nodiscard]] Result<Gradients> backward(NodeId out, const Buffer& seed, std::span<const NodeId> wanted,
+                                           VjpPath path = VjpPath::fused) const;
+  /// backward with `wanted`, the seed given on the host.
+  [[nodiscard]] Result<Gradients> backward(NodeId out, const HostArray& seed, std::span<const NodeId> wanted,
+                                           VjpPath path = VjpPath::fused) const;
+  /// backward_dense returning only the gradients of `wanted` (as backward with `wanted`): each wanted
+  /// node that requires grad gets a gradient, +0 where nothing reaches it.
+  [[nodiscard]] Result<Gradients> backward_dense(NodeId out, const Buffer& seed, std::span<const NodeId> wanted,
+                                                 VjpPath path = VjpPath::fused) const;
+  /// backward_dense with `wanted`, the seed given on the host.
+  [[nodiscard]] Result<Gradients> backward_dense(NodeId out, const HostArray& seed, std::span<const NodeId> wanted,
+                                                 VjpPath path = VjpPath::fused) const;
+
  private:
   [[nodiscard]] Result<NodeId> unary(Op op, NodeId x, Scalars s = {}) { return apply(op, {&x, 1}, s); }
   [[nodiscard]] Result<NodeId> binary(Op op, NodeId a, NodeId b) {
@@ -186,7 +203,10 @@ class TAPEWISE_API Tape {
   }
   [[nodiscard]] Result<void> check_id(const char* what, NodeId id) const;
   [[nodiscard]] Result<void> check_backward_args(const char* what, NodeId out, const Buffer& seed) const;
-  [[nodiscard]] Result<Gradients> run_backward(NodeId out, const Buffer& seed, VjpPath path, bool dense) const;
+  [[nodiscard]] Result<Gradients> run_backward(NodeId out, const Buffer& seed, VjpPath path, bool dense,
+                                               const std::span<const NodeId>* wanted) const;
+  [[nodiscard]] Result<Gradients> run_backward(NodeId out, const HostArray& seed, VjpPath path, bool dense,
+                                               const std::span<const NodeId>* wanted) const;
   [[nodiscard]] Result<Gradients> run_plan_per_node(const detail::BackwardPlan& plan, NodeId out, const Buffer& seed,
                                       VjpPath path) const;
   [[nodiscard]] Result<Gradients> run_plan_as_program(const detail::BackwardPlan& plan, NodeId out, const Buffer& seed,

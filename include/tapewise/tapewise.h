@@ -255,6 +255,17 @@ TW_API tw_status tw_tape_backward_host(tw_tape* tape, int64_t out_id, const void
  * TW_SEED_SHAPE_MISMATCH / TW_SEED_DTYPE_MISMATCH otherwise). */
 TW_API tw_status tw_tape_backward_buffer(tw_tape* tape, int64_t out_id, const tw_buffer* seed, int path,
                                          int dense, tw_gradients** out);
+/** tw_tape_backward_host returning only the gradients of the wanted_count ids at `wanted` (NULL only
+ * with a count of 0; an id outside the tape: TW_INVALID_NODE_ID, nothing runs): a node's VJP runs only
+ * when it leads to a wanted node, and a tape program keeps the other gradients in registers instead
+ * of writing them to memory. Each gradient returned is tw_tape_backward_host's, identical up to NaN. */
+TW_API tw_status tw_tape_backward_host_wanted(tw_tape* tape, int64_t out_id, const void* seed, size_t seed_bytes,
+                                              int path, int dense, const int64_t* wanted, size_t wanted_count,
+                                              tw_gradients** out);
+/** tw_tape_backward_buffer returning only the gradients of `wanted` (as tw_tape_backward_host_wanted). */
+TW_API tw_status tw_tape_backward_buffer_wanted(tw_tape* tape, int64_t out_id, const tw_buffer* seed, int path,
+                                                int dense, const int64_t* wanted, size_t wanted_count,
+                                                tw_gradients** out);
 
 /** Whether node id received a gradient (ids outside the tape the gradients came from:
  * TW_INVALID_NODE_ID). */

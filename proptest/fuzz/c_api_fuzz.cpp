@@ -241,11 +241,19 @@ class Session {
     const int dense = in_.ConsumeIntegralInRange(0, 2);
     tw_gradients* g = nullptr;
     tw_status s;
-    if (in_.ConsumeBool()) {
-      const std::size_t bytes = value_bytes(tape, out);
-      s = tw_tape_backward_host(tape, out, block(), bytes, vjp_path, dense, &g);
-    } else {
-      s = tw_tape_backward_buffer(tape, out, buffers_.pick(in_, garbage_), vjp_path, dense, &g);
+    const std::int64_t wanted[3] = {node_id(), node_id(), node_id()};
+    const std::size_t wanted_count = in_.ConsumeIntegralInRange<std::size_t>(0, 3);
+    const std::int64_t* wanted_ids = in_.ConsumeBool() ? wanted : nullptr;
+    switch (in_.ConsumeIntegralInRange(0, 3)) {
+      case 0: s = tw_tape_backward_host(tape, out, block(), value_bytes(tape, out), vjp_path, dense, &g); break;
+      case 1: s = tw_tape_backward_buffer(tape, out, buffers_.pick(in_, garbage_), vjp_path, dense, &g); break;
+      case 2:
+        s = tw_tape_backward_host_wanted(tape, out, block(), value_bytes(tape, out), vjp_path, dense, wanted_ids,
+                                         wanted_count, &g);
+        break;
+      default:
+        s = tw_tape_backward_buffer_wanted(tape, out, buffers_.pick(in_, garbage_), vjp_path, dense, wanted_ids,
+                                           wanted_count, &g);
     }
     if (s == TW_OK) gradients_.made.push_back(g);
   }

@@ -147,9 +147,17 @@ nb::object value(nb::handle self, NodeIdArg id) {
   return export_array(*b, self, t.access_of(id.value));
 }
 
-// One backward entry point for both conventions; seed None means ones of the output's shape.
-PyGradients run_backward(PyTape& t, NodeId out, nb::handle seed, const std::string& path_name, bool dense) {
+// One backward entry point for both conventions; seed None means ones of the output's shape, wanted
+// None every node's gradient.
+PyGradients run_backward(PyTape& t, NodeId out, nb::handle seed, const std::string& path_name, bool dense,
+                         const std::optional<std::vector<NodeIdArg>>& wanted) {
   const VjpPath path = path_from_python(path_name);
+  const std::vector<NodeId> ids = wanted ? node_ids(*wanted) : std::vector<NodeId>{};
+  auto run = [&](const auto& s) {
+    if (!wanted) return dense ? t.tape.backward_dense(out, s, path) : t.tape.backward(out, s, path);
+    const std::span<const NodeId> only(ids);
+    return dense ? t.tape.backward_dense(out, s, only, path) : t.tape.backward(out, s, only, path);
+  };
   Result<Gradients> grads;
   if (seed.is_none()) {
     const Buffer& v = t.node_checked(out).value;
@@ -161,12 +169,12 @@ PyGradients run_backward(PyTape& t, NodeId out, nb::handle seed, const std::stri
       if (v.dtype() == DType::float32) reinterpret_cast<float*>(ones.bytes.data())[i] = 1.0f;
       else reinterpret_cast<double*>(ones.bytes.data())[i] = 1.0;
     }
-    grads = dense ? t.tape.backward_dense(out, ones, path) : t.tape.backward(out, ones, path);
+    grads = run(ones);
   } else {
     // A seed given as a list takes the output's dtype, as ones would.
     const DType out_dtype = t.node_checked(out).value.dtype();
     Buffer s = import_array(t.be, seed, Copy::if_needed, "seed", out_dtype).buffer;
-    grads = dense ? t.tape.backward_dense(out, s, path) : t.tape.backward(out, s, path);
+    grads = run(s);
     // The seed's memory may be released once we return: let the backward finish reading it.
     t.be.settle();
   }
@@ -195,6 +203,9 @@ constexpr const char* kBackwardDoc =
     "a list of numbers is copied in the output's dtype; None: ones). path: \"fused\" (one kernel per\n"
     "node, the default) or \"staged\" (the spec's stages); both give results\n"
     "identical up to NaN: equal bits, or both NaN (a NaN's sign and payload may differ between the paths).\n"
+    "wanted: None (every node's gradient) or the ids whose gradients to return: a node's VJP then runs\n"
+    "only when it leads to one of them, and a tape program keeps the others in registers; the gradients\n"
+    "returned are the full backward's, identical up to NaN; an id not on the tape raises InvalidNodeIdError.\n"
     "Returns a Gradients object; its arrays are ready to read (see Backend for the stream rule). On error the nodes, ids and values are as before; only\n"
     "`pending` may change: a backward whose arguments were valid but that failed later (e.g.\n"
     "OutOfMemoryError) on path \"staged\", or with an output of more than program_threshold elements,\n"
@@ -343,14 +354,16 @@ void bind_tape(nb::module_& m) {
       .def("dtype", [](const PyTape& t, NodeIdArg id) {
              return std::string(dtype_name(t.node_checked(id.value).value.dtype())); },
            "id"_a, "The node's dtype: \"float32\" or \"float64\".")
-      .def("backward", [](PyTape& t, NodeIdArg out, nb::handle seed, const std::string& path) {
-             return run_backward(t, out.value, seed, path, false); },
-           "out"_a, "seed"_a = nb::none(), "path"_a = "fused",
+      .def("backward", [](PyTape& t, NodeIdArg out, nb::handle seed, const std::string& path,
+                          const std::optional<std::vector<NodeIdArg>>& wanted) {
+             return run_backward(t, out.value, seed, path, false, wanted); },
+           "out"_a, "seed"_a = nb::none(), "path"_a = "fused", "wanted"_a = nb::none(),
            (std::string(kBackwardDoc) + "\nSparse (training) convention: only nodes reachable from `out` that "
             "require grad get a gradient; the first contribution is kept bit-exact, later ones add.").c_str())
-      .def("backward_dense", [](PyTape& t, NodeIdArg out, nb::handle seed, const std::string& path) {
-             return run_backward(t, out.value, seed, path, true); },
-           "out"_a, "seed"_a = nb::none(), "path"_a = "fused",
+      .def("backward_dense", [](PyTape& t, NodeIdArg out, nb::handle seed, const std::string& path,
+                                const std::optional<std::vector<NodeIdArg>>& wanted) {
+             return run_backward(t, out.value, seed, path, true, wanted); },
+           "out"_a, "seed"_a = nb::none(), "path"_a = "fused", "wanted"_a = nb::none(),
            (std::string(kBackwardDoc) + "\nDense convention: every node that requires grad gets a gradient, "
             "starting from +0.").c_str());
   bind_nodes(tape);

@@ -267,13 +267,16 @@ class Tape:
     def dtype(self, id: int) -> str:
         """The node's dtype: "float32" or "float64"."""
 
-    def backward(self, out: int, seed: object | None = None, path: str = 'fused') -> Gradients:
+    def backward(self, out: int, seed: object | None = None, path: str = 'fused', wanted: Sequence[int] | None = None) -> Gradients:
         """
         Reverse pass from node `out` with upstream gradient `seed` (an array of the output's shape and dtype,
         used in place like a leaf, or copied when it is not on the backend's device or not contiguous;
         a list of numbers is copied in the output's dtype; None: ones). path: "fused" (one kernel per
         node, the default) or "staged" (the spec's stages); both give results
         identical up to NaN: equal bits, or both NaN (a NaN's sign and payload may differ between the paths).
+        wanted: None (every node's gradient) or the ids whose gradients to return: a node's VJP then runs
+        only when it leads to one of them, and a tape program keeps the others in registers; the gradients
+        returned are the full backward's, identical up to NaN; an id not on the tape raises InvalidNodeIdError.
         Returns a Gradients object; its arrays are ready to read (see Backend for the stream rule). On error the nodes, ids and values are as before; only
         `pending` may change: a backward whose arguments were valid but that failed later (e.g.
         OutOfMemoryError) on path "staged", or with an output of more than program_threshold elements,
@@ -281,13 +284,16 @@ class Tape:
         Sparse (training) convention: only nodes reachable from `out` that require grad get a gradient; the first contribution is kept bit-exact, later ones add.
         """
 
-    def backward_dense(self, out: int, seed: object | None = None, path: str = 'fused') -> Gradients:
+    def backward_dense(self, out: int, seed: object | None = None, path: str = 'fused', wanted: Sequence[int] | None = None) -> Gradients:
         """
         Reverse pass from node `out` with upstream gradient `seed` (an array of the output's shape and dtype,
         used in place like a leaf, or copied when it is not on the backend's device or not contiguous;
         a list of numbers is copied in the output's dtype; None: ones). path: "fused" (one kernel per
         node, the default) or "staged" (the spec's stages); both give results
         identical up to NaN: equal bits, or both NaN (a NaN's sign and payload may differ between the paths).
+        wanted: None (every node's gradient) or the ids whose gradients to return: a node's VJP then runs
+        only when it leads to one of them, and a tape program keeps the others in registers; the gradients
+        returned are the full backward's, identical up to NaN; an id not on the tape raises InvalidNodeIdError.
         Returns a Gradients object; its arrays are ready to read (see Backend for the stream rule). On error the nodes, ids and values are as before; only
         `pending` may change: a backward whose arguments were valid but that failed later (e.g.
         OutOfMemoryError) on path "staged", or with an output of more than program_threshold elements,

@@ -97,3 +97,20 @@ def test_backend_description(backend):
     assert backend.__dlpack_device__()[0] == (1 if backend.kind == "cpu" else 2)
     assert (backend.stream is None) == (backend.kind == "cpu")
     assert "Backend" in repr(backend)
+
+
+@pytest.mark.parametrize("dense", [False, True], ids=["sparse", "dense"])
+@pytest.mark.parametrize("path", ["fused", "staged"])
+def test_wanted_returns_only_those_gradients_with_the_full_backwards_bits(backend, dense, path):
+    tape = tapewise.Tape(backend)
+    x = leaf(tape, np.linspace(-1.0, 1.0, 64))
+    w = leaf(tape, np.linspace(0.5, 2.0, 64))
+    y = tape.mul(tape.tanh(tape.sin(x)), w)
+    run = tape.backward_dense if dense else tape.backward
+    full = run(y, path=path)
+    only = run(y, path=path, wanted=[x])
+    assert x in only and w not in only and y not in only
+    assert_same_bits(only[x], full[x], f"wanted dx, {path}")
+    assert len([i for i in range(len(tape)) if i in run(y, path=path, wanted=[])]) == 0
+    with pytest.raises(tapewise.InvalidNodeIdError, match="wanted id 99"):
+        run(y, path=path, wanted=[x, 99])

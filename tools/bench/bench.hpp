@@ -32,6 +32,7 @@ struct Options {
   bool staged = true, kernels = true;
   bool once = false;        // each fwd and fused vjp once, untimed: a pass for a profiler (ncu)
   int device = 0;
+  bool chain_every_gradient = false;     // --chain-gradients all
   std::int64_t program_threshold = -1;  // the chain's tapes', in elements; -1: the library's default
   std::uint64_t seed = 20261130;
 };
@@ -106,7 +107,13 @@ inline constexpr double kMemoryBoundTarget = 0.98;     // of the roofline, for m
 inline constexpr double kChainUsPerNodeTarget = 0.35;  // the chain at 2^12: twice torch.compile's 0.70
 
 // chain.cpp: the chain at one size on `be` (times on the host; on CUDA, device time behind a gate).
-[[nodiscard]] Result<ChainResult> run_chain(const std::shared_ptr<Backend>& be, const TapeOptions& options, int log2n,
+// How the chain runs: its tapes' options, and whether backward returns every node's gradient or, as
+// PyTorch's chain does (x.grad), the leaf's alone.
+struct ChainSetup {
+  TapeOptions tape;
+  bool every_gradient = false;
+};
+[[nodiscard]] Result<ChainResult> run_chain(const std::shared_ptr<Backend>& be, const ChainSetup& setup, int log2n,
                                             std::uint64_t seed);
 
 // report.cpp: the stdout table and the JSON file.

@@ -20,13 +20,14 @@ struct RunTimes {
 // One run: a tape on `leaf`, `nodes` nodes, backward from the last with a seed of ones (PyTorch's
 // torch.ones_like inside its timed region: an allocation and a fill kernel here), then everything
 // dropped, as PyTorch frees its graph and gradients when its chain() returns.
-Result<RunTimes> chain_once(const std::shared_ptr<Backend>& be, const TapeOptions& options, Buffer leaf, int nodes) {
+Result<RunTimes> chain_once(const std::shared_ptr<Backend>& be, const ChainSetup& setup, Buffer leaf, int nodes) {
   using clock = std::chrono::steady_clock;
   const Shape shape = leaf.shape();
   const auto t0 = clock::now();
   auto tape = std::make_unique<Tape>(be);
-  TAPEWISE_CHECK(in_context(tape->set_options(options), "chain: tape options"));
+  TAPEWISE_CHECK(in_context(tape->set_options(setup.tape), "chain: tape options"));
   TAPEWISE_TRY(h, in_context(tape->leaf(std::move(leaf)), "chain: leaf"));
+  const NodeId leaf_id = h;
   for (int i = 0; i < nodes; ++i) {
     Result<NodeId> next = i % 5 == 0   ? tape->sin(h)
                           : i % 5 == 1 ? tape->tanh(h)
@@ -39,7 +40,10 @@ Result<RunTimes> chain_once(const std::shared_ptr<Backend>& be, const TapeOption
   const auto t1 = clock::now();
   TAPEWISE_TRY(ones, in_context(be->allocate(shape, DType::float32, AllocTag::gradient), "chain: seed"));
   TAPEWISE_CHECK(in_context(detail::engine_of(*be).prim(Prim::fill, 1.0, {}, ones), "chain: seed fill"));
-  TAPEWISE_TRY(gradients, in_context(tape->backward(h, ones), "chain: backward"));
+  // As PyTorch's chain: the leaf's gradient (x.grad), or, with --chain-gradients all, every node's.
+  const NodeId wanted[1] = {leaf_id};
+  TAPEWISE_TRY(gradients, in_context(setup.every_gradient ? tape->backward(h, ones) : tape->backward(h, ones, wanted),
+                                     "chain: backward"));
   auto grads = std::make_unique<Gradients>(std::move(gradients));
   const auto t2 = clock::now();
   grads.reset();
@@ -76,7 +80,7 @@ double median(std::vector<double> v) {
 
 // The run's device time alone on `stream`, in us per node: the whole run queued behind a closed gate,
 // then released between two events.
-Result<double> gated_us_per_node(const std::shared_ptr<Backend>& be, const TapeOptions& options, cudaStream_t stream,
+Result<double> gated_us_per_node(const std::shared_ptr<Backend>& be, const ChainSetup& setup, cudaStream_t stream,
                                  Buffer leaf, int nodes) {
   struct Events {
     cudaEvent_t start = nullptr, stop = nullptr;
@@ -90,7 +94,7 @@ Result<double> gated_us_per_node(const std::shared_ptr<Backend>& be, const TapeO
   StreamGate gate;
   TAPEWISE_CHECK(gate.close(stream));
   Result<void> queued = cuda_ok(cudaEventRecord(events.start, stream), "cudaEventRecord");
-  if (queued) queued = chain_once(be, options, std::move(leaf), nodes).map([](const RunTimes&) {});
+  if (queued) queued = chain_once(be, setup, std::move(leaf), nodes).map([](const RunTimes&) {});
   if (queued) queued = cuda_ok(cudaEventRecord(events.stop, stream), "cudaEventRecord");
   gate.open();  // before any return: the stream waits on it
   TAPEWISE_CHECK(queued);
@@ -102,13 +106,13 @@ Result<double> gated_us_per_node(const std::shared_ptr<Backend>& be, const TapeO
 
 }  // namespace
 
-Result<ChainResult> run_chain(const std::shared_ptr<Backend>& be, const TapeOptions& options, int log2n,
+Result<ChainResult> run_chain(const std::shared_ptr<Backend>& be, const ChainSetup& setup, int log2n,
                               std::uint64_t seed) {
   ChainResult c;
   c.log2n = log2n;
   c.n = std::int64_t{1} << log2n;
   const auto stream = static_cast<cudaStream_t>(cuda_stream(*be));
-  const bool gated = stream && c.n <= options.program_threshold;
+  const bool gated = stream && c.n <= setup.tape.program_threshold;
   constexpr int kGatedRuns = 3;
   const Shape shape{c.n};
   // Random inputs (never zeros); one fresh leaf per run, made before any clock starts.
@@ -129,12 +133,12 @@ Result<ChainResult> run_chain(const std::shared_ptr<Backend>& be, const TapeOpti
   TAPEWISE_CHECK(in_context(be->synchronize(), "chain: synchronize"));
   std::size_t next_leaf = 0;
 
-  for (int r = 0; r < c.warmup; ++r) TAPEWISE_CHECK(chain_once(be, options, std::move(leaves[next_leaf++]), c.nodes));
+  for (int r = 0; r < c.warmup; ++r) TAPEWISE_CHECK(chain_once(be, setup, std::move(leaves[next_leaf++]), c.nodes));
   TAPEWISE_CHECK(in_context(be->synchronize(), "chain: synchronize"));
   RunTimes sum;
   const auto t0 = std::chrono::steady_clock::now();
   for (int r = 0; r < c.runs; ++r) {
-    TAPEWISE_TRY(t, chain_once(be, options, std::move(leaves[next_leaf++]), c.nodes));
+    TAPEWISE_TRY(t, chain_once(be, setup, std::move(leaves[next_leaf++]), c.nodes));
     sum.record_s += t.record_s;
     sum.backward_s += t.backward_s;
     sum.teardown_s += t.teardown_s;
@@ -150,7 +154,7 @@ Result<ChainResult> run_chain(const std::shared_ptr<Backend>& be, const TapeOpti
   if (gated) {
     std::vector<double> device_us;
     for (int r = 0; r < kGatedRuns; ++r) {
-      TAPEWISE_TRY(us, gated_us_per_node(be, options, stream, std::move(leaves[next_leaf++]), c.nodes));
+      TAPEWISE_TRY(us, gated_us_per_node(be, setup, stream, std::move(leaves[next_leaf++]), c.nodes));
       device_us.push_back(us);
     }
     c.device_us_per_node = median(device_us);

@@ -288,6 +288,11 @@ Result<Options> parse_options(int argc, char** argv) {
   app.add_option("--reps", opt.reps, "timed runs (median) for sizes >= 2^20; 10x that below")
       ->capture_default_str()->check(CLI::Range(20, 100000));
   app.add_option("--chain-sizes", chain_sizes, "log2 element counts of the 1,000-node chain")->capture_default_str();
+  app.add_option_function<std::string>(
+         "--chain-gradients", [&opt](const std::string& which) { opt.chain_every_gradient = which == "all"; },
+         "what the chain's backward returns: leaf (the leaf's gradient, as PyTorch's x.grad; default) or all "
+         "(every node's)")
+      ->check(CLI::IsMember({"leaf", "all"}));
   app.add_option("--program-threshold", opt.program_threshold,
                  "elements up to which the chain's tapes run as programs (default: the library's, 2^20)")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 40));
@@ -399,6 +404,7 @@ json meta_json(const Options& opt, const Opened& o, const json& torch) {
                {"reps_below_2^20", 10 * opt.reps},
                {"seed", opt.seed},
                {"map_shapes", opt.map_shapes},
+               {"chain_gradients", opt.chain_every_gradient ? "all" : "leaf"},
                {"timing", "median of per-call CUDA event pairs on the backend's stream, after 3 warm-up calls"},
                {"bytes", "fewest bytes moved: each input the kernel reads once, each output written once"},
                {"copy", "cudaMemcpyAsync D2D moving the same bytes (read + write) in the same run"},
@@ -533,12 +539,13 @@ Result<bool> measure_op(const Options& opt, const Opened& o, Device& dev, const 
 Result<std::vector<ChainResult>> measure_chains(const Options& opt, const std::shared_ptr<Backend>& be,
                                                const json& torch) {
   std::vector<ChainResult> out;
-  TapeOptions options;
-  if (opt.program_threshold >= 0) options.program_threshold = opt.program_threshold;
+  ChainSetup setup;
+  setup.every_gradient = opt.chain_every_gradient;
+  if (opt.program_threshold >= 0) setup.tape.program_threshold = opt.program_threshold;
   for (const int log2n : opt.chain_log2_sizes) {
     std::printf("  measuring the 1,000-node chain at 2^%d ...\n", log2n);
     std::fflush(stdout);
-    TAPEWISE_TRY(c, in_context(run_chain(be, options, log2n, opt.seed + 999), "chain at 2^" + std::to_string(log2n)));
+    TAPEWISE_TRY(c, in_context(run_chain(be, setup, log2n, opt.seed + 999), "chain at 2^" + std::to_string(log2n)));
     const std::string key = std::to_string(log2n);
     c.eager_us_per_node = json_number(torch, {"chain", "sizes", key, "eager_us_per_node"});
     c.graph_us_per_node = json_number(torch, {"chain", "sizes", key, "graph_us_per_node"});

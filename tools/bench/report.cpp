@@ -45,13 +45,13 @@ void print_rows(const std::vector<Row>& rows, bool have_compare) {
   }
 }
 
-void print_chains(const std::vector<ChainResult>& chains) {
+void print_chains(const std::vector<ChainResult>& chains, bool every_gradient) {
   if (chains.empty()) return;
   const ChainResult& c0 = chains.front();
-  std::printf("\nchain: %d nodes float32 [sin, tanh, sigmoid, scale 0.9, relu], record + backward + release; host clock "
-              "over %d runs after %d warm-ups;\n       device: one run queued whole behind a gate, then CUDA events "
-              "(program-sized chains); us per node\n",
-              c0.nodes, c0.runs, c0.warmup);
+  std::printf("\nchain: %d nodes float32 [sin, tanh, sigmoid, scale 0.9, relu], record + backward (%s) + release; "
+              "host clock over %d runs after %d warm-ups;\n       device: one run queued whole behind a gate, then CUDA "
+              "events (program-sized chains); us per node\n",
+              c0.nodes, every_gradient ? "every node's gradient" : "the leaf's gradient", c0.runs, c0.warmup);
   std::printf("  %-6s %8s %8s %8s %8s %8s | %8s %8s %8s %9s | %-26s %s\n", "n", "total", "record", "backward", "teardown",
               "device", "eager", "graph", "compile", "compile_s", "strongest peer", "verdict");
   for (const ChainResult& c : chains)
@@ -99,7 +99,7 @@ void print_table(const json& meta, const json& copy, const std::vector<Row>& row
                 mib(r.bytes).c_str(), opt_num("%.4f", r.torch_ms).c_str(), mib(*r.torch_bytes).c_str(),
                 r.ratio ? num("%.2fx", *r.ratio).c_str() : "-");
   }
-  print_chains(chains);
+  print_chains(chains, meta.value("chain_gradients", "leaf") == "all");
 
   const json s = summary_json(rows, chains);
   std::printf("\nsummary: %d PASS, %d MISS of %d judged (2^26 rows, the chain at 2^12)%s; output checks: %s\n",

@@ -9,7 +9,7 @@
 
 #include "backends/engine.hpp"
 #include "kernels/dispatch.hpp"
-#include "kernels/interpreter.hpp"  // run_steps_at, piece_at
+#include "kernels/interpreter.hpp"  // run_steps_at
 
 namespace tapewise::prove {
 namespace {
