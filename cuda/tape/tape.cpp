@@ -62,9 +62,44 @@ struct Scratch {
   std::vector<BufferSpec> specs;
   std::vector<std::size_t> slot_of;
   std::vector<NodeId> large_zeros;
-  std::vector<const void*> returned;
+  std::vector<std::int64_t> reader_step;
+  std::vector<std::uint8_t> accumulated, only_the_next_reads;
 };
 thread_local Scratch scratch;
+
+// For a backward returning only the wanted gradients: which slot writes of its program (the seed copy,
+// then a step per visit) no step but the next reads, the slot not being returned — a slot no
+// contribution accumulates onto, read only by its own node's visit — and so stay in registers.
+void keep_unwanted_in_registers(const detail::BackwardPlan& plan, std::span<const Node> nodes, NodeId out,
+                                detail::Program& program) {
+  const std::size_t count = plan.wanted.size();
+  std::vector<std::int64_t>& reader_step = scratch.reader_step;  // the step reading a node's slot as g
+  std::vector<std::uint8_t>& accumulated = scratch.accumulated;
+  reader_step.assign(count, -1);
+  accumulated.assign(count, 0);
+  for (std::size_t i = 0; i < plan.visits.size(); ++i) {
+    const detail::Visit& visit = plan.visits[i];
+    reader_step[static_cast<std::size_t>(visit.node)] = static_cast<std::int64_t>(i + 1);
+    for (std::size_t k = 0; k < 2; ++k)
+      if (visit.write[k] == detail::SlotWrite::accumulate)
+        accumulated[static_cast<std::size_t>(nodes[static_cast<std::size_t>(visit.node)].parents[k])] = 1;
+  }
+  std::vector<std::uint8_t>& only_next = scratch.only_the_next_reads;
+  only_next.assign(program.steps.size(), 0);
+  auto mark = [&](std::size_t step, int k, NodeId node) {
+    const auto id = static_cast<std::size_t>(node);
+    if (!plan.wanted[id] && !accumulated[id] && (reader_step[id] < 0 || reader_step[id] == static_cast<std::int64_t>(step + 1)))
+      only_next[step] |= static_cast<std::uint8_t>(1u << k);
+  };
+  mark(0, 0, out);  // the seed copy
+  for (std::size_t i = 0; i < plan.visits.size(); ++i) {
+    const detail::Visit& visit = plan.visits[i];
+    for (int k = 0; k < 2; ++k)
+      if (visit.write[static_cast<std::size_t>(k)] != detail::SlotWrite::none)
+        mark(i + 1, k, nodes[static_cast<std::size_t>(visit.node)].parents[static_cast<std::size_t>(k)]);
+  }
+  detail::keep_in_registers(program, only_next);
+}
 
 }  // namespace
 
@@ -437,13 +472,7 @@ Result<Gradients> Tape::run_plan_as_program(const detail::BackwardPlan& plan, No
     zero.out[0] = zeros.data();
     program.add(zero);
   }
-  if (!plan.wanted.empty()) {
-    std::vector<const void*>& returned = scratch.returned;
-    returned.clear();
-    for (std::size_t id = 0; id < count; ++id)
-      if (slot_of[id] != SIZE_MAX && plan.wanted[id]) returned.push_back(slots[slot_of[id]].data());
-    detail::keep_in_registers(program, returned);
-  }
+  if (!plan.wanted.empty()) keep_unwanted_in_registers(plan, nodes_, out, program);
   TAPEWISE_CHECK(detail::engine_of(be).run_program(program));
   for (NodeId id : large_zeros)
     TAPEWISE_CHECK(detail::engine_of(be).prim(Prim::fill, 0.0, {}, slot(id)));
