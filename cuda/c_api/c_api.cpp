@@ -303,6 +303,20 @@ Handle* new_handle(Args&&... args) {
   return registry<Handle>().add(std::make_unique<Handle>(std::forward<Args>(args)...));
 }
 
+// One field of a tape's options, read or set (Tape::set_options checks it; the others stay as they are).
+tw_status set_tape_option(const char* function, tw_tape* tape, std::int64_t TapeOptions::*field, std::int64_t value) {
+  return guarded(function, [&] {
+    Tape& t = live(tape).tape;
+    TapeOptions options = t.options();
+    options.*field = value;
+    unwrap(t.set_options(options));
+  });
+}
+tw_status get_tape_option(const char* function, const tw_tape* tape, std::int64_t TapeOptions::*field,
+                          std::int64_t* out) {
+  return guarded(function, [&] { required(out, "out") = live(tape).tape.options().*field; });
+}
+
 // The ids a backward returns the gradients of: all (wanted NULL with count 0 from the entry points
 // without a list), or the count ids at wanted (NULL only with count 0).
 struct Wanted {
@@ -537,29 +551,19 @@ tw_status tw_tape_create(tw_backend* backend, tw_tape** out) {
 tw_status tw_tape_destroy(tw_tape* tape) { return destroy(__func__, tape); }
 
 tw_status tw_tape_set_program_threshold(tw_tape* tape, int64_t numel) {
-  return guarded(__func__, [&] {
-    Tape& t = live(tape).tape;
-    TapeOptions options = t.options();
-    options.program_threshold = numel;
-    unwrap(t.set_options(options));
-  });
+  return set_tape_option(__func__, tape, &TapeOptions::program_threshold, numel);
 }
 
 tw_status tw_tape_program_threshold(const tw_tape* tape, int64_t* out) {
-  return guarded(__func__, [&] { required(out, "out") = live(tape).tape.options().program_threshold; });
+  return get_tape_option(__func__, tape, &TapeOptions::program_threshold, out);
 }
 
 tw_status tw_tape_set_max_pending_nodes(tw_tape* tape, int64_t count) {
-  return guarded(__func__, [&] {
-    Tape& t = live(tape).tape;
-    TapeOptions options = t.options();
-    options.max_pending_nodes = count;
-    unwrap(t.set_options(options));
-  });
+  return set_tape_option(__func__, tape, &TapeOptions::max_pending_nodes, count);
 }
 
 tw_status tw_tape_max_pending_nodes(const tw_tape* tape, int64_t* out) {
-  return guarded(__func__, [&] { required(out, "out") = live(tape).tape.options().max_pending_nodes; });
+  return get_tape_option(__func__, tape, &TapeOptions::max_pending_nodes, out);
 }
 
 tw_status tw_tape_leaf_host(tw_tape* tape, const void* data, size_t data_bytes, const int64_t* shape, int ndim,

@@ -41,7 +41,7 @@ struct BufferSums {
   }
   Result<void> plus_zero() {
     const Buffer* in[1] = {&c};
-    TAPEWISE_CHECK(detail::engine_of(be).prim(Prim::add_scalar, 0.0, in, c));
+    TAPEWISE_CHECK(be.prim(Prim::add_scalar, 0.0, in, c));
     return as_is();
   }
   Result<void> as_is() {
@@ -342,17 +342,18 @@ Result<Gradients> Tape::run_backward(NodeId out, const Buffer& seed, VjpPath pat
 Result<Gradients> Tape::run_plan_per_node(const detail::BackwardPlan& plan, NodeId out, const Buffer& seed,
                                           VjpPath path) const {
   Backend& be = *backend_;
+  detail::Engine& engine = detail::engine_of(be);
   Gradients grads(nodes_.size());
   auto& slots = grads.slots_;
   auto fresh_copy = [&](const Buffer& source) -> Result<Buffer> {
     auto copy = be.allocate(source.shape(), source.dtype(), AllocTag::gradient);
     if (!copy) return copy;
     const Buffer* in[1] = {&source};
-    TAPEWISE_CHECK(detail::engine_of(be).prim(Prim::copy, 0.0, in, *copy));
+    TAPEWISE_CHECK(engine.prim(Prim::copy, 0.0, in, *copy));
     return copy;
   };
   auto land = [&](NodeId pid, Buffer contribution, detail::SlotWrite how) -> Result<void> {
-    BufferSums sums{detail::engine_of(be), slots[static_cast<std::size_t>(pid)], contribution};
+    BufferSums sums{engine, slots[static_cast<std::size_t>(pid)], contribution};
     return detail::land_contribution(how, sums);
   };
 
@@ -392,7 +393,7 @@ Result<Gradients> Tape::run_plan_per_node(const detail::BackwardPlan& plan, Node
     auto zeros = be.allocate(nodes_[static_cast<std::size_t>(id)].value.shape(),
                              nodes_[static_cast<std::size_t>(id)].value.dtype(), AllocTag::gradient);
     TAPEWISE_CHECK(zeros);
-    TAPEWISE_CHECK(detail::engine_of(be).prim(Prim::fill, 0.0, {}, *zeros));
+    TAPEWISE_CHECK(engine.prim(Prim::fill, 0.0, {}, *zeros));
     slots[static_cast<std::size_t>(id)] = std::move(*zeros);
   }
   for (std::size_t id = 0; id < slots.size(); ++id)
@@ -406,6 +407,7 @@ Result<Gradients> Tape::run_plan_per_node(const detail::BackwardPlan& plan, Node
 Result<Gradients> Tape::run_plan_as_program(const detail::BackwardPlan& plan, NodeId out, const Buffer& seed,
                                             bool dense) const {
   Backend& be = *backend_;
+  detail::Engine& engine = detail::engine_of(be);
   const std::size_t count = nodes_.size();
   auto at = [&](NodeId id) -> const Node& { return nodes_[static_cast<std::size_t>(id)]; };
   // Slot specs written over the scratch's earlier ones: their shapes' storage is reused.
@@ -473,9 +475,9 @@ Result<Gradients> Tape::run_plan_as_program(const detail::BackwardPlan& plan, No
     program.add(zero);
   }
   if (!plan.wanted.empty()) keep_unwanted_in_registers(plan, nodes_, out, program);
-  TAPEWISE_CHECK(detail::engine_of(be).run_program(program));
+  TAPEWISE_CHECK(engine.run_program(program));
   for (NodeId id : large_zeros)
-    TAPEWISE_CHECK(detail::engine_of(be).prim(Prim::fill, 0.0, {}, slot(id)));
+    TAPEWISE_CHECK(engine.prim(Prim::fill, 0.0, {}, slot(id)));
 
   Gradients grads(count);
   for (std::size_t id = 0; id < count; ++id)

@@ -295,6 +295,18 @@ void bind_gradients(nb::module_& m) {
 
 }  // namespace
 
+// One field of the tape's options as a read-write property (Tape::set_options checks what is set).
+void bind_tape_option(nb::class_<PyTape>& cls, const char* name, std::int64_t TapeOptions::*field, const char* doc) {
+  cls.def_prop_rw(
+      name, [field](const PyTape& t) { return t.tape.options().*field; },
+      [field](PyTape& t, std::int64_t value) {
+        TapeOptions options = t.tape.options();
+        options.*field = value;
+        unwrap(t.tape.set_options(options));
+      },
+      doc);
+}
+
 void bind_tape(nb::module_& m) {
   nb::class_<PyTape> tape(m, "Tape", kTapeDoc);
   tape.def(nb::init<const PyBackend&>(), "backend"_a, "An empty tape on `backend` (tapewise.cpu() or tapewise.cuda()).")
@@ -305,24 +317,6 @@ void bind_tape(nb::module_& m) {
                    "Small nodes whose forward is deferred into the next tape program (run by flush(), value(),\n"
                    "backward(), or recording a larger node).")
       .def("flush", [](const PyTape& t) { unwrap(t.tape.flush()); }, "Runs the pending nodes now (one program).")
-      .def_prop_rw(
-          "program_threshold", [](const PyTape& t) { return t.tape.options().program_threshold; },
-          [](PyTape& t, std::int64_t n) {
-            TapeOptions options = t.tape.options();
-            options.program_threshold = n;
-            unwrap(t.tape.set_options(options));
-          },
-          "Nodes of at most this many elements are recorded as a tape program (deferred, batched into one\n"
-          "kernel); 0 turns programs off. Default 2**20. A negative count raises InvalidArgumentError.")
-      .def_prop_rw(
-          "max_pending_nodes", [](const PyTape& t) { return t.tape.options().max_pending_nodes; },
-          [](PyTape& t, std::int64_t n) {
-            TapeOptions options = t.tape.options();
-            options.max_pending_nodes = n;
-            unwrap(t.tape.set_options(options));
-          },
-          "At most this many nodes wait for their forward; recording one more flushes first (1 .. 65536,\n"
-          "default 448: one CUDA launch of program steps). Out of range: InvalidArgumentError.")
       .def("leaf", &leaf, "array"_a, "requires_grad"_a = true, "copy"_a = false, "dtype"_a = nb::none(),
            "Records `array` as a leaf and returns its id. Any object exporting __dlpack__ or the buffer\n"
            "protocol (numpy, torch, jax, cupy), float32 or float64, C-contiguous, on the backend's device\n"
@@ -366,6 +360,12 @@ void bind_tape(nb::module_& m) {
            "out"_a, "seed"_a = nb::none(), "path"_a = "fused", "wanted"_a = nb::none(),
            (std::string(kBackwardDoc) + "\nDense convention: every node that requires grad gets a gradient, "
             "starting from +0.").c_str());
+  bind_tape_option(tape, "program_threshold", &TapeOptions::program_threshold,
+                   "Nodes of at most this many elements are recorded as a tape program (deferred, batched into one\n"
+                   "kernel); 0 turns programs off. Default 2**20. A negative count raises InvalidArgumentError.");
+  bind_tape_option(tape, "max_pending_nodes", &TapeOptions::max_pending_nodes,
+                   "At most this many nodes wait for their forward; recording one more flushes first (1 .. 65536,\n"
+                   "default 448: one CUDA launch of program steps). Out of range: InvalidArgumentError.");
   bind_nodes(tape);
   bind_gradients(m);
 }

@@ -114,3 +114,13 @@ def test_wanted_returns_only_those_gradients_with_the_full_backwards_bits(backen
     assert len([i for i in range(len(tape)) if i in run(y, path=path, wanted=[])]) == 0
     with pytest.raises(tapewise.InvalidNodeIdError, match="wanted id 99"):
         run(y, path=path, wanted=[x, 99])
+
+
+@pytest.mark.parametrize("wanted", [[True], [1.5], "ab", [2**70], [[0]]], ids=["bool", "float", "str", "huge", "nested"])
+def test_wanted_of_the_wrong_type_is_a_type_error_and_runs_nothing(backend, wanted):
+    tape = tapewise.Tape(backend)
+    y = tape.sin(leaf(tape, np.ones(8)))
+    before = backend.stats()
+    with pytest.raises(TypeError):
+        tape.backward(y, wanted=wanted)
+    assert backend.stats() == before
