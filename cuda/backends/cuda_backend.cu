@@ -16,6 +16,7 @@
 #include "backends/engine.hpp"
 #include "kernels/dispatch.hpp"
 #include "backends/kernel_image.hpp"
+#include "backends/block_cache.hpp"
 #include "backends/slab.hpp"
 #include "kernels/program.hpp"
 
@@ -250,6 +251,7 @@ class CudaBackend final : public detail::Engine {
   ~CudaBackend() override {
     DeviceGuard guard(device_);
     slabs_.release_all([&](void* p) { cudaFreeAsync(p, stream_); });
+    blocks_.release_kept([&](void* p) { cudaFreeAsync(p, stream_); });
     cudaStreamSynchronize(stream_);
     if (owns_stream_) cudaStreamDestroy(stream_);
     cudaMemPoolDestroy(pool_);
@@ -294,15 +296,16 @@ class CudaBackend final : public detail::Engine {
   cudaStream_t stream() const { return stream_; }
 
  protected:
-  // Small buffers come from slabs (slab.hpp): no CUDA call. Memory is reused in stream order either
-  // way: every kernel of this backend runs on its one stream.
+  // Small buffers come from slabs (slab.hpp), large ones from the blocks released before
+  // (block_cache.hpp): no CUDA call once a tape's sizes have been seen. Memory is reused in stream
+  // order either way: every kernel of this backend runs on its one stream.
   [[nodiscard]] Result<void*> raw_allocate(std::size_t bytes) override {
     if (detail::SlabAllocator::carves(bytes)) return slabs_.allocate(bytes, [&](std::size_t b) { return pool_allocate(b); });
-    return pool_allocate(bytes);
+    return blocks_.allocate(bytes, [&](std::size_t b) { return pool_allocate(b); }, [&](void* p) { pool_release(p); });
   }
   void raw_release(void* p) override {
     if (slabs_.release(p, [&](void* slab) { pool_release(slab); })) return;
-    pool_release(p);
+    if (!blocks_.release(p)) pool_release(p);
   }
   [[nodiscard]] Result<void> copy_to_device(void* dst, const void* src, std::size_t bytes) override {
     DeviceGuard guard(device_);
@@ -353,6 +356,7 @@ class CudaBackend final : public detail::Engine {
   std::string name_;
   MapShape map_shape_;
   detail::SlabAllocator slabs_{false};
+  detail::BlockCache blocks_{false};
 };
 
 }  // namespace
