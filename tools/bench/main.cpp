@@ -2,8 +2,8 @@
 // median time against a device-to-device copy of the same bytes, against its compute roofline (ncu's
 // instruction counts, --roofline) and against PyTorch eager, torch.compile and CUDA graphs (the JSON of
 // tools/bench/bench_torch.py, same GPU, same run), plus the 1,000-node record + backward chain in three
-// graph shapes (chain.cpp) at several sizes. It times; correctness is the tests' and tapewise-conform's job (here only poison and
-// equality checks).
+// graph shapes (chain.cpp) at several sizes. It times; correctness is the tests' and tapewise-conform's
+// job (here only poison and equality checks).
 #include <algorithm>
 #include <charconv>
 #include <chrono>
@@ -301,8 +301,8 @@ Result<Options> parse_options(int argc, char** argv) {
                  "elements) as JSON here: the recording's check, for small sizes");
   app.add_option_function<std::string>(
          "--chain-gradients", [&opt](const std::string& which) { opt.chain_every_gradient = which == "all"; },
-         "what the chain's backward returns: leaf (the leaf's gradient, as PyTorch's x.grad; default) or all "
-         "(every node's)")
+         "what the chain's backward returns: leaf (the leaves' gradients, as PyTorch's chain asks for x's and "
+         "binary's fresh leaves'; default) or all (every node's)")
       ->check(CLI::IsMember({"leaf", "all"}));
   app.add_option("--program-threshold", opt.program_threshold,
                  "elements up to which the chain's tapes run as programs (default: the library's, 2^20)")
