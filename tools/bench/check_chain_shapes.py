@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-# tools/bench/check_chain_shapes.py --bench TAPEWISE_BENCH [--torch] — the chain benchmark's graph shapes,
-# checked on the CPU: tapewise-bench --backend cpu at 2^6 elements and 20 nodes (every shape's JSON row
-# sane; each recording's output and leaf gradients equal to this file's own transcription of the shape's
-# math; a per-node tape's equal to the program's bit for bit; PyTorch's numbers attached and the strongest
-# peer named, in the report and in digest.py). --torch: bench_torch.py's shapes (chain_graph) against the
-# same recordings, its compiled forms against its eager ones, and a --device cpu run read back by
-# tapewise-bench; exits 77 (ctest's skip) where torch does not import.
+# tools/bench/check_chain_shapes.py --bench TAPEWISE_BENCH [--torch] [--backend cuda] — the chain
+# benchmark's graph shapes, checked: tapewise-bench (--backend cpu; cuda on a GPU machine) at 2^6 elements
+# and 20 nodes (every shape's JSON row sane; each recording's output and leaf gradients equal to this
+# file's own transcription of the shape's math; a per-node tape's equal to the program's bit for bit;
+# PyTorch's numbers attached and the strongest peer named, in the report and in digest.py). --torch:
+# bench_torch.py's shapes (chain_graph) against the same recordings, its compiled forms against its eager
+# ones, and a --device cpu run read back by tapewise-bench; exits 77 (ctest's skip) where torch does not
+# import.
 import argparse
 import json
 import math
@@ -22,12 +23,13 @@ LOG2N, NODES = 6, 20
 TAPE_NODES = {'unary': 20, 'binary': 20, 'fanout': 18}  # fanout: whole cycles of six
 LEAVES = {'unary': 1, 'binary': 21, 'fanout': 1}
 BENCH = None  # set from --bench
+BACKEND = 'cpu'  # --backend cuda: the same checks of the CUDA backend, on a GPU machine
 
 
 def run_bench(out_dir, name, *extra):
     # tapewise-bench on the CPU backend, the chain alone at the tiny size; returns (json, values, stdout).
     json_path, values_path = os.path.join(out_dir, name + '.json'), os.path.join(out_dir, name + '_values.json')
-    done = subprocess.run([BENCH, '--backend', 'cpu', '--no-kernels', '--chain-sizes', str(LOG2N), '--chain-nodes',
+    done = subprocess.run([BENCH, '--backend', BACKEND, '--no-kernels', '--chain-sizes', str(LOG2N), '--chain-nodes',
                            str(NODES), '--json', json_path, '--chain-values', values_path, *extra],
                           capture_output=True, text=True, timeout=300)
     if done.returncode != 0:
@@ -150,7 +152,9 @@ class TapewiseBench(Checks):
             self.assertEqual((r['nodes'], r['leaves'], r['log2n']), (TAPE_NODES[shape], LEAVES[shape], LOG2N), shape)
             for key in ('us_per_node', 'record_host_us_per_node', 'backward_host_us_per_node', 'teardown_host_us_per_node'):
                 self.assertTrue(math.isfinite(r[key]) and r[key] > 0, f'{shape} {key} = {r[key]}')
-            self.assertIsNone(r['device_us_per_node'], 'the CPU backend has no gated device time')
+            device = r['device_us_per_node']
+            if BACKEND == 'cpu': self.assertIsNone(device, 'the CPU backend has no gated device time')
+            else: self.assertTrue(device is not None and math.isfinite(device) and device > 0, f'{shape} device {device}')
         self.assertEqual(self.doc['meta']['chain_shapes'], list(SHAPES))
 
     def test_recordings_match_the_shapes_math(self):
@@ -251,12 +255,13 @@ class TorchShapes(Checks):
 
 
 def main():
-    global BENCH
+    global BENCH, BACKEND
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument('--bench', required=True, help='the tapewise-bench binary')
     ap.add_argument('--torch', action='store_true', help="bench_torch.py's shapes (exit 77 without torch)")
+    ap.add_argument('--backend', choices=('cpu', 'cuda'), default='cpu', help="tapewise-bench's backend (cuda: on a GPU)")
     args = ap.parse_args()
-    BENCH = args.bench
+    BENCH, BACKEND = args.bench, args.backend
     if args.torch:
         try:
             import torch  # noqa: F401
