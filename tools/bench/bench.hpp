@@ -25,6 +25,9 @@ struct Options {
   std::vector<DType> dtypes{DType::float32, DType::float64};
   std::vector<Op> ops;      // all 23 by default
   std::vector<int> chain_log2_sizes{12, 16, 20};
+  std::vector<std::string> chain_shapes{"unary", "binary", "fanout"};  // chain.cpp's graph shapes
+  int chain_nodes = 1000;   // nodes per chain (fanout: whole cycles of 6, so 996)
+  std::string chain_values_path;  // --chain-values: one untimed run's leaves, output and gradients
   std::vector<std::string> map_shapes{""};  // TAPEWISE_MAP_SHAPE per pass; "" = the library's default
   int reps = 20;            // timed runs for sizes >= 2^20; 10x that below (launch-bound, cheap)
   std::string backend = "cuda";  // cpu: a dry run of the harness without a GPU (numbers mean nothing)
@@ -69,9 +72,11 @@ struct Row {
   std::string verdict = "-";  // PASS | MISS | - (not judged)
 };
 
-// The 1,000-node chain at one size: record + backward + release per run.
+// The 1,000-node chain of one shape at one size: record + backward + release per run.
 struct ChainResult {
-  int nodes = 1000, runs = 5, warmup = 2;
+  std::string shape = "unary";          // unary | binary | fanout (chain.cpp)
+  std::string ops;                      // the shape's nodes, in words
+  int nodes = 1000, leaves = 1, runs = 5, warmup = 2;  // nodes: tape nodes other than leaves
   int log2n = 12;
   std::int64_t n = 4096;
   double us_per_node = 0;               // host wall clock of the timed runs, synchronized before and after
@@ -106,15 +111,22 @@ inline constexpr double kTorchRatioTarget = 0.99;      // >= PyTorch eager (nois
 inline constexpr double kMemoryBoundTarget = 0.98;     // of the roofline, for memory-bound kernels
 inline constexpr double kChainUsPerNodeTarget = 0.35;  // the chain at 2^12: twice torch.compile's 0.70
 
-// chain.cpp: the chain at one size on `be` (times on the host; on CUDA, device time behind a gate).
-// How the chain runs: its tapes' options, and whether backward returns every node's gradient or, as
-// PyTorch's chain does (x.grad), the leaf's alone.
+// chain.cpp: one shape's chain at one size on `be` (times on the host; on CUDA, device time behind a
+// gate). How the chain runs: its tapes' options, the nodes asked for, and whether backward returns
+// every node's gradient or, as PyTorch's chain does (x.grad; all leaves for binary), the leaves'.
 struct ChainSetup {
   TapeOptions tape;
+  int nodes = 1000;
   bool every_gradient = false;
 };
-[[nodiscard]] Result<ChainResult> run_chain(const std::shared_ptr<Backend>& be, const ChainSetup& setup, int log2n,
-                                            std::uint64_t seed);
+// The shapes chain.cpp records, in their default order.
+const std::vector<std::string>& chain_shape_names();
+// `values`, when given, receives one untimed run's leaves, output and returned leaf gradients (their
+// first kChainValuesElements elements), for tests that check the recording.
+[[nodiscard]] Result<ChainResult> run_chain(const std::shared_ptr<Backend>& be, const ChainSetup& setup,
+                                            const std::string& shape, int log2n, std::uint64_t seed,
+                                            json* values = nullptr);
+inline constexpr std::int64_t kChainValuesElements = 64;
 
 // report.cpp: the stdout table and the JSON file.
 void print_table(const json& meta, const json& copy, const std::vector<Row>& rows,

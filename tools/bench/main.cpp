@@ -1,9 +1,9 @@
 // tools/bench/main.cpp — tapewise-bench: per node, direction, size and dtype, the CUDA backend's
 // median time against a device-to-device copy of the same bytes, against its compute roofline (ncu's
 // instruction counts, --roofline) and against PyTorch eager, torch.compile and CUDA graphs (the JSON of
-// tools/bench/bench_torch.py, same GPU, same run), plus the 1,000-node record + backward chain at several
-// sizes. It times; correctness is the tests' and tapewise-conform's job (here only poison and
-// equality checks).
+// tools/bench/bench_torch.py, same GPU, same run), plus the 1,000-node record + backward chain in three
+// graph shapes (chain.cpp) at several sizes. It times; correctness is the tests' and tapewise-conform's
+// job (here only poison and equality checks).
 #include <algorithm>
 #include <charconv>
 #include <chrono>
@@ -277,7 +277,8 @@ std::string today_utc() {
 // CLI11 prints --help and usage errors and exits (app.exit); every other bad value is an error.
 Result<Options> parse_options(int argc, char** argv) {
   Options opt;
-  std::string sizes = "26,12", dtypes = "f32,f64", ops = "all", chain_sizes = "12,16,20", shapes;
+  std::string sizes = "26,12", dtypes = "f32,f64", ops = "all", chain_sizes = "12,16,20", shapes,
+              chain_shapes = "unary,binary,fanout";
   bool no_staged = false, no_chain = false, no_kernels = false;
   CLI::App app{"tapewise-bench: per node and direction, the CUDA backend against the copy and compute rooflines "
                "and PyTorch (eager, torch.compile, CUDA graphs) on the same GPU; plus the 1,000-node record + "
@@ -288,10 +289,20 @@ Result<Options> parse_options(int argc, char** argv) {
   app.add_option("--reps", opt.reps, "timed runs (median) for sizes >= 2^20; 10x that below")
       ->capture_default_str()->check(CLI::Range(20, 100000));
   app.add_option("--chain-sizes", chain_sizes, "log2 element counts of the 1,000-node chain")->capture_default_str();
+  app.add_option("--chain-shapes", chain_shapes,
+                 "the chain's graph shapes, comma-separated: unary (sin, tanh, sigmoid, scale 0.9, relu), binary "
+                 "(mul, add, max, sub, each with a fresh leaf), fanout (sin, tanh, sigmoid of one value, summed, "
+                 "scale 0.5)")
+      ->capture_default_str();
+  app.add_option("--chain-nodes", opt.chain_nodes, "nodes per chain (fanout: whole cycles of 6)")
+      ->capture_default_str()->check(CLI::Range(6, 1000000));
+  app.add_option("--chain-values", opt.chain_values_path,
+                 "write one untimed run's leaves, output and leaf gradients per shape and size (their first 64 "
+                 "elements) as JSON here: the recording's check, for small sizes");
   app.add_option_function<std::string>(
          "--chain-gradients", [&opt](const std::string& which) { opt.chain_every_gradient = which == "all"; },
-         "what the chain's backward returns: leaf (the leaf's gradient, as PyTorch's x.grad; default) or all "
-         "(every node's)")
+         "what the chain's backward returns: leaf (the leaves' gradients, as PyTorch's chain asks for x's and "
+         "binary's fresh leaves'; default) or all (every node's)")
       ->check(CLI::IsMember({"leaf", "all"}));
   app.add_option("--program-threshold", opt.program_threshold,
                  "elements up to which the chain's tapes run as programs (default: the library's, 2^20)")
@@ -328,6 +339,10 @@ Result<Options> parse_options(int argc, char** argv) {
   } else {
     opt.chain_log2_sizes.clear();
   }
+  opt.chain_shapes = split(chain_shapes);
+  for (const std::string& s : opt.chain_shapes)
+    if (std::find(chain_shape_names().begin(), chain_shape_names().end(), s) == chain_shape_names().end())
+      return fail(ErrorCode::InvalidArgument, "--chain-shapes: unknown shape '" + s + "' (unary, binary, fanout)");
   if (!shapes.empty()) opt.map_shapes = split(shapes);
   opt.dtypes.clear();
   for (const std::string& s : split(dtypes)) {
@@ -405,6 +420,8 @@ json meta_json(const Options& opt, const Opened& o, const json& torch) {
                {"seed", opt.seed},
                {"map_shapes", opt.map_shapes},
                {"chain_gradients", opt.chain_every_gradient ? "all" : "leaf"},
+               {"chain_shapes", opt.chain_shapes},
+               {"chain_nodes", opt.chain_nodes},
                {"timing", "median of per-call CUDA event pairs on the backend's stream, after 3 warm-up calls"},
                {"bytes", "fewest bytes moved: each input the kernel reads once, each output written once"},
                {"copy", "cudaMemcpyAsync D2D moving the same bytes (read + write) in the same run"},
@@ -535,31 +552,59 @@ Result<bool> measure_op(const Options& opt, const Opened& o, Device& dev, const 
   return checks_ok;
 }
 
-// The chain at every --chain-sizes size on `be`, with the peers' numbers for the same size.
+// PyTorch's numbers for one shape's chain at one size (bench_torch.py's chain_shapes; files written
+// before the shapes had the unary chain alone, under "chain"), and the fastest of its three forms.
+// Attached only when PyTorch's chain has as many nodes: the comparison is per node of the same graph.
+void attach_chain_peers(ChainResult& c, const json& torch) {
+  const json* chain = nullptr;
+  if (torch.contains("chain_shapes") && torch["chain_shapes"].contains(c.shape)) chain = &torch["chain_shapes"][c.shape];
+  else if (c.shape == "unary" && torch.contains("chain")) chain = &torch["chain"];
+  if (!chain) return;
+  if (const auto nodes = json_number(*chain, {"nodes"}); nodes && static_cast<int>(*nodes) != c.nodes) {
+    std::printf("  (PyTorch's %s chain has %d nodes, this one %d: not compared)\n", c.shape.c_str(),
+                static_cast<int>(*nodes), c.nodes);
+    return;
+  }
+  const std::string key = std::to_string(c.log2n);
+  c.eager_us_per_node = json_number(*chain, {"sizes", key, "eager_us_per_node"});
+  c.graph_us_per_node = json_number(*chain, {"sizes", key, "graph_us_per_node"});
+  c.compile_us_per_node = json_number(*chain, {"sizes", key, "compile_us_per_node"});
+  c.compile_first_call_s = json_number(*chain, {"sizes", key, "compile_first_call_s"});
+  for (const auto& [name, us] : {std::pair{"eager", c.eager_us_per_node}, std::pair{"compile", c.compile_us_per_node},
+                                 std::pair{"graph", c.graph_us_per_node}})
+    if (us && (!c.peer || *us < c.peer->ms)) c.peer = Peer{name, *us};
+  if (c.peer) c.speedup = c.peer->ms / c.us_per_node;
+}
+
+// Every --chain-shapes shape at every --chain-sizes size on `be`, with the peers' numbers for the same
+// shape and size; `values` (--chain-values) receives each one's checked run.
 Result<std::vector<ChainResult>> measure_chains(const Options& opt, const std::shared_ptr<Backend>& be,
-                                               const json& torch) {
+                                               const json& torch, json& values) {
   std::vector<ChainResult> out;
   ChainSetup setup;
+  setup.nodes = opt.chain_nodes;
   setup.every_gradient = opt.chain_every_gradient;
   if (opt.program_threshold >= 0) setup.tape.program_threshold = opt.program_threshold;
-  for (const int log2n : opt.chain_log2_sizes) {
-    std::printf("  measuring the 1,000-node chain at 2^%d ...\n", log2n);
-    std::fflush(stdout);
-    TAPEWISE_TRY(c, in_context(run_chain(be, setup, log2n, opt.seed + 999), "chain at 2^" + std::to_string(log2n)));
-    const std::string key = std::to_string(log2n);
-    c.eager_us_per_node = json_number(torch, {"chain", "sizes", key, "eager_us_per_node"});
-    c.graph_us_per_node = json_number(torch, {"chain", "sizes", key, "graph_us_per_node"});
-    c.compile_us_per_node = json_number(torch, {"chain", "sizes", key, "compile_us_per_node"});
-    c.compile_first_call_s = json_number(torch, {"chain", "sizes", key, "compile_first_call_s"});
-    for (const auto& [name, us] : {std::pair{"eager", c.eager_us_per_node}, std::pair{"compile", c.compile_us_per_node},
-                                   std::pair{"graph", c.graph_us_per_node}})
-      if (us && (!c.peer || *us < c.peer->ms)) c.peer = Peer{name, *us};
-    if (c.peer) c.speedup = c.peer->ms / c.us_per_node;
-    if (log2n == 12 && opt.backend == "cuda") {
-      c.target = "<= 0.35 us/node";
-      c.verdict = c.us_per_node <= kChainUsPerNodeTarget ? "PASS" : "MISS";
+  for (const std::string& shape : opt.chain_shapes) {
+    for (const int log2n : opt.chain_log2_sizes) {
+      std::printf("  measuring the %s chain at 2^%d ...\n", shape.c_str(), log2n);
+      std::fflush(stdout);
+      json run;
+      TAPEWISE_TRY(c, in_context(run_chain(be, setup, shape, log2n, opt.seed + 999,
+                                           opt.chain_values_path.empty() ? nullptr : &run),
+                                 shape + " chain at 2^" + std::to_string(log2n)));
+      if (!opt.chain_values_path.empty()) {
+        json entry = {{"shape", c.shape}, {"log2n", log2n}, {"nodes", c.nodes}};
+        entry.update(run);
+        values.push_back(std::move(entry));
+      }
+      if (!torch.is_null()) attach_chain_peers(c, torch);
+      if (shape == "unary" && log2n == 12 && opt.chain_nodes == 1000 && opt.backend == "cuda") {
+        c.target = "<= 0.35 us/node";
+        c.verdict = c.us_per_node <= kChainUsPerNodeTarget ? "PASS" : "MISS";
+      }
+      out.push_back(c);
     }
-    out.push_back(c);
   }
   return out;
 }
@@ -615,6 +660,7 @@ Result<int> run(int argc, char** argv) {
   bool checks_ok = true;
   json meta, copy;
   std::vector<ChainResult> chains;
+  json chain_values = json::array();
   // The default shape's pass last: its backend then runs the chain and gives the roofline and meta.
   std::vector<std::string> shapes = opt.map_shapes;
   std::stable_partition(shapes.begin(), shapes.end(), [](const std::string& s) { return !s.empty(); });
@@ -623,14 +669,22 @@ Result<int> run(int argc, char** argv) {
     Device dev(*o.be, o.stream);
     // The copy roofline: a 1 GiB buffer copied (2 GiB moved), after ~0.25 s of the same copies so that
     // the GPU has left its idle clocks (the PyTorch process before this one may have exited seconds ago).
+    // On the CPU backend without kernels (a dry run of the chain) there is nothing to hold against it,
+    // and 23 GiB of memcpy would outlast the run.
     const double roofline_traffic = 2.0 * static_cast<double>(std::int64_t{1} << 30);
-    if (o.stream) TAPEWISE_CHECK(dev.copy_ms(roofline_traffic, 500));
-    TAPEWISE_TRY(roofline_ms, dev.copy_ms(roofline_traffic, opt.reps));
     meta = meta_json(opt, o, src.torch);
-    copy = {{"roofline_1GiB", {{"traffic_bytes", roofline_traffic}, {"ms", roofline_ms},
-                               {"gbps", roofline_traffic / (roofline_ms * 1e-3) / 1e9}}}};
-    std::printf("tapewise-bench on %s (%s), %s, commit %s; copy roofline (1 GiB D2D): %.1f GB/s\n", o.prop.name,
-                o.be->describe().c_str(), opt.date.c_str(), opt.commit.c_str(), roofline_traffic / (roofline_ms * 1e-3) / 1e9);
+    copy = json::object();
+    if (o.stream || opt.kernels) {
+      if (o.stream) TAPEWISE_CHECK(dev.copy_ms(roofline_traffic, 500));
+      TAPEWISE_TRY(roofline_ms, dev.copy_ms(roofline_traffic, opt.reps));
+      copy["roofline_1GiB"] = {{"traffic_bytes", roofline_traffic}, {"ms", roofline_ms},
+                               {"gbps", roofline_traffic / (roofline_ms * 1e-3) / 1e9}};
+    }
+    char roofline_text[32] = "not measured";
+    if (copy.contains("roofline_1GiB"))
+      std::snprintf(roofline_text, sizeof roofline_text, "%.1f GB/s", copy["roofline_1GiB"]["gbps"].get<double>());
+    std::printf("tapewise-bench on %s (%s), %s, commit %s; copy roofline (1 GiB D2D): %s\n", o.prop.name,
+                o.be->describe().c_str(), opt.date.c_str(), opt.commit.c_str(), roofline_text);
     std::fflush(stdout);
     if (opt.kernels) {
       TAPEWISE_TRY(kernels_ok, measure_kernels(opt, o, dev, shapes[pass], src, rows));
@@ -639,13 +693,19 @@ Result<int> run(int argc, char** argv) {
     if (opt.once) return checks_ok ? 0 : 3;
     copy["same_traffic"] = dev.copies_json();
     if (pass + 1 == shapes.size()) {
-      TAPEWISE_TRY(measured, measure_chains(opt, o.be, src.torch));
+      TAPEWISE_TRY(measured, measure_chains(opt, o.be, src.torch, chain_values));
       chains = std::move(measured);
     }
   }
   if (have_torch) copy["torch_copy"] = src.torch.value("copy", json::object());
   print_table(meta, copy, rows, chains, have_torch, !compare.is_null());
 
+  if (!opt.chain_values_path.empty()) {
+    std::ofstream f(opt.chain_values_path);
+    if (!f) return fail(ErrorCode::InvalidArgument, "cannot write " + opt.chain_values_path);
+    f << json{{"elements", kChainValuesElements}, {"chains", chain_values}}.dump(1) << "\n";
+    std::printf("wrote %s\n", opt.chain_values_path.c_str());
+  }
   if (!opt.json_path.empty()) {
     json doc = {{"meta", meta}, {"copy", copy}, {"rows", rows_json(rows)}};
     json chain_list = json::array();

@@ -9,6 +9,7 @@
 #                               tapewise-conform must sit beside it
 #              TAPEWISE_COMMIT  the commit to record (default: git rev-parse, where .git exists; else unknown)
 #              BENCH_SIZES (26,12)  BENCH_DTYPES (f32,f64)  BENCH_REPS (20)  BENCH_CHAIN_SIZES (12,16,20)
+#              BENCH_CHAIN_SHAPES (unary,binary,fanout)  the chain's graph shapes, in both tools
 #              BENCH_PEER_OPS   nodes PyTorch also runs as torch.compile and CUDA graphs (bench_torch.py's
 #                               default subset; 'all' for every node: minutes more of compiling)
 #              BENCH_NCU (1)    0 skips the Nsight Compute pass (no compute rooflines then)
@@ -50,6 +51,7 @@ sizes=${BENCH_SIZES:-26,12}
 dtypes=${BENCH_DTYPES:-f32,f64}
 reps=${BENCH_REPS:-20}
 chain_sizes=${BENCH_CHAIN_SIZES:-12,16,20}
+chain_shapes=${BENCH_CHAIN_SHAPES:-unary,binary,fanout}
 txt=$out/bench_$date.txt
 json=$out/bench_$date.json
 torch_json=$out/torch_$date.json
@@ -70,7 +72,7 @@ rm -f "$torch_json"
 peer_args=()
 [ -n "${BENCH_PEER_OPS:-}" ] && peer_args=(--peer-ops "$BENCH_PEER_OPS")
 python3 tools/bench/bench_torch.py --sizes "$sizes" --dtypes "$dtypes" --reps "$reps" --chain-sizes "$chain_sizes" \
-  --conform "$conform" "${peer_args[@]}" --json "$torch_json" >"$out/torch_$date.txt" 2>&1
+  --chain-shapes "$chain_shapes" --conform "$conform" "${peer_args[@]}" --json "$torch_json" >"$out/torch_$date.txt" 2>&1
 torch_rc=$?
 tail -n 5 "$out/torch_$date.txt"
 torch_args=()
@@ -97,38 +99,14 @@ if [ "${BENCH_NCU:-1}" != 0 ] && command -v ncu >/dev/null; then
   echo "== ncu done after $((SECONDS - start)) s"
 fi
 
-"$bench" --sizes "$sizes" --dtypes "$dtypes" --reps "$reps" --chain-sizes "$chain_sizes" --commit "$commit" \
+"$bench" --sizes "$sizes" --dtypes "$dtypes" --reps "$reps" --chain-sizes "$chain_sizes" \
+  --chain-shapes "$chain_shapes" --commit "$commit" \
   --date "$date" "${torch_args[@]}" "${roofline_args[@]}" --json "$json" 2>&1 | tee -a "$txt"
 bench_rc=${PIPESTATUS[0]}
 echo "== tapewise-bench exited $bench_rc after $((SECONDS - start)) s" | tee -a "$txt"
 
-# A digest last (the part a remote run's output tail keeps): 2^26 rows, the chain, the summary.
-python3 - "$json" <<'EOF'
-import json, sys
-try:
-    prod = json.load(open(sys.argv[1]))
-except Exception as ex:
-    sys.exit(f'digest: no tapewise JSON ({ex})')
-m = prod['meta']
-print(f"\n== digest: {m['gpu']} | {m['date']} | commit {m['commit']} | copy roofline "
-      f"{prod['copy']['roofline_1GiB']['gbps']:.0f} GB/s")
-print(f"{'op':9s} {'dt':3s} {'dir':4s} {'ms':>8s} {'%copy':>6s} {'%roof':>6s} {'eager':>6s} {'peer':>17s} verdict")
-for r in prod['rows']:
-    if r['log2n'] != 26 or r['dir'] == 'staged': continue
-    ratio = f"{r['ratio']:.2f}x" if r.get('ratio') else '-'
-    peer = f"{r['peer']['name']} {r['peer']['ratio']:.2f}x" if r.get('peer') else '-'
-    print(f"{r['op']:9s} {r['dtype']:3s} {r['dir']:4s} {r['ms']:8.4f} {100 * r['frac_copy']:5.1f}% "
-          f"{100 * r['frac_roofline']:5.1f}% {ratio:>6s} {peer:>17s} {r['verdict']}")
-for c in prod.get('chain', []):
-    fmt = lambda v, f='{:.3f}': f.format(v) if v is not None else '-'
-    print(f"chain 2^{c['log2n']}: {c['us_per_node']:.3f} us/node (record {c['record_host_us_per_node']:.3f}, backward "
-          f"{c['backward_host_us_per_node']:.3f}, teardown {c['teardown_host_us_per_node']:.3f} host; device "
-          f"{fmt(c['device_us_per_node'])}); eager {fmt(c['eager_us_per_node'], '{:.2f}')}, graph "
-          f"{fmt(c['graph_us_per_node'], '{:.2f}')}, compile {fmt(c['compile_us_per_node'])} "
-          f"({fmt(c['compile_first_call_s'], '{:.0f}')} s to compile) {c['verdict']}")
-s = prod['summary']
-print(f"summary: {s['pass']} PASS, {s['miss']} MISS of {s['judged']}; check failures: {len(s['check_failures'])}")
-for line in s['misses'] + ['peer wins: ' + w for w in s['peer_wins']] + s['check_failures']: print('   ', line)
-EOF
+# A digest last (the part a remote run's output tail keeps): 2^26 rows, every chain shape beside the
+# strongest peer, the summary.
+python3 tools/bench/digest.py "$json"
 echo "== run_bench: done in $((SECONDS - start)) s; files in $out: $(cd "$out" && ls | tr '\n' ' ')"
 exit "$bench_rc"
