@@ -155,3 +155,31 @@ def test_backends_follow_the_current_stream():
     torch.cuda.synchronize()
     assert twt.backend_for(x) is default
     torch.testing.assert_close(y, torch.nn.functional.gelu(x.detach(), approximate="tanh"), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("device", devices())
+def test_empty_and_zero_dim_tensors(device):
+    """An empty tensor may have no address: the nodes compute nothing for it, in both arities."""
+    for shape in [(0,), (3, 0), ()]:
+        a = torch.full(shape, 0.5, device=device).requires_grad_()
+        b = torch.full(shape, 0.25, device=device).requires_grad_()
+        y = twt.add(twt.sin(a), b)
+        assert y.shape == a.shape
+        y.sum().backward()
+        assert a.grad.shape == a.shape and b.grad.shape == b.shape
+        torch.testing.assert_close(a.grad, torch.cos(a.detach()), rtol=1e-6, atol=0)
+
+
+def test_double_backward_is_refused_when_used():
+    """backward(create_graph=True) runs (the gradient is the same), but differentiating it raises, as
+    once_differentiable says; without create_graph the lean path gives the same bits."""
+    x = torch.linspace(-2, 2, 64, dtype=torch.float64, requires_grad=True)
+    (gx,) = torch.autograd.grad(twt.tanh(x).sum(), x, create_graph=True)
+    (plain,) = torch.autograd.grad(twt.tanh(x).sum(), x)
+    assert_same_bits(gx.detach().numpy(), plain.numpy(), "create_graph gradient")
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        gx.sum().backward()  # nothing of the gradient requires grad (the seed does not)
+    v = torch.ones(64, dtype=torch.float64, requires_grad=True)
+    (gv,) = torch.autograd.grad(twt.tanh(x), x, grad_outputs=v, create_graph=True)
+    with pytest.raises(RuntimeError, match="once_differentiable"):
+        gv.sum().backward()
