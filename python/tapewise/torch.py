@@ -21,6 +21,8 @@ stream.
 
 from __future__ import annotations
 
+import functools
+
 try:
     import torch
     from torch.autograd.function import once_differentiable
@@ -175,11 +177,216 @@ _unary_backward_once = once_differentiable(_unary_backward)
 _binary_backward_once = once_differentiable(_binary_backward)
 
 
+# ---------------------------------------------------------------------------------------------------
+# Regions: a function written with these ops, run as one tape program.
+
+
+class _Region:
+    """One call of a region: the tape its ops record onto (None once the function has returned)."""
+
+    __slots__ = ("tape", "name")
+
+    def __init__(self, tape, name):
+        self.tape = tape
+        self.name = name
+
+
+class _Value:
+    """A tensor inside a region: a node of the region's tape. tapewise.torch's ops take it where they take
+    a torch tensor and record a node instead of running kernels; nothing else does (a torch function
+    called on it raises TypeError). Its value is computed when the region returns."""
+
+    __slots__ = ("_region", "_id")
+
+    def __init__(self, region, node_id):
+        self._region = region
+        self._id = node_id
+
+    def _tape(self, what):
+        tape = self._region.tape
+        if tape is None:
+            raise RuntimeError(f"tapewise.torch.{what}: this value belongs to region {self._region.name}, which has "
+                               "returned; a region's values stay inside it (its output is a torch tensor)")
+        return tape
+
+    @property
+    def shape(self) -> torch.Size:
+        return torch.Size(self._tape("shape").shape(self._id))
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return getattr(torch, self._tape("dtype").dtype(self._id))
+
+    def __repr__(self):
+        tape = self._region.tape
+        where = f"{tuple(tape.shape(self._id))} {tape.dtype(self._id)}" if tape is not None else "finished"
+        return f"<tapewise.torch region value: node {self._id} of region {self._region.name}, {where}>"
+
+    def __bool__(self):
+        raise TypeError("tapewise.torch.region: a region's values are computed when it returns, so Python control "
+                        "flow cannot depend on them")
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", str(func))
+        raise TypeError(f"tapewise.torch.region: {name} was called on a region value; inside a region only "
+                        "tapewise.torch's ops record (torch functions and operators on region values are refused)")
+
+
+def _refuse_operator(symbol):
+    def refuse(self, *other):
+        raise TypeError(f"tapewise.torch.region: operator {symbol} on a region value; use tapewise.torch's ops "
+                        "(add, sub, mul, div, neg, scale) inside a region")
+    return refuse
+
+
+for _dunder, _symbol in [("add", "+"), ("radd", "+"), ("sub", "-"), ("rsub", "-"), ("mul", "*"), ("rmul", "*"),
+                         ("truediv", "/"), ("rtruediv", "/"), ("neg", "unary -"), ("pow", "**"), ("rpow", "**"),
+                         ("matmul", "@"), ("lt", "<"), ("le", "<="), ("gt", ">"), ("ge", ">=")]:
+    setattr(_Value, f"__{_dunder}__", _refuse_operator(_symbol))
+
+
+def _value_or_tensor_error(node, *xs):
+    kinds = ", ".join(type(x).__name__ for x in xs)
+    return TypeError(f"tapewise.torch.{node}: inside a region every input must be a value of that region ({kinds} "
+                     "given): pass each torch tensor as an argument of the region's function")
+
+
+def _record_unary(node, record, x, *scalars):
+    region = x._region
+    return _Value(region, record(x._tape(node), x._id, *scalars))
+
+
+def _record_binary(node, record, a, b):
+    if a.__class__ is not _Value or b.__class__ is not _Value:
+        raise _value_or_tensor_error(node, a, b)
+    if a._region is not b._region:
+        raise ValueError(f"tapewise.torch.{node}: its inputs belong to different regions "
+                         f"({a._region.name} and {b._region.name})")
+    tape = a._tape(node)
+    try:
+        return _Value(a._region, record(tape, a._id, b._id))
+    except (tapewise.ShapeMismatchError, tapewise.DTypeMismatchError) as mismatch:
+        raise ValueError(f"tapewise.torch.{node}: inputs must have one shape, dtype and device (no broadcasting), "
+                         f"got {tuple(a.shape)} {a.dtype} and {tuple(b.shape)} {b.dtype}") from mismatch
+
+
+class _RegionNode(torch.autograd.Function):
+    """The autograd node of one region call: forward hands out the tape's output value (recorded and
+    flushed before), backward is the tape's one backward program for the inputs that need a gradient."""
+
+    @staticmethod
+    def forward(ctx, recorded, *inputs):
+        tape, out_id, leaves = recorded
+        ctx.recorded = recorded
+        # The tape views the inputs' memory: saving them makes PyTorch refuse a backward after an
+        # in-place change of one (as for any saved tensor), and free them with the graph.
+        ctx.save_for_backward(*inputs)
+        if out_id in leaves:  # the function returned one of its inputs
+            return inputs[leaves.index(out_id)].view_as(inputs[leaves.index(out_id)])
+        return torch.from_dlpack(tape.value(out_id))
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, g):
+        ctx.saved_tensors  # raises for a second backward of a graph freed by the first (no retain_graph)
+        tape, out_id, leaves = ctx.recorded
+        needs = ctx.needs_input_grad[1:]
+        wanted = [leaf for leaf, need in zip(leaves, needs) if need]
+        grads = tape.backward(out_id, g.detach().contiguous(), wanted=wanted)
+        return (None, *[torch.from_dlpack(grads[leaf]) if need and leaf in grads else None
+                        for leaf, need in zip(leaves, needs)])
+
+
+def _region_inputs(args, kwargs, name):
+    """The distinct torch tensors among the arguments (a tensor passed twice is one leaf), checked."""
+    tensors, seen = [], set()
+    for a in (*args, *kwargs.values()):
+        if isinstance(a, torch.Tensor) and id(a) not in seen:
+            seen.add(id(a))
+            tensors.append(a)
+    if not tensors:
+        raise TypeError(f"tapewise.torch.region {name}: no torch tensor among the arguments")
+    first = tensors[0]
+    for k, t in enumerate(tensors):
+        _dtype_code(t, f"region {name}'s tensor argument {k}")
+        if t.device != first.device:
+            raise ValueError(f"tapewise.torch.region {name}: every tensor argument must be on one device "
+                             f"(one tape), got {first.device} and {t.device}")
+    return tensors
+
+
+_compiler_disable = getattr(getattr(torch, "compiler", None), "disable", None) or torch._dynamo.disable
+
+
+def _run_region(fn, name, args, kwargs):
+    if any(a.__class__ is _Value for a in (*args, *kwargs.values())):
+        return fn(*args, **kwargs)  # called inside another region: its ops record onto that tape
+    tensors = _region_inputs(args, kwargs, name)
+    tape = tapewise.Tape(backend_for(tensors[0]))
+    region = _Region(tape, name)
+    leaves = [tape.leaf(t.detach().contiguous(), requires_grad=t.requires_grad) for t in tensors]
+    value_of = {id(t): _Value(region, leaf) for t, leaf in zip(tensors, leaves)}
+
+    def lift(a):
+        return value_of[id(a)] if isinstance(a, torch.Tensor) else a
+
+    try:
+        out = fn(*[lift(a) for a in args], **{k: lift(v) for k, v in kwargs.items()})
+    finally:
+        region.tape = None  # values that escape (closures, globals) refuse to record from now on
+    if out.__class__ is not _Value or out._region is not region:
+        several = isinstance(out, (tuple, list)) and any(v.__class__ is _Value for v in out)
+        raise TypeError(
+            f"tapewise.torch.region {name} must return one value computed by tapewise.torch ops on its arguments, "
+            f"got {type(out).__name__}" +
+            (": several outputs are not supported, since Tape.backward seeds one output per backward program "
+             "(sum them with add, or use one region per output)" if several else ""))
+    return _RegionNode.apply((tape, out._id, leaves), *tensors)
+
+
+def region(fn):
+    """Runs `fn`, written with tapewise.torch ops, as one tapewise tape: returns a function taking the
+    same arguments. Each call records a fresh tape (no compile step, no caching: any Python control
+    flow is followed afresh), with a leaf per distinct torch tensor argument (viewed, no copy;
+    requires_grad as the tensor's), runs the forward as one tape program, and returns the output as an
+    ordinary torch tensor (zero-copy from the tape's memory) whose grad_fn runs Tape.backward(out, g,
+    wanted=[the inputs that need a gradient]) as one backward program.
+
+        @twt.region
+        def block(x, w):
+            return twt.relu(twt.scale(twt.tanh(twt.mul(x, w)), 0.9))
+        block(x, w).sum().backward()        # x.grad, w.grad: Tape.backward's bits
+
+    Inside, `fn` sees region values in place of its tensor arguments: tapewise.torch ops record nodes
+    on them; torch functions, operators and bool() on them raise TypeError. Non-tensor arguments pass
+    through. `fn` must return one region value (Tape.backward seeds one output). Called inside another
+    region, `fn` records onto that region's tape. Called without region(), the same `fn` runs node by
+    node on torch tensors."""
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+
+    @functools.wraps(fn)
+    def run_region(*args, **kwargs):
+        return _run_region(fn, name, args, kwargs)
+
+    # torch.compile: Dynamo would trace into the recording and fail on the tape's arrays; disabled, the
+    # region is one graph break, run eagerly between the compiled graphs before and after it.
+    return _compiler_disable(run_region)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The ops: each takes torch tensors (one autograd node per call) or region values (one tape node).
+
+
 def _unary(name):
     op_index = _OP_INDEX[name]
+    record = getattr(tapewise.Tape, name)
+    apply = _UnaryNode.apply
 
     def node(x: torch.Tensor) -> torch.Tensor:
-        return _UnaryNode.apply(x, op_index, 0.0, 0.0)
+        if x.__class__ is _Value:
+            return _Value(x._region, record(x._tape(name), x._id))
+        return apply(x, op_index, 0.0, 0.0)
 
     node.__name__ = node.__qualname__ = name
     node.__doc__ = f"tapewise's {name}(x) as a differentiable torch op (see the module docstring)."
@@ -188,12 +395,35 @@ def _unary(name):
 
 def _binary(name, alias):
     op_index = _OP_INDEX[name]
+    record = getattr(tapewise.Tape, name)
+    apply = _BinaryNode.apply
 
     def node(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        return _BinaryNode.apply(a, b, op_index)
+        if a.__class__ is _Value or b.__class__ is _Value:
+            return _record_binary(alias, record, a, b)
+        return apply(a, b, op_index)
 
     node.__name__ = node.__qualname__ = alias
     node.__doc__ = f"tapewise's {name}(a, b) as a differentiable torch op (same shape, dtype and device)."
+    return node
+
+
+def _with_scalars(name, scalar_names):
+    """A node with scalars (one of the op table without a function of its own), called as (x, *scalars)."""
+    op_index = _OP_INDEX[name]
+    record = getattr(tapewise.Tape, name)
+    apply = _UnaryNode.apply
+
+    def node(x, *scalars):
+        if len(scalars) != len(scalar_names):
+            raise TypeError(f"tapewise.torch.{name} takes x and {len(scalar_names)} scalar(s) "
+                            f"({', '.join(scalar_names) or 'none'}), got {len(scalars)}")
+        s = [float(v) for v in scalars]
+        if x.__class__ is _Value:
+            return _record_unary(name, record, x, *s)
+        s += [0.0, 0.0]
+        return apply(x, op_index, s[0], s[1])
+
     return node
 
 
@@ -218,20 +448,28 @@ silu = _unary("silu")
 gelu = _unary("gelu")
 softplus = _unary("softplus")
 
+_SCALE, _CLAMP, _SAFE_LOG = _OP_INDEX["scale"], _OP_INDEX["clamp"], _OP_INDEX["safeLog"]
+
 
 def scale(x: torch.Tensor, c: float) -> torch.Tensor:
     """tapewise's scale: x * R(c), c rounded once to x's dtype."""
-    return _UnaryNode.apply(x, _OP_INDEX["scale"], float(c), 0.0)
+    if x.__class__ is _Value:
+        return _record_unary("scale", tapewise.Tape.scale, x, float(c))
+    return _UnaryNode.apply(x, _SCALE, float(c), 0.0)
 
 
 def clamp(x: torch.Tensor, lo: float, hi: float) -> torch.Tensor:
     """tapewise's clamp: fmin(fmax(x, R(lo)), R(hi)); gradient g strictly inside (lo, hi), +0 elsewhere."""
-    return _UnaryNode.apply(x, _OP_INDEX["clamp"], float(lo), float(hi))
+    if x.__class__ is _Value:
+        return _record_unary("clamp", tapewise.Tape.clamp, x, float(lo), float(hi))
+    return _UnaryNode.apply(x, _CLAMP, float(lo), float(hi))
 
 
 def safeLog(x: torch.Tensor, eps: float) -> torch.Tensor:  # noqa: N802 (the spec's name)
     """tapewise's safeLog: log(softplus(x) + R(eps))."""
-    return _UnaryNode.apply(x, _OP_INDEX["safeLog"], float(eps), 0.0)
+    if x.__class__ is _Value:
+        return _record_unary("safeLog", tapewise.Tape.safeLog, x, float(eps))
+    return _UnaryNode.apply(x, _SAFE_LOG, float(eps), 0.0)
 
 
 safe_log = safeLog
@@ -248,19 +486,12 @@ _DEFINED = {
 
 def _from_table(row):
     """A node of the op table without a function above: called as (x, *scalars) or (a, b)."""
-    name, op_index, scalar_names = row["name"], row["index"], row["scalars"]
+    name = row["name"]
     if row["arity"] == 2:
         return _binary(name, name)
-
-    def node(x: torch.Tensor, *scalars: float) -> torch.Tensor:
-        if len(scalars) != len(scalar_names):
-            raise TypeError(f"tapewise.torch.{name} takes x and {len(scalar_names)} scalar(s) "
-                            f"({', '.join(scalar_names) or 'none'}), got {len(scalars)}")
-        s = [float(v) for v in scalars] + [0.0, 0.0]
-        return _UnaryNode.apply(x, op_index, s[0], s[1])
-
+    node = _with_scalars(name, row["scalars"]) if row["scalars"] else _unary(name)
     node.__name__ = node.__qualname__ = name
-    node.__doc__ = f"tapewise's {name}(x{''.join(', ' + n for n in scalar_names)}) as a differentiable torch op."
+    node.__doc__ = f"tapewise's {name}(x{''.join(', ' + n for n in row['scalars'])}) as a differentiable torch op."
     return node
 
 
@@ -271,4 +502,5 @@ _stale = set(_DEFINED) - set(NODES)
 if _stale:
     raise ImportError(f"tapewise.torch defines nodes the op table does not have: {sorted(_stale)}")
 
-__all__ = ["backend_for", "NODES", "maximum", "minimum", "safe_log"] + [n for n in tapewise.NODE_NAMES if n in _DEFINED]
+__all__ = ["backend_for", "region", "NODES", "maximum", "minimum", "safe_log"] + \
+    [n for n in tapewise.NODE_NAMES if n in _DEFINED]
