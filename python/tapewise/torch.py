@@ -385,7 +385,11 @@ def _unary(name):
 
     def node(x: torch.Tensor) -> torch.Tensor:
         if x.__class__ is _Value:
-            return _Value(x._region, record(x._tape(name), x._id))
+            region = x._region
+            tape = region.tape
+            if tape is None:
+                x._tape(name)  # raises: the region has returned
+            return _Value(region, record(tape, x._id))
         return apply(x, op_index, 0.0, 0.0)
 
     node.__name__ = node.__qualname__ = name
