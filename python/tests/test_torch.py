@@ -541,3 +541,33 @@ def test_region_runs_on_the_current_stream():
         expected = torch.from_dlpack(grads[leaf])
     torch.cuda.synchronize()
     assert_same_bits(x.grad.cpu().numpy(), expected.cpu().numpy(), "region on a side stream")
+
+
+def test_bench_torch_nodes_runs_on_the_cpu_and_reports_every_variant(tmp_path):
+    """A smoke run of tools/bench/bench_torch_nodes.py at tiny sizes: it checks its variants against
+    the tape before timing, exits 0, and writes a number for every node kind and chain variant."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+    script = Path(__file__).resolve().parents[2] / "tools" / "bench" / "bench_torch_nodes.py"
+    out = tmp_path / "bench.json"
+    run = subprocess.run([sys.executable, str(script), "--device", "cpu", "--out", str(out), "--node-log2", "6",
+                          "--chain-sizes", "4", "6", "--chain-length", "20", "--reps", "1", "--chain-reps", "1",
+                          "--warmup", "0", "--calls", "2"], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    report = json.loads(out.read_text())
+    assert report["schema"] == "tapewise.bench_torch_nodes/1"
+    kinds = {row["op"] for row in report["per_node"]}
+    assert {"sin", "tanh", "sigmoid", "relu", "scale", "maximum", "mul", "clamp"} <= kinds
+    for row in report["per_node"]:
+        assert row["eager_fwd_bwd_us"] > 0 and row["tapewise_fwd_bwd_us"] > 0 and row["meets_target"] is None
+    assert [row["log2"] for row in report["chain_us_per_node"]] == [4, 6]
+    for row in report["chain_us_per_node"]:
+        for variant in ("eager", "tapewise.torch per node", "tapewise.torch region", "tapewise.Tape"):
+            assert row[variant] > 0, variant
+    if not torch.cuda.is_available():
+        refused = subprocess.run([sys.executable, str(script), "--device", "cuda", "--out", str(tmp_path / "no.json")],
+                                 capture_output=True, text=True, timeout=120)
+        assert refused.returncode == 2 and "needs a GPU" in refused.stderr
+        assert not (tmp_path / "no.json").exists()
