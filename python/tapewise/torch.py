@@ -70,9 +70,10 @@ _TIE_NODES = (_OP_INDEX["max"], _OP_INDEX["min"])
 _cpu_backend = None
 _cuda_backends: dict[tuple[int, int], tapewise.Backend] = {}
 # PyTorch's current cudaStream_t of a device as an int, without building a torch.cuda.Stream object
-# (a private torch function, ~10x cheaper; torch.cuda.current_stream(...).cuda_stream where absent).
+# per call (torch._C._cuda_getCurrentRawStream, private, what torch's compiled code calls; a CPU-only
+# torch build lacks it, and a future torch might: torch.cuda.current_stream(...).cuda_stream then).
 _current_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-if _current_raw_stream is None:  # pragma: no cover (every torch since 1.x has it)
+if _current_raw_stream is None:
     def _current_raw_stream(device: int) -> int:
         return torch.cuda.current_stream(device).cuda_stream
 
