@@ -571,3 +571,14 @@ def test_bench_torch_nodes_runs_on_the_cpu_and_reports_every_variant(tmp_path):
                                  capture_output=True, text=True, timeout=120)
         assert refused.returncode == 2 and "needs a GPU" in refused.stderr
         assert not (tmp_path / "no.json").exists()
+
+
+def test_region_double_backward_is_refused():
+    x = torch.linspace(-1, 1, 8, dtype=torch.float64, requires_grad=True)
+    v = torch.ones(8, dtype=torch.float64, requires_grad=True)
+    y = twt.region(twt.tanh)(x)
+    (gx,) = torch.autograd.grad(y, x, grad_outputs=v, create_graph=True)
+    (plain,) = torch.autograd.grad(twt.region(twt.tanh)(x), x, grad_outputs=v.detach())
+    assert_same_bits(gx.detach().numpy(), plain.numpy(), "create_graph gradient")
+    with pytest.raises(RuntimeError, match="once_differentiable"):
+        gx.sum().backward()
