@@ -8,7 +8,7 @@ these ops as one tapewise tape.
     y = twt.maximum(twt.sin(x), twt.clamp(x, -0.5, 0.5))
     y.sum().backward()                       # x.grad: tapewise's fused VJPs, one autograd node each
 
-    @twt.region                              # the same ops, one tape: one forward program, one backward
+    @twt.region                              # the same ops, one tape: forward and backward as programs
     def block(x, w):
         return twt.relu(twt.scale(twt.tanh(twt.mul(x, w)), 0.9))
     block(x, w).sum().backward()             # x.grad, w.grad: Tape.backward's bits
@@ -380,9 +380,11 @@ def region(fn):
     """Runs `fn`, written with tapewise.torch ops, as one tapewise tape: returns a function taking the
     same arguments. Each call records a fresh tape (no compile step, no caching: any Python control
     flow is followed afresh), with a leaf per distinct torch tensor argument (viewed, no copy;
-    requires_grad as the tensor's), runs the forward as one tape program, and returns the output as an
-    ordinary torch tensor (zero-copy from the tape's memory) whose grad_fn runs Tape.backward(out, g,
-    wanted=[the inputs that need a gradient]) as one backward program.
+    requires_grad as the tensor's), and returns the output as an ordinary torch tensor (zero-copy from
+    the tape's memory) whose grad_fn runs Tape.backward(out, g, wanted=[the inputs that need a
+    gradient]). The tape runs them as it always does: up to Tape.program_threshold elements (2^20 by
+    default) the forward is a tape program per Tape.max_pending_nodes nodes (448) and the backward one
+    program; larger tensors run a kernel per node.
 
         @twt.region
         def block(x, w):
