@@ -76,42 +76,95 @@ void vjp_buffers(PyBackend& be, const std::string& op_name_, const std::vector<P
 // The pointer-level kernels (tapewise.torch's fast path): raw addresses of contiguous framework
 // memory holding `numel` elements each, wrapped as 1-D views for the duration of the call. No
 // keep-alive: the caller holds the tensors, and the backend is on the caller's stream, so a
-// framework reusing the memory afterwards is ordered after these kernels.
-std::vector<Buffer> wrap_pointers(Backend& be, const std::vector<std::uintptr_t>& ptrs, std::int64_t numel, DType dtype) {
-  std::vector<Buffer> views;
-  views.reserve(ptrs.size());
-  for (std::uintptr_t p : ptrs) views.push_back(unwrap(be.wrap(reinterpret_cast<void*>(p), Shape{numel}, dtype)));
-  return views;
+// framework reusing the memory afterwards is ordered after these kernels. Both entry points (the
+// tuple form forward_ptrs/vjp_fused_ptrs, and the fixed-arity _forward_raw/_vjp_raw that
+// tapewise.torch calls per node, where a 0 address means "no second input") end in these, after the
+// same checks: op index, arity, dtype.
+Op op_at(int op_index, const char* what) {
+  if (op_index < 0 || op_index >= kOpCount)
+    raise(ErrorCode::InvalidArgument, std::string(what) + ": op index " + std::to_string(op_index) +
+                                          " out of range (0 .. " + std::to_string(kOpCount - 1) + ")");
+  return static_cast<Op>(op_index);
+}
+
+DType dtype_at(int dtype_code, const char* what) {
+  if (dtype_code == static_cast<int>(DType::float32)) return DType::float32;
+  if (dtype_code == static_cast<int>(DType::float64)) return DType::float64;
+  raise(ErrorCode::DTypeMismatch, std::string(what) + ": dtype code " + std::to_string(dtype_code) +
+                                      " is not float32 or float64 (see tapewise._tapewise.DTYPE_CODES)");
+}
+
+Buffer wrap_pointer(Backend& be, std::uintptr_t p, std::int64_t numel, DType dtype) {
+  return unwrap(be.wrap(reinterpret_cast<void*>(p), Shape{numel}, dtype));
+}
+
+// At most two inputs (the op table's largest arity): fixed arrays, no heap vectors of pointers.
+void forward_addresses(Backend& be, Op op, double s0, double s1, const std::uintptr_t* inputs, std::size_t count,
+                       std::uintptr_t out, std::int64_t numel, DType dtype) {
+  Buffer in[2];
+  const Buffer* in_ptrs[2] = {&in[0], &in[1]};
+  for (std::size_t k = 0; k < count; ++k) in[k] = wrap_pointer(be, inputs[k], numel, dtype);
+  Buffer result = wrap_pointer(be, out, numel, dtype);
+  unwrap(be.forward(op, Scalars{s0, s1}, std::span<const Buffer* const>(in_ptrs, count), result));
+}
+
+void vjp_addresses(Backend& be, Op op, double s0, double s1, const std::uintptr_t* inputs, std::size_t count,
+                   std::uintptr_t g, const std::uintptr_t* grads, std::int64_t numel, DType dtype) {
+  Buffer in[2], out[2];
+  const Buffer* in_ptrs[2] = {&in[0], &in[1]};
+  Buffer* out_ptrs[2] = {&out[0], &out[1]};
+  for (std::size_t k = 0; k < count; ++k) {
+    in[k] = wrap_pointer(be, inputs[k], numel, dtype);
+    out[k] = wrap_pointer(be, grads[k], numel, dtype);
+  }
+  const Buffer upstream = wrap_pointer(be, g, numel, dtype);
+  unwrap(be.vjp_fused(op, Scalars{s0, s1}, std::span<const Buffer* const>(in_ptrs, count), upstream,
+                      std::span<Buffer* const>(out_ptrs, count)));
 }
 
 void forward_pointers(PyBackend& be, int op_index, double s0, double s1, const std::vector<std::uintptr_t>& inputs,
                       std::uintptr_t out, std::int64_t numel, const std::string& dtype_name_) {
-  if (op_index < 0 || op_index >= kOpCount) raise(ErrorCode::InvalidArgument, "forward_ptrs: op index out of range");
-  const Op op = static_cast<Op>(op_index);
+  const Op op = op_at(op_index, "forward_ptrs");
   check_arity(op, inputs.size(), inputs.size(), "forward_ptrs");
   const DType dtype = dtype_from_python(dtype_name_);
-  std::vector<Buffer> in = wrap_pointers(*be.backend, inputs, numel, dtype);
-  std::vector<Buffer> outs = wrap_pointers(*be.backend, {out}, numel, dtype);
-  std::vector<const Buffer*> in_ptrs;
-  for (const Buffer& b : in) in_ptrs.push_back(&b);
-  unwrap(be.backend->forward(op, Scalars{s0, s1}, in_ptrs, outs[0]));
+  forward_addresses(*be.backend, op, s0, s1, inputs.data(), inputs.size(), out, numel, dtype);
 }
 
 void vjp_pointers(PyBackend& be, int op_index, double s0, double s1, const std::vector<std::uintptr_t>& inputs,
                   std::uintptr_t g, const std::vector<std::uintptr_t>& grads, std::int64_t numel,
                   const std::string& dtype_name_) {
-  if (op_index < 0 || op_index >= kOpCount) raise(ErrorCode::InvalidArgument, "vjp_fused_ptrs: op index out of range");
-  const Op op = static_cast<Op>(op_index);
+  const Op op = op_at(op_index, "vjp_fused_ptrs");
   check_arity(op, inputs.size(), grads.size(), "vjp_fused_ptrs");
   const DType dtype = dtype_from_python(dtype_name_);
-  std::vector<Buffer> in = wrap_pointers(*be.backend, inputs, numel, dtype);
-  std::vector<Buffer> gs = wrap_pointers(*be.backend, {g}, numel, dtype);
-  std::vector<Buffer> out = wrap_pointers(*be.backend, grads, numel, dtype);
-  std::vector<const Buffer*> in_ptrs;
-  std::vector<Buffer*> out_ptrs;
-  for (const Buffer& b : in) in_ptrs.push_back(&b);
-  for (Buffer& b : out) out_ptrs.push_back(&b);
-  unwrap(be.backend->vjp_fused(op, Scalars{s0, s1}, in_ptrs, gs[0], out_ptrs));
+  vjp_addresses(*be.backend, op, s0, s1, inputs.data(), inputs.size(), g, grads.data(), numel, dtype);
+}
+
+// The fixed-arity entries: b (and db) are 0 for a unary node and non-zero for a binary one.
+std::size_t raw_arity(Op op, std::uintptr_t b, std::uintptr_t db, bool has_grads, const char* what) {
+  const int arity = op_info(op).arity;
+  const bool second = b != 0;
+  if (second != (arity == 2) || (has_grads && (db != 0) != second))
+    raise(ErrorCode::InvalidArgument, std::string(what) + ": " + op_name(op) + " takes " + std::to_string(arity) +
+                                          " input(s) and as many gradients (pass 0 for an unused second address)");
+  return static_cast<std::size_t>(arity);
+}
+
+void forward_raw(PyBackend& be, int op_index, double s0, double s1, std::uintptr_t a, std::uintptr_t b,
+                 std::uintptr_t out, std::int64_t numel, int dtype_code) {
+  const Op op = op_at(op_index, "_forward_raw");
+  const std::size_t arity = raw_arity(op, b, 0, false, "_forward_raw");
+  const DType dtype = dtype_at(dtype_code, "_forward_raw");
+  const std::uintptr_t inputs[2] = {a, b};
+  forward_addresses(*be.backend, op, s0, s1, inputs, arity, out, numel, dtype);
+}
+
+void vjp_raw(PyBackend& be, int op_index, double s0, double s1, std::uintptr_t a, std::uintptr_t b, std::uintptr_t g,
+             std::uintptr_t da, std::uintptr_t db, std::int64_t numel, int dtype_code) {
+  const Op op = op_at(op_index, "_vjp_raw");
+  const std::size_t arity = raw_arity(op, b, db, true, "_vjp_raw");
+  const DType dtype = dtype_at(dtype_code, "_vjp_raw");
+  const std::uintptr_t inputs[2] = {a, b}, grads[2] = {da, db};
+  vjp_addresses(*be.backend, op, s0, s1, inputs, arity, g, grads, numel, dtype);
 }
 
 PyBuffer allocate_buffer(PyBackend& be, const std::vector<std::int64_t>& shape, const std::string& dtype) {
@@ -189,7 +242,13 @@ void bind_backend(nb::module_& m) {
            "backend, each holding `numel` elements of `dtype` (\"float32\"/\"float64\"). The caller keeps\n"
            "the memory alive and must be on the backend's stream (or synchronise).")
       .def("vjp_fused_ptrs", &vjp_pointers, "op_index"_a, "s0"_a, "s1"_a, "inputs"_a, "g"_a, "grads"_a, "numel"_a,
-           "dtype"_a, "Low level: the fused VJP on raw addresses (see forward_ptrs).");
+           "dtype"_a, "Low level: the fused VJP on raw addresses (see forward_ptrs).")
+      .def("_forward_raw", &forward_raw, "op_index"_a, "s0"_a, "s1"_a, "a"_a, "b"_a, "out"_a, "numel"_a,
+           "dtype_code"_a,
+           "forward_ptrs with fixed arity, for tapewise.torch's per-node path: b is 0 for a unary node;\n"
+           "dtype_code is tapewise._tapewise.DTYPE_CODES[dtype]. Same checks and errors.")
+      .def("_vjp_raw", &vjp_raw, "op_index"_a, "s0"_a, "s1"_a, "a"_a, "b"_a, "g"_a, "da"_a, "db"_a, "numel"_a,
+           "dtype_code"_a, "vjp_fused_ptrs with fixed arity (see _forward_raw): b and db are 0 for a unary node.");
 
   nb::class_<PyBuffer>(m, "Buffer",
       "A tapewise buffer owned by Python (a gradient, or Backend.wrap/allocate): move-only device or\n"
@@ -230,6 +289,10 @@ void bind_backend(nb::module_& m) {
            "Buffer is then empty (its properties raise InvalidArgumentError), and a gradient's Buffer\n"
            "leaves its Gradients.");
 
+  nb::dict dtype_codes;
+  dtype_codes["float32"] = static_cast<int>(DType::float32);
+  dtype_codes["float64"] = static_cast<int>(DType::float64);
+  m.attr("DTYPE_CODES") = dtype_codes;
   m.def("cpu", [] { return PyBackend{make_cpu_backend(), false}; },
         "A new CPU backend: the same per-element code as the CUDA kernels, compiled for the host.");
   m.def("_cuda", &make_cuda, "device"_a, "stream"_a = nb::none(),

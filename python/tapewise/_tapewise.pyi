@@ -98,6 +98,15 @@ class Backend:
     def vjp_fused_ptrs(self, op_index: int, s0: float, s1: float, inputs: Sequence[int], g: int, grads: Sequence[int], numel: int, dtype: str) -> None:
         """Low level: the fused VJP on raw addresses (see forward_ptrs)."""
 
+    def _forward_raw(self, op_index: int, s0: float, s1: float, a: int, b: int, out: int, numel: int, dtype_code: int) -> None:
+        """
+        forward_ptrs with fixed arity, for tapewise.torch's per-node path: b is 0 for a unary node;
+        dtype_code is tapewise._tapewise.DTYPE_CODES[dtype]. Same checks and errors.
+        """
+
+    def _vjp_raw(self, op_index: int, s0: float, s1: float, a: int, b: int, g: int, da: int, db: int, numel: int, dtype_code: int) -> None:
+        """vjp_fused_ptrs with fixed arity (see _forward_raw): b and db are 0 for a unary node."""
+
 class Buffer:
     """
     A tapewise buffer owned by Python (a gradient, or Backend.wrap/allocate): move-only device or
@@ -160,6 +169,8 @@ class Buffer:
         Buffer is then empty (its properties raise InvalidArgumentError), and a gradient's Buffer
         leaves its Gradients.
         """
+
+DTYPE_CODES: dict = {'float32' : 0, 'float64' : 1}
 
 def cpu() -> Backend:
     """

@@ -96,6 +96,22 @@ def pointer_run(name, inputs, g):
     return y, grads
 
 
+def raw_pointer_run(name, inputs, g):
+    """(y, [grads]) through the fixed-arity pointer kernels tapewise.torch calls (CPU backend)."""
+    backend = tapewise.cpu()
+    op_index = NODES.index(name)
+    s = (SCALARS.get(name, []) + [0.0, 0.0])[:2]
+    code = tapewise._tapewise.DTYPE_CODES[str(inputs[0].dtype)]
+    y = np.empty_like(inputs[0])
+    grads = [np.empty_like(x) for x in inputs]
+    second = inputs[1].ctypes.data if len(inputs) == 2 else 0
+    second_grad = grads[1].ctypes.data if len(inputs) == 2 else 0
+    backend._forward_raw(op_index, s[0], s[1], inputs[0].ctypes.data, second, y.ctypes.data, y.size, code)
+    backend._vjp_raw(op_index, s[0], s[1], inputs[0].ctypes.data, second, g.ctypes.data, grads[0].ctypes.data,
+                     second_grad, y.size, code)
+    return y, grads
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "float64"])
 @pytest.mark.parametrize("name", NODES)
 def test_entry_points_agree_bit_for_bit(backend, name, dtype):
@@ -109,6 +125,7 @@ def test_entry_points_agree_bit_for_bit(backend, name, dtype):
     }
     if backend.kind == "cpu":
         others["pointers"] = pointer_run(name, inputs, g)
+        others["raw pointers"] = raw_pointer_run(name, inputs, g)
     for what, (y2, grads2) in others.items():
         assert_same_bits(y2, y, f"{name} forward via {what}")
         for d2, d in zip(grads2, grads):
@@ -164,3 +181,38 @@ def test_seed_none_means_ones(backend):
     x = leaf(tape, np.array([0.5, 1.5]))
     y = tape.sin(x)
     np.testing.assert_allclose(tape.backward(y).host(x), np.cos([0.5, 1.5]), rtol=1e-15)
+
+
+def test_pointer_kernels_refuse_a_bad_op_index_arity_or_dtype():
+    """Both pointer entry points (the tuple form and tapewise.torch's fixed-arity one) check the op
+    index, the arity and the dtype before touching memory."""
+    backend = tapewise.cpu()
+    x, y = np.ones(4, np.float32), np.full(4, 2.0, np.float32)
+    sin, add = NODES.index("sin"), NODES.index("add")
+    f32 = tapewise._tapewise.DTYPE_CODES["float32"]
+    with pytest.raises(tapewise.InvalidArgumentError, match="op index"):
+        backend.forward_ptrs(len(NODES), 0.0, 0.0, [x.ctypes.data], y.ctypes.data, 4, "float32")
+    with pytest.raises(tapewise.InvalidArgumentError, match="op index 23 out of range"):
+        backend._forward_raw(len(NODES), 0.0, 0.0, x.ctypes.data, 0, y.ctypes.data, 4, f32)
+    with pytest.raises(tapewise.InvalidArgumentError, match="op index -1 out of range"):
+        backend._vjp_raw(-1, 0.0, 0.0, x.ctypes.data, 0, x.ctypes.data, y.ctypes.data, 0, 4, f32)
+    with pytest.raises(tapewise.InvalidArgumentError, match="add takes 2 input"):
+        backend.forward_ptrs(add, 0.0, 0.0, [x.ctypes.data], y.ctypes.data, 4, "float32")
+    with pytest.raises(tapewise.InvalidArgumentError, match="add takes 2 input"):
+        backend._forward_raw(add, 0.0, 0.0, x.ctypes.data, 0, y.ctypes.data, 4, f32)
+    with pytest.raises(tapewise.InvalidArgumentError, match="sin takes 1 input"):
+        backend._forward_raw(sin, 0.0, 0.0, x.ctypes.data, x.ctypes.data, y.ctypes.data, 4, f32)
+    with pytest.raises(tapewise.InvalidArgumentError, match="add takes 2 input"):
+        backend._vjp_raw(add, 0.0, 0.0, x.ctypes.data, x.ctypes.data, x.ctypes.data, y.ctypes.data, 0, 4, f32)
+    with pytest.raises(tapewise.InvalidArgumentError, match="sin takes 1 input"):
+        backend._vjp_raw(sin, 0.0, 0.0, x.ctypes.data, 0, x.ctypes.data, y.ctypes.data, y.ctypes.data, 4, f32)
+    with pytest.raises(tapewise.DTypeMismatchError, match="float16"):
+        backend.forward_ptrs(sin, 0.0, 0.0, [x.ctypes.data], y.ctypes.data, 4, "float16")
+    with pytest.raises(tapewise.DTypeMismatchError, match="dtype code 7"):
+        backend._forward_raw(sin, 0.0, 0.0, x.ctypes.data, 0, y.ctypes.data, 4, 7)
+    assert np.all(y == 2.0)  # no refused call wrote its output
+    expected = np.empty_like(y)
+    backend.forward_ptrs(sin, 0.0, 0.0, [x.ctypes.data], expected.ctypes.data, 4, "float32")
+    backend._forward_raw(sin, 0.0, 0.0, x.ctypes.data, 0, y.ctypes.data, 4, f32)  # a good call works
+    assert_same_bits(y, expected, "sin through _forward_raw")
+    assert not np.any(y == 2.0)

@@ -1,0 +1,321 @@
+#!/usr/bin/env python3
+"""tools/bench/bench_torch_nodes.py — what a tapewise.torch node and a tapewise.torch region cost from
+PyTorch, against PyTorch eager and tapewise.Tape (issue 24, target 3), in one run:
+
+(a) per node kind, forward + backward per call (torch.autograd.grad of one node) at 2^12 elements:
+    the eager torch op against the tapewise.torch node, and their ratio (target: <= 1);
+(b) the 1,000-node chain of the issue (sin, tanh, sigmoid, scale 0.9, relu repeated), record +
+    backward of the input's gradient, in us per node at 2^12, 2^16 and 2^20 elements: PyTorch eager,
+    tapewise.torch node by node, tapewise.torch.region (one tape program; target at 2^12: <= 2 us per
+    node) and tapewise.Tape directly.
+
+Timing: CUDA events around each sample on --device cuda (perf_counter on --device cpu), after
+--warmup samples, median of --reps samples; inputs random, never zero. Before timing, each variant's
+result is checked (the region's and the per-node gradients against Tape.backward's, eager's values
+against tapewise's within a tolerance): the script exits non-zero rather than report a number of a
+computation that is wrong or empty. Prints a table, writes JSON to --out.
+
+    python3 tools/bench/bench_torch_nodes.py --out results/bench_torch_nodes.json            # an H200
+    python3 tools/bench/bench_torch_nodes.py --device cpu --chain-sizes 4 8 --out /tmp/b.json
+"""
+
+import argparse
+import datetime
+import json
+import math
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+import tapewise
+import tapewise.torch as twt
+
+TARGET_NODE_RATIO = 1.0         # a tapewise.torch node costs no more than the eager op it replaces
+TARGET_REGION_US_PER_NODE = 2.0  # the chain as a region at 2^12, per node
+
+
+class BenchError(RuntimeError):
+    """A check before or after timing failed: no number is reported."""
+
+
+def timer(device):
+    """sample(fn) -> milliseconds of one call of fn: CUDA events on CUDA, perf_counter on the CPU."""
+    if device == "cuda":
+        def sample(fn):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            return start.elapsed_time(end)
+    else:
+        def sample(fn):
+            start = time.perf_counter()
+            fn()
+            return (time.perf_counter() - start) * 1e3
+    return sample
+
+
+def median_ms(sample, fn, reps, warmup, what):
+    for _ in range(warmup):
+        fn()
+    times = [sample(fn) for _ in range(reps)]
+    median = statistics.median(times)
+    if not (math.isfinite(median) and median > 0):
+        raise BenchError(f"{what}: the median time is {median} ms")
+    return median
+
+
+def nonzero_random(n, device, dtype, generator, positive=False):
+    """Normal values (|x| + 0.5 when positive), never zero."""
+    x = torch.randn(n, dtype=dtype, generator=generator)
+    x[x == 0] = 0.5
+    if positive:
+        x = x.abs() + 0.5
+    return x.to(device)
+
+
+# (eager op, tapewise.torch node, arity, needs positive inputs): the nodes of part (a).
+NODE_KINDS = {
+    "sin": (torch.sin, twt.sin, 1, False),
+    "cos": (torch.cos, twt.cos, 1, False),
+    "tanh": (torch.tanh, twt.tanh, 1, False),
+    "sigmoid": (torch.sigmoid, twt.sigmoid, 1, False),
+    "relu": (torch.relu, twt.relu, 1, False),
+    "exp": (torch.exp, twt.exp, 1, False),
+    "log": (torch.log, twt.log, 1, True),
+    "gelu": (lambda x: torch.nn.functional.gelu(x, approximate="tanh"), twt.gelu, 1, False),
+    "silu": (torch.nn.functional.silu, twt.silu, 1, False),
+    "softplus": (torch.nn.functional.softplus, twt.softplus, 1, False),
+    "scale": (lambda x: x * 0.9, lambda x: twt.scale(x, 0.9), 1, False),
+    "clamp": (lambda x: torch.clamp(x, -0.5, 0.5), lambda x: twt.clamp(x, -0.5, 0.5), 1, False),
+    "maximum": (torch.maximum, twt.maximum, 2, False),
+    "minimum": (torch.minimum, twt.minimum, 2, False),
+    "add": (torch.add, twt.add, 2, False),
+    "mul": (torch.mul, twt.mul, 2, False),
+    "div": (torch.div, twt.div, 2, True),
+}
+
+
+def per_node(args, sample, generator):
+    n = 1 << args.node_log2
+    rows = []
+    for name, (eager, node, arity, positive) in NODE_KINDS.items():
+        inputs = [nonzero_random(n, args.device, args.dtype, generator, positive).requires_grad_()
+                  for _ in range(arity)]
+        g = nonzero_random(n, args.device, args.dtype, generator, positive=True)
+        reference = torch.autograd.grad(eager(*inputs), inputs, g)
+        ours = torch.autograd.grad(node(*inputs), inputs, g)
+        for r, o in zip(reference, ours):  # the same function, rounded by different code
+            torch.testing.assert_close(o, r, rtol=1e-4, atol=1e-5, msg=lambda m: f"{name}: {m}")
+
+        def loop(op):
+            def run():
+                for _ in range(args.calls):
+                    torch.autograd.grad(op(*inputs), inputs, g)
+            return run
+
+        eager_us = median_ms(sample, loop(eager), args.reps, args.warmup, f"eager {name}") * 1e3 / args.calls
+        node_us = median_ms(sample, loop(node), args.reps, args.warmup, f"tapewise.torch {name}") * 1e3 / args.calls
+        ratio = node_us / eager_us
+        rows.append({"op": name, "elements": n, "eager_fwd_bwd_us": eager_us, "tapewise_fwd_bwd_us": node_us,
+                     "ratio": ratio, "target_ratio": TARGET_NODE_RATIO,
+                     "meets_target": ratio <= TARGET_NODE_RATIO if args.device == "cuda" else None})
+    return rows
+
+
+def chain(ops, x, length):
+    """The issue's chain: sin, tanh, sigmoid, scale 0.9, relu, repeated to `length` nodes."""
+    for _ in range(length // 5):
+        x = ops.relu(ops.scale(ops.sigmoid(ops.tanh(ops.sin(x))), 0.9))
+    return x
+
+
+class EagerOps:
+    sin, tanh, sigmoid, relu = torch.sin, torch.tanh, torch.sigmoid, torch.relu
+
+    @staticmethod
+    def scale(x, c):
+        return x * c
+
+
+VARIANTS = ("eager", "tapewise.torch per node", "tapewise.torch region", "tapewise.Tape")
+
+
+def chain_variants(length):
+    """name -> fn(x, g) returning the gradient of the chain's output with respect to x, seeded by g."""
+    region = twt.region(lambda x: chain(twt, x, length))
+
+    def eager(x, g):
+        return torch.autograd.grad(chain(EagerOps, x, length), x, g)[0]
+
+    def per_node(x, g):
+        return torch.autograd.grad(chain(twt, x, length), x, g)[0]
+
+    def in_region(x, g):
+        return torch.autograd.grad(region(x), x, g)[0]
+
+    def tape_direct(x, g):
+        tape = tapewise.Tape(twt.backend_for(x))
+        leaf = tape.leaf(x.detach())
+        out = chain(tape, leaf, length)
+        return torch.from_dlpack(tape.backward(out, g, wanted=[leaf])[leaf])
+
+    return {"eager": eager, "tapewise.torch per node": per_node, "tapewise.torch region": in_region,
+            "tapewise.Tape": tape_direct, "length": length}
+
+
+def same_bits(a, b):
+    a, b = a.detach().contiguous().cpu(), b.detach().contiguous().cpu()
+    view = torch.int32 if a.dtype == torch.float32 else torch.int64
+    return a.shape == b.shape and torch.equal(a.view(view), b.view(view))
+
+
+def check_chain(variants, x, g):
+    """Each variant computes the chain: the tape's gradient is the reference, the region's must be its
+    bits, the per-node path's its bits up to NaN, eager's close to it. Over 1,000 nodes the input's
+    gradient underflows to zero (each sin-tanh-sigmoid-scale-relu block multiplies it by ~0.05), though
+    every VJP still runs; so the gradients are checked, non-zero, on the first 20 nodes, and on the
+    whole chain the outputs (which stay in (0, 0.9)) and the gradients' bits."""
+    short = chain_variants(20)
+    reference = short["tapewise.Tape"](x, g)
+    if not bool((reference != 0).all()):
+        raise BenchError("the 20-node chain's gradient has zeros: the inputs do not exercise the chain")
+    compare_gradients(short, reference, x, g, "20-node chain")
+    compare_gradients(variants, variants["tapewise.Tape"](x, g), x, g, "chain")
+    length = variants["length"]
+    tape = tapewise.Tape(twt.backend_for(x))
+    tape_out = torch.from_dlpack(tape.value(chain(tape, tape.leaf(x.detach()), length)))
+    region_out = twt.region(lambda v: chain(twt, v, length))(x)
+    if not (same_bits(region_out, tape_out) and bool((tape_out != 0).any())):
+        raise BenchError("the region's chain output is not the tape's bits, or is all zero")
+    torch.testing.assert_close(chain(EagerOps, x.detach(), length), tape_out, rtol=1e-3, atol=1e-5,
+                               msg=lambda m: f"eager's chain output is not tapewise's within 1e-3: {m}")
+
+
+def compare_gradients(variants, reference, x, g, what):
+    region = variants["tapewise.torch region"](x, g)
+    if not same_bits(region, reference):
+        raise BenchError(f"{what}: the region's gradient differs from Tape.backward's bits")
+    per_node = variants["tapewise.torch per node"](x, g)
+    both_nan = torch.isnan(per_node) & torch.isnan(reference)
+    if not same_bits(torch.where(both_nan, 0, per_node), torch.where(both_nan, 0, reference)):
+        raise BenchError(f"{what}: the per-node gradient differs from Tape.backward's (up to NaN)")
+    eager = variants["eager"](x, g)
+    torch.testing.assert_close(eager, reference, rtol=1e-3, atol=1e-5,
+                               msg=lambda m: f"{what}: eager's gradient is not tapewise's within 1e-3: {m}")
+
+
+def chain_costs(args, sample, generator):
+    variants = chain_variants(args.chain_length)
+    rows = []
+    for log2 in args.chain_sizes:
+        n = 1 << log2
+        x = nonzero_random(n, args.device, args.dtype, generator).requires_grad_()
+        g = nonzero_random(n, args.device, args.dtype, generator, positive=True)
+        check_chain(variants, x, g)
+        row = {"elements": n, "log2": log2, "nodes": args.chain_length}
+        for name in VARIANTS:
+            fn = variants[name]
+            ms = median_ms(sample, lambda: fn(x, g), args.chain_reps, args.warmup, f"{name} at 2^{log2}")
+            row[name] = ms * 1e3 / args.chain_length
+        if log2 == 12:
+            region = row["tapewise.torch region"]
+            row["region_target_us_per_node"] = TARGET_REGION_US_PER_NODE
+            row["region_meets_target"] = region <= TARGET_REGION_US_PER_NODE if args.device == "cuda" else None
+        rows.append(row)
+        del x, g
+        if args.device == "cuda":
+            torch.cuda.empty_cache()
+    return rows
+
+
+def print_tables(args, nodes, chains):
+    unit = "CUDA events" if args.device == "cuda" else "perf_counter"
+    print(f"(a) forward + backward per call at 2^{args.node_log2} {args.dtype_name}, us ({unit}, median)")
+    print(f"  {'op':<10} {'eager':>9} {'tapewise.torch':>15} {'ratio':>7}  target <= {TARGET_NODE_RATIO:g}")
+    for r in nodes:
+        verdict = {True: "met", False: "MISSED", None: "(GPU target)"}[r["meets_target"]]
+        print(f"  {r['op']:<10} {r['eager_fwd_bwd_us']:>9.2f} {r['tapewise_fwd_bwd_us']:>15.2f} {r['ratio']:>7.2f}  {verdict}")
+    print()
+    names = VARIANTS
+    print(f"(b) the {args.chain_length}-node chain, record + backward, us per node ({unit}, median)")
+    print("  " + f"{'elements':<10}" + "".join(f"{n:>26}" for n in names))
+    for r in chains:
+        line = "  " + f"2^{r['log2']:<8}" + "".join(f"{r[n]:>26.3f}" for n in names)
+        if "region_meets_target" in r:
+            verdict = {True: "met", False: "MISSED", None: "(GPU target)"}[r["region_meets_target"]]
+            line += f"   region target <= {TARGET_REGION_US_PER_NODE:g}: {verdict}"
+        print(line)
+
+
+def git_commit():
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True,
+                              cwd=Path(__file__).resolve().parent).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True, help="JSON output path")
+    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    parser.add_argument("--dtype", choices=["float32", "float64"], default="float32")
+    parser.add_argument("--reps", type=int, default=20, help="timed samples per node kind")
+    parser.add_argument("--chain-reps", type=int, default=10, help="timed samples per chain variant and size")
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--calls", type=int, default=100, help="node calls per sample in part (a)")
+    parser.add_argument("--node-log2", type=int, default=12, help="part (a) runs at 2^this elements")
+    parser.add_argument("--chain-sizes", type=int, nargs="+", default=None,
+                        help="log2 of the chain's sizes (default: 12 16 20 on cuda, 4 8 12 on cpu)")
+    parser.add_argument("--chain-length", type=int, default=1000, help="nodes in the chain (a multiple of 5)")
+    args = parser.parse_args()
+    if args.chain_length <= 0 or args.chain_length % 5:
+        parser.error("--chain-length must be a positive multiple of 5 (the chain repeats 5 nodes)")
+    if min(args.reps, args.chain_reps, args.calls) < 1 or args.warmup < 0:
+        parser.error("--reps, --chain-reps and --calls must be at least 1, --warmup at least 0")
+    args.chain_sizes = args.chain_sizes or ([12, 16, 20] if args.device == "cuda" else [4, 8, 12])
+    args.dtype_name, args.dtype = args.dtype, getattr(torch, args.dtype)
+    if args.device == "cuda" and not (torch.cuda.is_available() and tapewise.cuda_available()):
+        why = tapewise.cuda_unavailable_reason() or "torch.cuda.is_available() is False"
+        print(f"bench_torch_nodes: --device cuda needs a GPU that torch and tapewise both open ({why}); "
+              "--device cpu runs on the CPU", file=sys.stderr)
+        return 2
+
+    generator = torch.Generator().manual_seed(20261202)
+    sample = timer(args.device)
+    try:
+        nodes = per_node(args, sample, generator)
+        chains = chain_costs(args, sample, generator)
+    except (BenchError, AssertionError) as failure:
+        print(f"bench_torch_nodes: FAILED, nothing written: {failure}", file=sys.stderr)
+        return 1
+    print_tables(args, nodes, chains)
+    probe = torch.empty(1, device=args.device)
+    report = {
+        "schema": "tapewise.bench_torch_nodes/1",
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "device": torch.cuda.get_device_name() if args.device == "cuda" else platform.processor() or "cpu",
+        "tapewise_backend": twt.backend_for(probe).describe(),
+        "torch": torch.__version__, "tapewise": tapewise.__version__, "python": platform.python_version(),
+        "commit": git_commit(), "dtype": args.dtype_name, "reps": args.reps, "chain_reps": args.chain_reps,
+        "warmup": args.warmup, "calls_per_sample": args.calls,
+        "timing": ("CUDA events" if args.device == "cuda" else "time.perf_counter") + ", median",
+        "targets": {"node_ratio_max": TARGET_NODE_RATIO, "region_us_per_node_at_2^12_max": TARGET_REGION_US_PER_NODE,
+                    "apply_to": "cuda"},
+        "per_node": nodes, "chain_us_per_node": chains,
+    }
+    with open(args.out, "w") as f:
+        json.dump(report, f, indent=1)
+        f.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
