@@ -496,6 +496,38 @@ def _node_value_written():
         raise Wrong("writing into a node's value changed the backward")
 
 
+# tapewise.torch's fixed-arity entries: raw addresses are the caller's word (as forward_ptrs'), but
+# every other argument is checked before anything runs, and the output is left alone on a refusal.
+RAW_ENTRY_BAD = {
+    "op-index-past-the-table": dict(op=10**6),
+    "op-index-negative": dict(op=-1),
+    "dtype-code-unknown": dict(dtype_code=99),
+    "second-input-for-a-unary-node": dict(second=True),
+    "numel-negative": dict(numel=-4),
+    "numel-past-int64": dict(numel=2**70),
+    "op-index-a-string": dict(op="sin"),
+}
+for _label, _bad in RAW_ENTRY_BAD.items():
+    for _entry in ("forward", "vjp"):
+        @case(f"python/raw-entry/{_entry}-{_label}")
+        def _raw_entry(entry=_entry, bad=_bad):
+            np, tapewise = tapewise_modules()
+            backend = tapewise.cpu()
+            x, g = np.ones(4, np.float32), np.ones(4, np.float32)
+            out = np.full(4, 7.0, np.float32)
+            op = bad.get("op", tapewise.NODE_NAMES.index("sin"))
+            b = x.ctypes.data if bad.get("second") else 0
+            numel, code = bad.get("numel", 4), bad.get("dtype_code", tapewise._tapewise.DTYPE_CODES["float32"])
+            if entry == "forward":
+                call = lambda: backend._forward_raw(op, 0.0, 0.0, x.ctypes.data, b, out.ctypes.data, numel, code)
+            else:
+                call = lambda: backend._vjp_raw(op, 0.0, 0.0, x.ctypes.data, b, g.ctypes.data, out.ctypes.data, b,
+                                                numel, code)
+            expect_clean_error(call)
+            if out.tolist() != [7.0] * 4:
+                raise Wrong("a refused call wrote its output")
+
+
 @case("python/small/allocate-100-dims")
 def _allocate_100():
     _, tapewise = tapewise_modules()
