@@ -102,6 +102,34 @@ NODE_KINDS = {
 }
 
 
+class NoKernelFunction(torch.autograd.Function):
+    """A Python autograd.Function that allocates its output and gradient and launches nothing: what
+    any node written as a Python autograd.Function costs PyTorch before its kernels run."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return torch.empty_like(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return torch.empty_like(g)
+
+
+def calls_of(op, inputs, g, calls):
+    def run():
+        for _ in range(calls):
+            torch.autograd.grad(op(*inputs), inputs, g)
+    return run
+
+
+def function_floor(args, sample, generator):
+    """us per forward + backward of NoKernelFunction at the nodes' size."""
+    x = nonzero_random(1 << args.node_log2, args.device, args.dtype, generator).requires_grad_()
+    g = nonzero_random(1 << args.node_log2, args.device, args.dtype, generator, positive=True)
+    run = calls_of(NoKernelFunction.apply, [x], g, args.calls)
+    return median_ms(sample, run, args.reps, args.warmup, "autograd.Function floor") * 1e3 / args.calls
+
+
 def per_node(args, sample, generator):
     n = 1 << args.node_log2
     rows = []
@@ -114,14 +142,10 @@ def per_node(args, sample, generator):
         for r, o in zip(reference, ours):  # the same function, rounded by different code
             torch.testing.assert_close(o, r, rtol=1e-4, atol=1e-5, msg=lambda m: f"{name}: {m}")
 
-        def loop(op):
-            def run():
-                for _ in range(args.calls):
-                    torch.autograd.grad(op(*inputs), inputs, g)
-            return run
-
-        eager_us = median_ms(sample, loop(eager), args.reps, args.warmup, f"eager {name}") * 1e3 / args.calls
-        node_us = median_ms(sample, loop(node), args.reps, args.warmup, f"tapewise.torch {name}") * 1e3 / args.calls
+        eager_us = median_ms(sample, calls_of(eager, inputs, g, args.calls), args.reps, args.warmup,
+                             f"eager {name}") * 1e3 / args.calls
+        node_us = median_ms(sample, calls_of(node, inputs, g, args.calls), args.reps, args.warmup,
+                            f"tapewise.torch {name}") * 1e3 / args.calls
         ratio = node_us / eager_us
         rows.append({"op": name, "elements": n, "eager_fwd_bwd_us": eager_us, "tapewise_fwd_bwd_us": node_us,
                      "ratio": ratio, "target_ratio": TARGET_NODE_RATIO,
@@ -235,13 +259,14 @@ def chain_costs(args, sample, generator):
     return rows
 
 
-def print_tables(args, nodes, chains):
+def print_tables(args, nodes, floor_us, chains):
     unit = "CUDA events" if args.device == "cuda" else "perf_counter"
     print(f"(a) forward + backward per call at 2^{args.node_log2} {args.dtype_name}, us ({unit}, median)")
     print(f"  {'op':<10} {'eager':>9} {'tapewise.torch':>15} {'ratio':>7}  target <= {TARGET_NODE_RATIO:g}")
     for r in nodes:
         verdict = {True: "met", False: "MISSED", None: "(GPU target)"}[r["meets_target"]]
         print(f"  {r['op']:<10} {r['eager_fwd_bwd_us']:>9.2f} {r['tapewise_fwd_bwd_us']:>15.2f} {r['ratio']:>7.2f}  {verdict}")
+    print(f"  floor: a Python autograd.Function that launches no kernel costs {floor_us:.2f} us per forward + backward")
     print()
     names = VARIANTS
     print(f"(b) the {args.chain_length}-node chain, record + backward, us per node ({unit}, median)")
@@ -292,11 +317,12 @@ def main():
     sample = timer(args.device)
     try:
         nodes = per_node(args, sample, generator)
+        floor_us = function_floor(args, sample, generator)
         chains = chain_costs(args, sample, generator)
     except (BenchError, AssertionError) as failure:
         print(f"bench_torch_nodes: FAILED, nothing written: {failure}", file=sys.stderr)
         return 1
-    print_tables(args, nodes, chains)
+    print_tables(args, nodes, floor_us, chains)
     probe = torch.empty(1, device=args.device)
     report = {
         "schema": "tapewise.bench_torch_nodes/1",
@@ -309,7 +335,7 @@ def main():
         "timing": ("CUDA events" if args.device == "cuda" else "time.perf_counter") + ", median",
         "targets": {"node_ratio_max": TARGET_NODE_RATIO, "region_us_per_node_at_2^12_max": TARGET_REGION_US_PER_NODE,
                     "apply_to": "cuda"},
-        "per_node": nodes, "chain_us_per_node": chains,
+        "per_node": nodes, "python_function_floor_us": floor_us, "chain_us_per_node": chains,
     }
     with open(args.out, "w") as f:
         json.dump(report, f, indent=1)
