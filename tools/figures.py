@@ -23,8 +23,10 @@ REGENERATE = "python3 tools/figures.py"
 MANIFEST = "docs/figures/manifest.json"
 
 # The committed measurements each figure and table is drawn from (paths from the repository root).
-CHAIN = "results/2026-12-01_H200_ff9fed2/chain/chain.json"        # the newest chain run (tapewise only)
-CHAIN_PEERS = "results/2026-12-01_H200_f347f09/chain/torch.json"  # PyTorch in the same lease, same GPU
+# The chain's newest run: tapewise-bench with PyTorch's eager, CUDA-graph and torch.compile times of
+# the same run attached to each row (tools/bench/run_bench.sh's pairing), one file per set of shapes.
+CHAIN = "results/2026-12-02_H200_d111320/bench_unary.json"      # the unary chain, all three peers
+CHAIN_SHAPES = "results/2026-12-02_H200_d111320/bench_bf.json"  # binary and fanout: eager, CUDA graph
 KERNELS = "results/2026-12-01_H200_d762d428001f/bench.json"       # per-node kernels at 2^26, with rooflines
 ROOFLINE = "results/2026-12-01_H200_d762d428001f/roofline.json"   # which pipe bounds a compute-bound kernel
 SWEEPS = {
@@ -53,23 +55,28 @@ def g3(x) -> str:
 
 # --- the chain: µs per node against tensor size ---------------------------------------------------
 
-def chain_rows(root: Path):
-    """(log2 n, tapewise row, peers' row) per size both runs measured."""
-    ours = {row["log2n"]: row for row in load(root, CHAIN)["chain"]}
-    peers = load(root, CHAIN_PEERS)["chain"]["sizes"]
-    return [(k, ours[k], peers[str(k)]) for k in sorted(ours) if str(k) in peers]
+def chain_rows(root: Path, source: str = CHAIN, shape: str = "unary"):
+    """(log2 n, tapewise row, peers' row) per size of one shape; a row carries its peers' times."""
+    rows = sorted((row for row in load(root, source)["chain"] if row.get("shape", "unary") == shape),
+                  key=lambda row: row["log2n"])
+    return [(row["log2n"], row, row) for row in rows]
+
+
+def peer_us(peers: dict, name: str):
+    """A peer's µs per node, None where the run did not measure it (torch.compile of some shapes)."""
+    return peers.get(f"{name}_us_per_node")
 
 
 def strongest_peer_text(us: float, peers: dict) -> str:
-    name, label = min(PEERS, key=lambda p: peers[f"{p[0]}_us_per_node"])
-    best = peers[f"{name}_us_per_node"]
+    name, label = min((p for p in PEERS if peer_us(peers, p[0]) is not None), key=lambda p: peer_us(peers, p[0]))
+    best = peer_us(peers, name)
     if abs(best / us - 1) < 0.02:
         return f"{label}, level ({us / best:.2f}×)"
     if us < best:
         return f"tapewise, {best / us:.2f}× ahead of {label}"
     text = f"{label}, {us / best:.2f}× faster"
-    compiled = peers["compile_us_per_node"]
-    if name != "compile" and us < compiled:
+    compiled = peer_us(peers, "compile")
+    if name != "compile" and compiled is not None and us < compiled:
         text += f"; tapewise {compiled / us:.2f}× ahead of torch.compile"
     return text
 
@@ -103,6 +110,18 @@ def table_chain(root: Path) -> str:
                      f"{s3(peers['eager_us_per_node'])} | {s3(peers['graph_us_per_node'])} | "
                      f"{s3(peers['compile_us_per_node'])} ({first_call_text(peers['compile_first_call_s'])}) | "
                      f"{strongest_peer_text(ours['us_per_node'], peers)} |")
+    return "\n".join(lines)
+
+
+def table_chain_shapes(root: Path) -> str:
+    lines = ["| shape | elements | tapewise | device | PyTorch eager | CUDA graph | strongest peer |",
+             "|---|---|---|---|---|---|---|"]
+    for shape in ("binary", "fanout"):
+        for k, ours, peers in chain_rows(root, CHAIN_SHAPES, shape):
+            leaves = f"{ours['leaves']} leaf" if ours["leaves"] == 1 else f"{ours['leaves']} leaves"
+            lines.append(f"| {shape} ({ours['nodes']} nodes, {leaves}) | 2^{k} | {s3(ours['us_per_node'])} | "
+                         f"{s3(ours['device_us_per_node'])} | {s3(peers['eager_us_per_node'])} | "
+                         f"{s3(peers['graph_us_per_node'])} | {strongest_peer_text(ours['us_per_node'], peers)} |")
     return "\n".join(lines)
 
 
@@ -305,7 +324,7 @@ def figure_error_vs_input(root: Path, plt) -> "Figure":
 
 
 FIGURES = {
-    "chain_cost.svg": (figure_chain, [CHAIN, CHAIN_PEERS]),
+    "chain_cost.svg": (figure_chain, [CHAIN]),
     "roofline.svg": (figure_roofline, [KERNELS]),
     "bound_use.svg": (figure_bound_use, list(SWEEPS.values())),
     "error_distribution.svg": (figure_error_distribution, [SWEEPS["float32, every bit pattern (unary)"]]),
@@ -315,6 +334,7 @@ FIGURES = {
 TABLES = {  # name: (document, function of the root)
     "chain-summary": ("README.md", table_chain_summary),
     "chain": ("docs/performance.md", table_chain),
+    "chain-shapes": ("docs/performance.md", table_chain_shapes),
     "kernels": ("docs/performance.md", table_kernels),
     "sweep-unary-f32": ("docs/accuracy.md", lambda root: table_sweep(root, SWEEPS["float32, every bit pattern (unary)"])),
     "sweep-binary-f32": ("docs/accuracy.md", lambda root: table_sweep(root, SWEEPS["float32, 2^32 exponent pairs (binary)"])),
