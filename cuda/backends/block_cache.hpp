@@ -13,7 +13,7 @@
 
 #include <tapewise/core.hpp>
 
-#include "backends/slab.hpp"  // TAPEWISE_ASAN
+#include "backends/slab.hpp"  // poison_held, unpoison_held
 
 namespace tapewise::detail {
 
@@ -74,16 +74,8 @@ class BlockCache {
   std::size_t kept_bytes() const { return kept_bytes_; }
 
  private:
-  void poison([[maybe_unused]] const void* p, [[maybe_unused]] std::size_t bytes) const {
-#if defined(TAPEWISE_ASAN)
-    if (host_memory_) ASAN_POISON_MEMORY_REGION(p, bytes);
-#endif
-  }
-  void unpoison([[maybe_unused]] const void* p, [[maybe_unused]] std::size_t bytes) const {
-#if defined(TAPEWISE_ASAN)
-    if (host_memory_) ASAN_UNPOISON_MEMORY_REGION(p, bytes);
-#endif
-  }
+  void poison(const void* p, std::size_t bytes) const { poison_held(host_memory_, p, bytes); }
+  void unpoison(const void* p, std::size_t bytes) const { unpoison_held(host_memory_, p, bytes); }
 
   bool host_memory_;
   std::unordered_map<std::size_t, std::vector<void*>> kept_;  // released blocks, by size
