@@ -38,6 +38,8 @@ SWEEPS = {
 # H200's exhaustive float32 unary sweep of 2026-12-02 (every bit pattern, CUDA's libdevice) has them.
 BINADES = "results/2026-12-02_H200_sweep_binades/sweep_unary_f32.json"
 PEERS = [("compile", "torch.compile"), ("graph", "CUDA graph"), ("eager", "PyTorch eager")]
+# Every JSON this script reads, for whatever copies its inputs (python/tests/test_figures.py).
+ALL_SOURCES = {CHAIN, CHAIN_SHAPES, KERNELS, ROOFLINE, *SWEEPS.values(), BINADES}
 
 
 def load(root: Path, path: str):

@@ -22,8 +22,7 @@ def tree(tmp_path):
         import figures
     finally:
         sys.path.pop(0)
-    sources = {s for _, paths in figures.FIGURES.values() for s in paths}
-    sources |= {figures.ROOFLINE, *figures.SWEEPS.values()}
+    sources = figures.ALL_SOURCES
     documents = {document for document, _ in figures.TABLES.values()}
     for relative in ["tools/figures.py", "docs/figures", *documents, *sources]:
         source, target = ROOT / relative, tmp_path / relative
@@ -44,11 +43,12 @@ def test_the_committed_figures_and_tables_match_their_json(tree):
 
 
 def test_a_changed_source_makes_its_figures_stale(tree):
-    chain = tree / "results/2026-12-01_H200_ff9fed2/chain/chain.json"
+    source = "results/2026-12-02_H200_d111320/bench_unary.json"
+    chain = tree / source
     chain.write_text(chain.read_text() + "\n")
     done = check(tree)
     assert done.returncode == 1
-    assert ("docs/figures/chain_cost.svg is stale: its source results/2026-12-01_H200_ff9fed2/chain/chain.json "
+    assert (f"docs/figures/chain_cost.svg is stale: its source {source} "
             "changed (regenerate: python3 tools/figures.py)") in done.stderr
     assert "roofline.svg" not in done.stderr  # only the figures drawn from it
 
