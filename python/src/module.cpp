@@ -90,6 +90,10 @@ nb::list op_table() {
 NB_MODULE(_tapewise, m) {
   using namespace tapewise::py;
   m.doc() = "tapewise's C++ core (nanobind); use it through the `tapewise` package.";
+  // An array that shares a tape's memory (torch.from_dlpack of a value, a region's output) keeps the
+  // tape alive until the array goes; one still alive when the interpreter exits outlives nanobind's
+  // leak check, which would then print a page of "leaked instances" about memory nothing leaked.
+  nb::set_leak_warnings(false);
   nb::register_exception_translator(translate);
   bind_backend(m);
   bind_tape(m);

@@ -1,6 +1,9 @@
 """tapewise.torch: every node as a torch.autograd.Function — gradcheck in float64 away from kinks, and
 gradients equal to Tape.backward bit for bit, on CPU tensors and (where available) CUDA tensors."""
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -582,3 +585,19 @@ def test_region_double_backward_is_refused():
     assert_same_bits(gx.detach().numpy(), plain.numpy(), "create_graph gradient")
     with pytest.raises(RuntimeError, match="once_differentiable"):
         gx.sum().backward()
+
+
+def test_a_tensor_sharing_a_tapes_memory_alive_at_exit_is_no_leak_report(tmp_path):
+    """A torch tensor over a tape's value, or a region's output, still referenced when the interpreter
+    exits keeps its tape alive past nanobind's leak check: the script exits cleanly and prints nothing
+    (nanobind would otherwise report 'leaked instances' of Tape, which nothing leaked)."""
+    script = tmp_path / "alive_at_exit.py"
+    script.write_text(
+        "import torch, tapewise, tapewise.torch as twt\n"
+        "tape = tapewise.Tape(tapewise.cpu())\n"
+        "value = torch.from_dlpack(tape.value(tape.sin(tape.leaf([1.0, 2.0]))))\n"
+        "x = torch.ones(4, dtype=torch.float64, requires_grad=True)\n"
+        "out = twt.region(lambda v: twt.tanh(twt.sin(v)))(x)\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == "", done.stderr
