@@ -309,7 +309,11 @@ def test_torch_adapters_answer_and_exact_ops_pass(vectors, tmp_path, framework, 
     info, report = answer_and_check(vectors, tmp_path, framework, device)
     if framework == "torch-compile" and info["errors"]:
         pytest.skip(f"torch.compile does not run here: {info['errors'][0]['error'][:200]}")
-    assert info["errors"] == []
+    # The one refusal expected: a float32 suite whose scalar lies beyond float32's range (special points
+    # such as clamp's lo = -1e300), which PyTorch will not convert and diff.py classes as saturation.
+    unexpected = [e for e in info["errors"]
+                  if not ("_float32_" in e["suite"] and "cannot be converted to type float without overflow" in e["error"])]
+    assert unexpected == []
     assert len(report["rows"]) == 24
     # abs too: PyTorch's abs'(0) is 0 * g, the spec's own multiply
     assert_exact_rows_pass(report, EXACT_OPS + ("abs",) if framework == "torch" else EXACT_OPS)
