@@ -16,7 +16,7 @@ against tapewise's within a tolerance): the script exits non-zero rather than re
 computation that is wrong or empty. Prints a table, writes JSON to --out.
 
     python3 tools/bench/bench_torch_nodes.py --out results/bench_torch_nodes.json            # an H200
-    python3 tools/bench/bench_torch_nodes.py --device cpu --chain-sizes 4 8 --out /tmp/b.json
+    python3 tools/bench/bench_torch_nodes.py --device cpu --chain-sizes 4 8 --out bench_torch_nodes_cpu.json
 """
 
 import argparse
