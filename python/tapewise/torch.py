@@ -314,7 +314,8 @@ class _RegionNode(torch.autograd.Function):
         # in-place change of one (as for any saved tensor), and free them with the graph.
         ctx.save_for_backward(*inputs)
         if out_id in leaves:  # the function returned one of its inputs
-            return inputs[leaves.index(out_id)].view_as(inputs[leaves.index(out_id)])
+            returned = inputs[leaves.index(out_id)]
+            return returned.view_as(returned)
         return torch.from_dlpack(tape.value(out_id))
 
     @staticmethod
