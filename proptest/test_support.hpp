@@ -92,7 +92,16 @@ class PerBackend : public ::testing::TestWithParam<BackendKind> {
                            [](const auto& info) { return std::string(::tapewise::testing::backend_name(info.param)); })
 
 template <class T>
-using Bits = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+using Bits = std::conditional_t<sizeof(T) == 2, std::uint16_t, std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>>;
+
+template <class T>
+inline constexpr bool kIs16BitType = std::is_same_v<T, bfloat16> || std::is_same_v<T, float16>;
+
+// A 16-bit element's NaN test and its value in a failure message.
+inline bool isnan(bfloat16 v) { return std::isnan(static_cast<float>(v)); }
+inline bool isnan(float16 v) { return std::isnan(static_cast<float>(v)); }
+inline std::ostream& operator<<(std::ostream& os, bfloat16 v) { return os << static_cast<float>(v); }
+inline std::ostream& operator<<(std::ostream& os, float16 v) { return os << static_cast<float>(v); }
 
 template <class T>
 Bits<T> bits_of(T v) {
@@ -111,21 +120,43 @@ T from_bits(Bits<T> b) {
 // Bitwise equality where any NaN matches any NaN (TorchLean's AgreeUpToNaN).
 template <class T>
 bool same_bits(T a, T b) {
-  return (std::isnan(a) && std::isnan(b)) || bits_of(a) == bits_of(b);
+  using std::isnan;
+  return (isnan(a) && isnan(b)) || bits_of(a) == bits_of(b);
 }
 
 // Values worth testing at any op: signed zeros, subnormals, extremes, infinities, NaN, small ints.
 template <class T>
 std::vector<T> special_values() {
+  if constexpr (kIs16BitType<T>) {
+    // The 16-bit formats' zeros, smallest subnormal and normal, largest finite, infinities and NaN
+    // by their bits, then the rest of the list as the dtype rounds it.
+    const bool bf = std::is_same_v<T, bfloat16>;
+    std::vector<T> out;
+    for (std::uint16_t b : {0x0000, 0x8000, 0x0001, 0x8001}) out.push_back(T::from_bits(b));
+    for (std::uint16_t b : bf ? std::vector<std::uint16_t>{0x0080, 0x8080, 0x7f7f, 0xff7f, 0x7f80, 0xff80, 0x7fc0}
+                              : std::vector<std::uint16_t>{0x0400, 0x8400, 0x7bff, 0xfbff, 0x7c00, 0xfc00, 0x7e00})
+      out.push_back(T::from_bits(b));
+    for (double v : {1.0, -1.0, 0.5, -0.5, 2.0, -2.0, 3.0, -3.0, 20.0, -20.0, 100.0, -100.0, 1e-30, -1e-30})
+      out.push_back(T(v));
+    return out;
+  } else {
   using L = std::numeric_limits<T>;
   return {T(0), -T(0), L::denorm_min(), -L::denorm_min(), L::min(), -L::min(), L::max(), -L::max(),
           L::infinity(), -L::infinity(), L::quiet_NaN(), T(1), T(-1), T(0.5), T(-0.5), T(2), T(-2),
           T(3), T(-3), T(20), T(-20), T(100), T(-100), T(1e-30), T(-1e-30)};
+  }
 }
 
 // Any bit pattern (NaNs and subnormals included), or a special value, or a moderate number.
 template <class T>
 rc::Gen<T> any_float() {
+  if constexpr (kIs16BitType<T>) {
+    return rc::gen::weightedOneOf<T>({
+        {4, rc::gen::map(rc::gen::resize(100, rc::gen::arbitrary<std::uint16_t>()), [](std::uint16_t b) { return T::from_bits(b); })},
+        {2, rc::gen::elementOf(special_values<T>())},
+        {3, rc::gen::map(rc::gen::inRange(-4000, 4000), [](int i) { return T(static_cast<float>(i) / 64.0f); })},
+    });
+  } else
   return rc::gen::weightedOneOf<T>({
       {4, rc::gen::map(rc::gen::resize(100, rc::gen::arbitrary<Bits<T>>()), [](Bits<T> b) { return from_bits<T>(b); })},
       {2, rc::gen::elementOf(special_values<T>())},

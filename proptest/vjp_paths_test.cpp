@@ -73,9 +73,8 @@ void check_paths_agree(Backend& be, Op op) {
       const T f = run->fused[k].template at<T>(static_cast<std::int64_t>(i));
       const T st = run->staged[k].template at<T>(static_cast<std::int64_t>(i));
       if (!same_bits(f, st)) {
-        RC_LOG() << op_name(op) << " grad " << k << " at x=" << a[i] << (arity == 2 ? " b=" : "")
-                 << (arity == 2 ? std::to_string(b[i]) : "") << " g=" << g[i] << ": fused " << f
-                 << " staged " << st;
+        RC_LOG() << op_name(op) << " grad " << k << " at x=" << a[i] << " b=" << b[i] << " g=" << g[i]
+                 << ": fused " << f << " staged " << st;
         RC_FAIL("fused and staged VJPs differ");
       }
     }
@@ -90,6 +89,8 @@ TEST_P(VjpPaths, FusedEqualsStagedBitForBit) {
   const Op op = kOps[op_index].op;
   EXPECT_TRUE(rc::check(std::string(op_name(op)) + " float32", [&] { check_paths_agree<float>(be, op); }));
   EXPECT_TRUE(rc::check(std::string(op_name(op)) + " float64", [&] { check_paths_agree<double>(be, op); }));
+  EXPECT_TRUE(rc::check(std::string(op_name(op)) + " bfloat16", [&] { check_paths_agree<bfloat16>(be, op); }));
+  EXPECT_TRUE(rc::check(std::string(op_name(op)) + " float16", [&] { check_paths_agree<float16>(be, op); }));
 }
 
 INSTANTIATE_TEST_SUITE_P(AllOps, VjpPaths, ::testing::Combine(::testing::Range(0, kOpCount), kEveryBackend),
@@ -125,8 +126,7 @@ void check_forwards_agree(Backend& be, Op op) {
     const T k = kernel->template at<T>(static_cast<std::int64_t>(i));
     const T st = staged->template at<T>(static_cast<std::int64_t>(i));
     if (!same_bits(k, st)) {
-      RC_LOG() << op_name(op) << " at x=" << a[i] << (arity == 2 ? " b=" + std::to_string(b[i]) : "")
-               << ": kernel " << k << " staged " << st;
+      RC_LOG() << op_name(op) << " at x=" << a[i] << " b=" << b[i] << ": kernel " << k << " staged " << st;
       RC_FAIL("the forward kernel and the staged forward differ");
     }
   }
@@ -140,6 +140,8 @@ TEST_P(ForwardPaths, KernelEqualsStagedForward) {
   const Op op = kOps[op_index].op;
   EXPECT_TRUE(rc::check(std::string(op_name(op)) + " float32", [&] { check_forwards_agree<float>(*backend, op); }));
   EXPECT_TRUE(rc::check(std::string(op_name(op)) + " float64", [&] { check_forwards_agree<double>(*backend, op); }));
+  EXPECT_TRUE(rc::check(std::string(op_name(op)) + " bfloat16", [&] { check_forwards_agree<bfloat16>(*backend, op); }));
+  EXPECT_TRUE(rc::check(std::string(op_name(op)) + " float16", [&] { check_forwards_agree<float16>(*backend, op); }));
 }
 
 INSTANTIATE_TEST_SUITE_P(AllOps, ForwardPaths, ::testing::Combine(::testing::Range(0, kOpCount), kEveryBackend),

@@ -9,9 +9,15 @@ namespace tapewise::reference {
 
 namespace {
 
-// IEEE addition in the dtype is correctly rounded, which is what the tape's accumulation does.
+// IEEE addition in the dtype is correctly rounded, which is what the tape's accumulation does; the
+// 16-bit formats add in float32 and round once (ATen's), which is also correctly rounded.
 double add_in_dtype(double existing, double g, DType d) {
-  if (d == DType::float32) return static_cast<float>(existing) + static_cast<float>(g);
+  switch (d) {
+    case DType::float32: return static_cast<float>(existing) + static_cast<float>(g);
+    case DType::float64: return existing + g;
+    case DType::bfloat16:
+    case DType::float16: return round_to(d, static_cast<double>(static_cast<float>(existing) + static_cast<float>(g)));
+  }
   return existing + g;
 }
 

@@ -9,16 +9,6 @@ namespace tapewise::reference {
 
 namespace {
 
-struct Format {
-  int precision;     // p, significand bits including the implicit one
-  int min_exponent;  // emin, exponent of the smallest normal value
-  int max_exponent;  // emax, exponent of the largest finite value
-};
-
-Format format_of(DType d) {
-  return d == DType::float32 ? Format{24, -126, 127} : Format{53, -1022, 1023};
-}
-
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 }  // namespace
@@ -26,7 +16,7 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 double dtype_eps(DType d) { return std::ldexp(1.0, 1 - format_of(d).precision); }
 
 double ulp_of(double v, DType d) {
-  const Format f = format_of(d);
+  const FloatFormat f = format_of(d);
   if (std::isnan(v)) return v;
   if (std::isinf(v)) return std::ldexp(1.0, f.max_exponent - f.precision + 1);
   const int exponent = v == 0.0 ? f.min_exponent : std::max(std::ilogb(v), f.min_exponent);

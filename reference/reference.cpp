@@ -91,9 +91,35 @@ Real real(double v) {
   return Real(v);
 }
 
+FloatFormat format_of(DType dtype) {
+  switch (dtype) {
+    case DType::float32: return {24, -126, 127};
+    case DType::float64: return {53, -1022, 1023};
+    case DType::bfloat16: return {8, -126, 127};
+    case DType::float16: return {11, -14, 15};
+  }
+  return {53, -1022, 1023};
+}
+
+// Rounds to a multiple of the format's quantum at v's binade (the subnormal quantum below the
+// normal range): v scaled by a power of two is exact, mpfr_rint rounds it to an integer with ties to
+// even, and scaling back is exact. Above the largest finite value the result is ±inf.
 double round_to_dtype(const Real& v, DType dtype) {
-  if (dtype == DType::float32) return static_cast<double>(mpfr_get_flt(v.backend().data(), MPFR_RNDN));
-  return mpfr_get_d(v.backend().data(), MPFR_RNDN);
+  ensure_precision();
+  const mpfr_srcptr x = v.backend().data();
+  if (mpfr_nan_p(x) || mpfr_inf_p(x) || mpfr_zero_p(x)) return mpfr_get_d(x, MPFR_RNDN);
+  const FloatFormat f = format_of(dtype);
+  const long exponent = std::max<long>(mpfr_get_exp(x) - 1, f.min_exponent);  // v in [2^e, 2^(e+1))
+  const long quantum = exponent - (f.precision - 1);
+  mpfr_t scaled;
+  mpfr_init2(scaled, mpfr_get_prec(x));
+  mpfr_mul_2si(scaled, x, -quantum, MPFR_RNDN);
+  mpfr_rint(scaled, scaled, MPFR_RNDN);
+  const double rounded = std::ldexp(mpfr_get_d(scaled, MPFR_RNDN), static_cast<int>(quantum));
+  mpfr_clear(scaled);
+  const double largest = std::ldexp(2.0 - std::ldexp(1.0, 1 - f.precision), f.max_exponent);
+  if (std::fabs(rounded) > largest) return std::copysign(std::numeric_limits<double>::infinity(), rounded);
+  return rounded;
 }
 
 Real forward(Op op, DType d, const Scalars& s, std::span<const Real> in) {
@@ -184,7 +210,7 @@ double abs_weight(Op op, DType d, const Scalars& s, std::span<const Real> in, co
   // denominator it produces is at least den_lo. log(den) and sigmoid/den amplify that by 1/den_lo
   // and sigmoid/(den den_lo).
   const Real den = safe_log_den(d, s, in[0]);
-  const Real eps = Real(d == DType::float32 ? std::ldexp(1.0, -23) : std::ldexp(1.0, -52));
+  const Real eps = Real(std::ldexp(1.0, 1 - format_of(d).precision));
   const Real eps_scalar = scalar(d, s.s0), den_minus = den - 2 * eps;
   const Real den_lo = den_minus > eps_scalar ? den_minus : eps_scalar;
   if (!(den_lo > 0)) return std::numeric_limits<double>::infinity();  // R(eps) <= 0: no contract

@@ -150,13 +150,11 @@ class Reader {
     p.op = *op;
     const auto dt_tok = f.take("dtype");
     if (!dt_tok) return error("missing key 'dtype'");
-    if (*dt_tok == "f32") {
-      p.dtype = DType::float32;
-    } else if (*dt_tok == "f64") {
-      p.dtype = DType::float64;
-    } else {
-      return error("unknown dtype '" + *dt_tok + "' (expected f32 or f64)");
-    }
+    const DType* named = nullptr;
+    for (const DType& d : kDTypes)
+      if (*dt_tok == special_dtype_name(d)) named = &d;
+    if (!named) return error("unknown dtype '" + *dt_tok + "' (expected f32, f64, bf16 or f16)");
+    p.dtype = *named;
     if (auto s = f.take("same")) {
       if (*s != "0" && *s != "1") return error("same must be 0 or 1, got '" + *s + "'");
       p.same = *s == "1";
@@ -237,7 +235,15 @@ class Reader {
 
 }  // namespace
 
-const char* special_dtype_name(DType dtype) { return dtype == DType::float32 ? "f32" : "f64"; }
+const char* special_dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::float32: return "f32";
+    case DType::float64: return "f64";
+    case DType::bfloat16: return "bf16";
+    case DType::float16: return "f16";
+  }
+  return "?";
+}
 
 Result<SpecialPoints> parse_special_points(const std::string& text, const std::string& origin) {
   SpecialPoints out;
@@ -287,12 +293,9 @@ Result<SpecialPoints> load_special_points(const std::string& path) {
 
 bool bits_match(double expected, double produced, DType dtype) {
   if (std::isnan(expected)) return std::isnan(produced);
-  if (dtype == DType::float32) {
-    // Both sides are widened float32 values; compare the float32 bit patterns.
-    if (round_to(dtype, produced) != produced && !std::isnan(produced)) return false;
-    return std::bit_cast<std::uint32_t>(static_cast<float>(expected)) ==
-           std::bit_cast<std::uint32_t>(static_cast<float>(produced));
-  }
+  // Both sides are values of the dtype widened exactly (an unrepresentable `produced` never matches),
+  // so their double bit patterns compare as the dtype's would, signed zeros included.
+  if (!std::isnan(produced) && round_to(dtype, produced) != produced) return false;
   return std::bit_cast<std::uint64_t>(expected) == std::bit_cast<std::uint64_t>(produced);
 }
 
@@ -303,6 +306,9 @@ std::string format_value(double v, DType dtype) {
     const auto bits = std::bit_cast<std::uint32_t>(f);
     std::snprintf(buf, sizeof buf, "%a (%.9g, bits 0x%08x)", static_cast<double>(f), static_cast<double>(f),
                   static_cast<unsigned>(bits));
+  } else if (is_16bit(dtype)) {
+    const unsigned bits = dtype == DType::bfloat16 ? bfloat16(v).bits : float16(v).bits;
+    std::snprintf(buf, sizeof buf, "%a (%.5g, bits 0x%04x)", v, v, bits);
   } else {
     const auto bits = std::bit_cast<std::uint64_t>(v);
     std::snprintf(buf, sizeof buf, "%a (%.17g, bits 0x%016llx)", v, v, static_cast<unsigned long long>(bits));

@@ -61,14 +61,14 @@ class CpuBackend final : public detail::Engine {
       first += static_cast<std::size_t>(piece.count);
       for (std::int64_t i = 0; i < piece.numel; i += kLanes) {
         const bool every_step_runs = i + kLanes <= piece.covered;
-        if (piece.dtype == DType::float32 && every_step_runs)
-          detail::run_steps_at<float, std::int64_t, kLanes, true>(piece.steps, piece.count, i, 1);
-        else if (piece.dtype == DType::float32)
-          detail::run_steps_at<float, std::int64_t, kLanes>(piece.steps, piece.count, i, 1);
-        else if (every_step_runs)
-          detail::run_steps_at<double, std::int64_t, kLanes, true>(piece.steps, piece.count, i, 1);
-        else
-          detail::run_steps_at<double, std::int64_t, kLanes>(piece.steps, piece.count, i, 1);
+        auto at = [&]<class T>() -> Result<void> {
+          if (every_step_runs)
+            detail::run_steps_at<T, std::int64_t, kLanes, true>(piece.steps, piece.count, i, 1);
+          else
+            detail::run_steps_at<T, std::int64_t, kLanes>(piece.steps, piece.count, i, 1);
+          return {};
+        };
+        TAPEWISE_CHECK(detail::with_dtype(piece.dtype, at));
       }
     }
     return {};

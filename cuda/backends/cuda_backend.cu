@@ -181,6 +181,11 @@ struct KernelLaunch {
       outs.p[k] = out[k];
       vectorized = vectorized && aligned16(out[k]);
     }
+    // The 16-bit formats have one shape: a 16-byte vector holds 8 elements, the elements in flight
+    // of float32's two-vector shape, and one shape keeps their kernels' build time in bounds.
+    if constexpr (sizeof(T) == 2) {
+      return launch<Fn, T, 128, 1>(fn, n, ins, outs, vectorized, what);
+    } else {
     switch (shape == MapShape::tuned ? TunedShape<Fn>::value : shape) {
       case MapShape::t128v1: return launch<Fn, T, 128, 1>(fn, n, ins, outs, vectorized, what);
       case MapShape::t128v2: return launch<Fn, T, 128, 2>(fn, n, ins, outs, vectorized, what);
@@ -188,6 +193,7 @@ struct KernelLaunch {
       case MapShape::t256v4: return launch<Fn, T, 256, 4>(fn, n, ins, outs, vectorized, what);
     }
     return fail(ErrorCode::InvalidArgument, std::string(what) + ": unknown launch shape");
+    }
   }
 
   template <class Fn, class T, int Threads, int Vectors>

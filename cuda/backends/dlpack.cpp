@@ -39,9 +39,11 @@ std::int32_t raw_device_type(const DLDevice& device) {
 [[nodiscard]] Result<DType> dtype_of_dlpack(const DLDataType& t) {
   if (t.code == kDLFloat && t.lanes == 1 && t.bits == 32) return DType::float32;
   if (t.code == kDLFloat && t.lanes == 1 && t.bits == 64) return DType::float64;
+  if (t.code == kDLFloat && t.lanes == 1 && t.bits == 16) return DType::float16;
+  if (t.code == kDLBfloat && t.lanes == 1 && t.bits == 16) return DType::bfloat16;
   return fail(ErrorCode::DTypeMismatch, "import_dlpack: dtype (code " + std::to_string(t.code) + ", " +
                                             std::to_string(t.bits) + " bits, " + std::to_string(t.lanes) +
-                                            " lanes) is not float32 or float64");
+                                            " lanes) is not float32, float64, bfloat16 or float16");
 }
 
 // C-contiguous: no strides, or the row-major strides of the shape (any stride of a dim of size 1).
@@ -90,7 +92,8 @@ DLManagedTensor* make_export(Buffer& buffer, bool take_ownership) {
   t.data = const_cast<void*>(buffer.data());
   t.device = DLDevice{static_cast<DLDeviceType>(buffer.backend()->dlpack_device_type()), buffer.backend()->device_id()};
   t.ndim = static_cast<int>(ctx->shape.size());
-  t.dtype = DLDataType{kDLFloat, static_cast<std::uint8_t>(dtype_size(buffer.dtype()) * 8), 1};
+  const auto code = static_cast<std::uint8_t>(buffer.dtype() == DType::bfloat16 ? kDLBfloat : kDLFloat);
+  t.dtype = DLDataType{code, static_cast<std::uint8_t>(dtype_size(buffer.dtype()) * 8), 1};
   t.shape = ctx->shape.data();
   t.strides = nullptr;  // C-contiguous
   t.byte_offset = 0;

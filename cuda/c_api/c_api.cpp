@@ -69,7 +69,8 @@ static_assert(TW_CUDA_FAILURE == 1 + static_cast<int>(ErrorCode::CudaFailure));
 // so it reports the library's version whatever headers its caller was built with.
 static_assert(TW_VERSION_MAJOR == TAPEWISE_VERSION_MAJOR && TW_VERSION_MINOR == TAPEWISE_VERSION_MINOR &&
               TW_VERSION_PATCH == TAPEWISE_VERSION_PATCH);
-static_assert(static_cast<int>(DType::float32) == TW_FLOAT32 && static_cast<int>(DType::float64) == TW_FLOAT64);
+static_assert(static_cast<int>(DType::float32) == TW_FLOAT32 && static_cast<int>(DType::float64) == TW_FLOAT64 &&
+              static_cast<int>(DType::bfloat16) == TW_BFLOAT16 && static_cast<int>(DType::float16) == TW_FLOAT16);
 static_assert(static_cast<int>(AllocTag::value) == TW_TAG_VALUE && static_cast<int>(AllocTag::gradient) == TW_TAG_GRADIENT &&
               static_cast<int>(AllocTag::workspace) == TW_TAG_WORKSPACE && kAllocTagCount == 3);
 
@@ -217,9 +218,10 @@ Shape shape_from(const std::int64_t* dims, int ndim) {
 }
 
 DType dtype_from(int dtype) {
-  if (dtype == TW_FLOAT32) return DType::float32;
-  if (dtype == TW_FLOAT64) return DType::float64;
-  raise(TW_INVALID_ARGUMENT, "unknown dtype " + std::to_string(dtype) + " (TW_FLOAT32 = 0, TW_FLOAT64 = 1)");
+  for (DType d : kDTypes)
+    if (dtype == static_cast<int>(d)) return d;
+  raise(TW_INVALID_ARGUMENT, "unknown dtype " + std::to_string(dtype) +
+                                 " (TW_FLOAT32 = 0, TW_FLOAT64 = 1, TW_BFLOAT16 = 2, TW_FLOAT16 = 3)");
 }
 
 VjpPath path_from(int path) {
@@ -657,7 +659,7 @@ tw_status tw_tape_value_shape(const tw_tape* tape, int64_t id, int* ndim, int64_
 tw_status tw_tape_value_dtype(const tw_tape* tape, int64_t id, int* out) {
   return guarded(__func__, [&] {
     const Buffer& value = node_of(live(tape).tape, id).value;
-    required(out, "out") = value.dtype() == DType::float32 ? TW_FLOAT32 : TW_FLOAT64;
+    required(out, "out") = static_cast<int>(value.dtype());
   });
 }
 

@@ -110,8 +110,13 @@ template <class T, class Runner>
 // Calls fn.template operator()<T>() for the buffers' dtype.
 template <class F>
 [[nodiscard]] Result<void> with_dtype(DType d, F&& fn) {
-  if (d == DType::float32) return fn.template operator()<float>();
-  return fn.template operator()<double>();
+  switch (d) {
+    case DType::float32: return fn.template operator()<float>();
+    case DType::float64: return fn.template operator()<double>();
+    case DType::bfloat16: return fn.template operator()<bfloat16>();
+    case DType::float16: return fn.template operator()<float16>();
+  }
+  return fail(ErrorCode::InvalidArgument, "unknown dtype " + std::to_string(static_cast<int>(d)));
 }
 
 // Runs forward / fused VJP / prim on any runner, from buffers.

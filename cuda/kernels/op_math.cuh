@@ -203,8 +203,8 @@ struct OpMath<Op::gelu> {
     using K = GeluConstants<T>;
     const T t = gelu_t(x);
     const T sech = T(1) - t * t;
-    const T q = (x * K::c3) * x;
-    const T inner_derivative = (q + T(1)) * K::k;
+    const T q = (x * K::c3()) * x;
+    const T inner_derivative = (q + T(1)) * K::k();
     const T dt = (x * sech) * inner_derivative;
     const T num = (t + T(1)) + dt;
     return (num * T(0.5)) * g;

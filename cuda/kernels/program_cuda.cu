@@ -68,6 +68,13 @@ void launch_kernel(cudaStream_t stream, const StepBlock<Capacity>& block, std::i
                                                                                   static_cast<Index>(covered));
 }
 
+template <int Capacity, class T>
+void launch_typed(cudaStream_t stream, const StepBlock<Capacity>& block, const Piece& piece, bool narrow, bool one_lane) {
+  if (!narrow) launch_kernel<Capacity, T, std::int64_t, 1>(stream, block, piece.numel, piece.covered);
+  else if (one_lane) launch_kernel<Capacity, T, std::int32_t, 1>(stream, block, piece.numel, piece.covered);
+  else launch_kernel<Capacity, T, std::int32_t, 4>(stream, block, piece.numel, piece.covered);
+}
+
 template <int Capacity>
 cudaError_t launch_piece(cudaStream_t stream, const Piece& piece) {
   StepBlock<Capacity> block;  // trivially constructible: only the `count` steps used are written
@@ -76,13 +83,13 @@ cudaError_t launch_piece(cudaStream_t stream, const Piece& piece) {
   if (piece.numel == 0) return cudaSuccess;
   // 32-bit indices while i + stride cannot overflow them (below 2^30 elements, one pass of the grid).
   const bool narrow = piece.numel < (std::int64_t{1} << 30);
-  const bool f32 = piece.dtype == DType::float32, one_lane = program_lanes(piece.numel) == 1;
-  if (!narrow && f32) launch_kernel<Capacity, float, std::int64_t, 1>(stream, block, piece.numel, piece.covered);
-  else if (!narrow) launch_kernel<Capacity, double, std::int64_t, 1>(stream, block, piece.numel, piece.covered);
-  else if (f32 && one_lane) launch_kernel<Capacity, float, std::int32_t, 1>(stream, block, piece.numel, piece.covered);
-  else if (f32) launch_kernel<Capacity, float, std::int32_t, 4>(stream, block, piece.numel, piece.covered);
-  else if (one_lane) launch_kernel<Capacity, double, std::int32_t, 1>(stream, block, piece.numel, piece.covered);
-  else launch_kernel<Capacity, double, std::int32_t, 4>(stream, block, piece.numel, piece.covered);
+  const bool one_lane = program_lanes(piece.numel) == 1;
+  switch (piece.dtype) {
+    case DType::float32: launch_typed<Capacity, float>(stream, block, piece, narrow, one_lane); break;
+    case DType::float64: launch_typed<Capacity, double>(stream, block, piece, narrow, one_lane); break;
+    case DType::bfloat16: launch_typed<Capacity, bfloat16>(stream, block, piece, narrow, one_lane); break;
+    case DType::float16: launch_typed<Capacity, float16>(stream, block, piece, narrow, one_lane); break;
+  }
   return cudaGetLastError();
 }
 

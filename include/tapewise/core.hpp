@@ -13,6 +13,8 @@
 
 #include <tl/expected.hpp>
 
+#include "float16.hpp"
+
 /// Marks what the shared library exports: the library is compiled with hidden visibility, so a
 /// declaration without it (the engine, the kernels, the programs) stays inside libtapewise.so.
 #if defined(__GNUC__)
@@ -23,17 +25,48 @@
 
 namespace tapewise {
 
-/// Element types: IEEE binary32 and binary64.
-enum class DType : std::uint8_t { float32, float64 };
+/// Element types: IEEE binary32 and binary64, bfloat16 and IEEE binary16 (float16.hpp). The values
+/// are the C ABI's tw_dtype.
+enum class DType : std::uint8_t { float32, float64, bfloat16, float16 };
+/// The number of DType values.
+inline constexpr int kDTypeCount = 4;
+/// Every dtype, in enum order.
+inline constexpr DType kDTypes[kDTypeCount] = {DType::float32, DType::float64, DType::bfloat16, DType::float16};
 
-/// Bytes per element: 4 or 8.
-inline std::size_t dtype_size(DType d) { return d == DType::float32 ? 4 : 8; }
-/// "float32" or "float64".
-inline const char* dtype_name(DType d) { return d == DType::float32 ? "float32" : "float64"; }
+/// Bytes per element: 4, 8, 2 or 2.
+inline std::size_t dtype_size(DType d) {
+  switch (d) {
+    case DType::float32: return 4;
+    case DType::float64: return 8;
+    case DType::bfloat16:
+    case DType::float16: return 2;
+  }
+  return 0;
+}
+/// "float32", "float64", "bfloat16" or "float16".
+inline const char* dtype_name(DType d) {
+  switch (d) {
+    case DType::float32: return "float32";
+    case DType::float64: return "float64";
+    case DType::bfloat16: return "bfloat16";
+    case DType::float16: return "float16";
+  }
+  return "?";
+}
+/// Whether the dtype is one of the 16-bit formats, whose ops compute in float32 and round once.
+inline bool is_16bit(DType d) { return d == DType::bfloat16 || d == DType::float16; }
 
-/// Rounds a host double once (round-to-nearest-even) to the dtype and widens it back exactly.
+/// Rounds a host double to the dtype (round-to-nearest-even) and widens it back exactly. float32 and
+/// float64 round once; the 16-bit formats round to float32 first, then to 16 bits, as ATen converts
+/// a scalar (c10::BFloat16 and c10::Half are built from a float).
 inline double round_to(DType d, double v) {
-  return d == DType::float32 ? static_cast<double>(static_cast<float>(v)) : v;
+  switch (d) {
+    case DType::float32: return static_cast<double>(static_cast<float>(v));
+    case DType::float64: return v;
+    case DType::bfloat16: return static_cast<double>(bfloat16(v));
+    case DType::float16: return static_cast<double>(float16(v));
+  }
+  return v;
 }
 
 /// What went wrong; the C ABI's tw_status is this enum's value + 1.
@@ -127,10 +160,10 @@ struct HostArray {
   std::vector<std::byte> bytes;
 
   template <class T>
-  /// A copy of `values` (float or double) with this shape.
+  /// A copy of `values` (float, double, bfloat16 or float16) with this shape.
   static HostArray of(Shape shape, std::span<const T> values);
   template <class T>
-  /// A copy of `values` (float or double) with this shape.
+  /// A copy of `values` (float, double, bfloat16 or float16) with this shape.
   static HostArray of(Shape shape, const std::vector<T>& values) {
     return of<T>(std::move(shape), std::span<const T>(values));
   }
@@ -143,9 +176,15 @@ struct HostArray {
     std::memcpy(&v, bytes.data() + i * sizeof(T), sizeof(T));
     return v;
   }
-  /// Element i widened to double (exact for both dtypes).
+  /// Element i widened to double (exact for every dtype).
   double as_double(std::int64_t i) const {
-    return dtype == DType::float32 ? static_cast<double>(at<float>(i)) : at<double>(i);
+    switch (dtype) {
+      case DType::float32: return static_cast<double>(at<float>(i));
+      case DType::float64: return at<double>(i);
+      case DType::bfloat16: return static_cast<double>(at<bfloat16>(i));
+      case DType::float16: return static_cast<double>(at<float16>(i));
+    }
+    return 0.0;
   }
   template <class T>
   /// The elements as T (T must match the dtype).
@@ -169,6 +208,18 @@ template <>
 struct dtype_of<double> {
   /// The dtype.
   static constexpr DType value = DType::float64;
+};
+template <>
+/// bfloat16 is bfloat16.
+struct dtype_of<bfloat16> {
+  /// The dtype.
+  static constexpr DType value = DType::bfloat16;
+};
+template <>
+/// float16 is float16.
+struct dtype_of<float16> {
+  /// The dtype.
+  static constexpr DType value = DType::float16;
 };
 
 template <class T>

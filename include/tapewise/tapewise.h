@@ -19,7 +19,7 @@
  * - Tapes, buffers and gradients keep their backend alive: a backend handle may be destroyed while
  *   they are still in use.
  * - Every pointer to caller memory comes with its size in bytes, which must equal exactly the
- *   element count of the shape times the dtype's size (4 or 8), else TW_INVALID_ARGUMENT and nothing
+ *   element count of the shape times the dtype's size (4, 8, 2 or 2), else TW_INVALID_ARGUMENT and nothing
  *   is read or written. Shapes are (dims, ndim) with 0 <= ndim <= TW_MAX_NDIM (dims may be NULL when
  *   ndim is 0: a scalar); a negative dim or an element count that overflows int64 is TW_INVALID_SHAPE.
  * - Zero-copy views (tw_tape_leaf_wrap, tw_buffer_wrap): the caller keeps ownership of the memory,
@@ -85,8 +85,10 @@ typedef enum tw_status {
   TW_VERSION_MISMATCH = 103    /**< tw_check_version: the library cannot serve headers of that version */
 } tw_status;
 
-/** Element types: IEEE binary32 and binary64. */
-typedef enum tw_dtype { TW_FLOAT32 = 0, TW_FLOAT64 = 1 } tw_dtype;
+/** Element types: IEEE binary32 and binary64, bfloat16 (float32's top 16 bits) and IEEE binary16.
+ * The 16-bit formats are stored as their bits (uint16_t); each op computes in float32 and rounds once
+ * to 16 bits, as ATen does for BFloat16 and Half. */
+typedef enum tw_dtype { TW_FLOAT32 = 0, TW_FLOAT64 = 1, TW_BFLOAT16 = 2, TW_FLOAT16 = 3 } tw_dtype;
 
 /** Which VJP form backward runs: one fused kernel per node, or the spec's stages. Identical results up
  * to NaN: equal bits, or both NaN (a NaN's sign and payload may differ between the paths). */
@@ -233,7 +235,7 @@ TW_API tw_status tw_tape_flush(tw_tape* tape);
  * TW_INVALID_ARGUMENT; every way in refuses ndim > TW_MAX_NDIM, so TW_MAX_NDIM dims always suffice),
  * dtype, and size in bytes. None of these runs deferred work. */
 TW_API tw_status tw_tape_value_shape(const tw_tape* tape, int64_t id, int* ndim, int64_t* dims, int dims_capacity);
-/** A node's value's dtype (TW_FLOAT32 or TW_FLOAT64); see tw_tape_value_shape. */
+/** A node's value's dtype (a tw_dtype); see tw_tape_value_shape. */
 TW_API tw_status tw_tape_value_dtype(const tw_tape* tape, int64_t id, int* out);
 /** A node's value's size in bytes; see tw_tape_value_shape. */
 TW_API tw_status tw_tape_value_bytes(const tw_tape* tape, int64_t id, size_t* out);

@@ -1,0 +1,120 @@
+/// tapewise/float16.hpp — the 16-bit element types: bfloat16 (8 significand bits, float32's exponent
+/// range) and float16 (IEEE binary16). Each holds its bits; conversions round to nearest even and
+/// compile for the host and, under nvcc, for the GPU. Arithmetic on them lives with the kernels:
+/// the public API only stores, converts and compares.
+/// \file
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#if defined(__CUDACC__)
+#define TAPEWISE_HD __host__ __device__ __forceinline__
+#else
+#define TAPEWISE_HD inline
+#endif
+
+namespace tapewise {
+
+namespace detail {
+TAPEWISE_HD std::uint32_t float_bits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(f);
+#else
+  std::uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+#endif
+}
+TAPEWISE_HD float bits_float(std::uint32_t u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+#endif
+}
+
+// float -> bfloat16 bits, round to nearest even; a NaN stays a (quiet) NaN, overflow gives ±inf.
+TAPEWISE_HD std::uint16_t bfloat16_bits(float f) {
+  const std::uint32_t u = float_bits(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((u >> 16) | 0x0040u);
+  const std::uint32_t rounded = u + 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<std::uint16_t>(rounded >> 16);
+}
+TAPEWISE_HD float bfloat16_value(std::uint16_t b) { return bits_float(std::uint32_t{b} << 16); }
+
+// float -> IEEE binary16 bits, round to nearest even (subnormals included); NaN stays a quiet NaN.
+TAPEWISE_HD std::uint16_t float16_bits(float f) {
+  const std::uint32_t u = float_bits(f);
+  const auto sign = static_cast<std::uint16_t>((u >> 16) & 0x8000u);
+  const std::uint32_t a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
+  if (a >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // >= 65520: rounds to inf
+  if (a >= 0x38800000u) {                                                   // normal: >= 2^-14
+    const std::uint32_t rounded = a + 0xfffu + ((a >> 13) & 1u) - 0x38000000u;
+    return static_cast<std::uint16_t>(sign | (rounded >> 13));
+  }
+  // Below 2^-14: the sum rounds |f| (a normal float or zero) to a multiple of 2^-24 in one IEEE add
+  // (0.5 has ulp 2^-24 in float32), and its low bits are then the subnormal's significand.
+  const float shifted = bits_float(a) + 0.5f;
+  return static_cast<std::uint16_t>(sign | (float_bits(shifted) - 0x3f000000u));
+}
+TAPEWISE_HD float float16_value(std::uint16_t h) {
+  const std::uint32_t sign = std::uint32_t{h & 0x8000u} << 16;
+  const std::uint32_t exponent = (h >> 10) & 0x1fu, significand = h & 0x3ffu;
+  if (exponent == 0x1fu) return bits_float(sign | 0x7f800000u | (significand << 13));
+  if (exponent != 0) return bits_float(sign | ((exponent + 112u) << 23) | (significand << 13));
+  const float magnitude = static_cast<float>(significand) * 5.9604644775390625e-8f;  // * 2^-24, exact
+  return sign ? -magnitude : magnitude;
+}
+}  // namespace detail
+
+/// bfloat16: the top 16 bits of a float32 (round to nearest even from float).
+struct bfloat16 {
+  std::uint16_t bits;  ///< sign, 8 exponent bits, 7 stored significand bits
+  bfloat16() = default;
+  /// f rounded to nearest even.
+  TAPEWISE_HD explicit bfloat16(float f) : bits(detail::bfloat16_bits(f)) {}
+  /// d rounded to float32, then to bfloat16 (as c10::BFloat16 converts a double).
+  TAPEWISE_HD explicit bfloat16(double d) : bfloat16(static_cast<float>(d)) {}
+  /// i converted exactly to float32 (|i| < 2^24), then rounded.
+  TAPEWISE_HD explicit bfloat16(int i) : bfloat16(static_cast<float>(i)) {}
+  /// The value, exactly.
+  TAPEWISE_HD explicit operator float() const { return detail::bfloat16_value(bits); }
+  /// The value as a double, exactly.
+  TAPEWISE_HD explicit operator double() const { return static_cast<double>(detail::bfloat16_value(bits)); }
+  /// The element with these bits.
+  TAPEWISE_HD static bfloat16 from_bits(std::uint16_t b) {
+    bfloat16 v;
+    v.bits = b;
+    return v;
+  }
+};
+
+/// float16: IEEE 754 binary16 (round to nearest even from float, subnormals kept).
+struct float16 {
+  std::uint16_t bits;  ///< sign, 5 exponent bits, 10 stored significand bits
+  float16() = default;
+  /// f rounded to nearest even.
+  TAPEWISE_HD explicit float16(float f) : bits(detail::float16_bits(f)) {}
+  /// d rounded to float32, then to float16 (as c10::Half converts a double).
+  TAPEWISE_HD explicit float16(double d) : float16(static_cast<float>(d)) {}
+  /// i converted exactly to float32 (|i| < 2^24), then rounded.
+  TAPEWISE_HD explicit float16(int i) : float16(static_cast<float>(i)) {}
+  /// The value, exactly.
+  TAPEWISE_HD explicit operator float() const { return detail::float16_value(bits); }
+  /// The value as a double, exactly.
+  TAPEWISE_HD explicit operator double() const { return static_cast<double>(detail::float16_value(bits)); }
+  /// The element with these bits.
+  TAPEWISE_HD static float16 from_bits(std::uint16_t b) {
+    float16 v;
+    v.bits = b;
+    return v;
+  }
+};
+
+static_assert(sizeof(bfloat16) == 2 && sizeof(float16) == 2, "16-bit element types are their bits");
+
+}  // namespace tapewise
