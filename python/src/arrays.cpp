@@ -43,6 +43,23 @@ std::string dtype_name(const nb::dlpack::dtype& t) {
 
 bool host_accessible(int type) { return type == kDLCPU || type == kDLCUDAHost; }
 
+// The tapewise dtype of a DLPack dtype (float16 is kDLFloat of 16 bits, bfloat16 kDLBfloat of 16),
+// or nullopt for one tapewise does not take.
+std::optional<DType> dtype_from_dlpack(const nb::dlpack::dtype& t) {
+  if (t.lanes != 1) return std::nullopt;
+  const auto code = static_cast<nb::dlpack::dtype_code>(t.code);
+  if (code == nb::dlpack::dtype_code::Float && t.bits == 32) return DType::float32;
+  if (code == nb::dlpack::dtype_code::Float && t.bits == 64) return DType::float64;
+  if (code == nb::dlpack::dtype_code::Float && t.bits == 16) return DType::float16;
+  if (code == nb::dlpack::dtype_code::Bfloat && t.bits == 16) return DType::bfloat16;
+  return std::nullopt;
+}
+
+nb::dlpack::dtype dlpack_dtype(DType d) {
+  const auto code = d == DType::bfloat16 ? nb::dlpack::dtype_code::Bfloat : nb::dlpack::dtype_code::Float;
+  return nb::dlpack::dtype{static_cast<std::uint8_t>(code), static_cast<std::uint8_t>(dtype_size(d) * 8), 1};
+}
+
 // Whether the backend's kernels can use memory on this DLPack device directly.
 bool usable_in_place(const PyBackend& be, int type, int id) {
   if (!be.is_cuda()) return host_accessible(type);
@@ -161,7 +178,26 @@ nb::object numbers_as_array(nb::handle obj, DType dtype, const char* what) {
     const std::string dtype_text = nb::cast<const char*>(parsed_dtype.attr("name"));
     throw nb::type_error((prefix + " holds " + dtype_text + " elements, not ints or floats").c_str());
   }
-  return numpy.attr("asarray")(parsed, nb::arg("dtype") = tapewise::dtype_name(dtype));
+  // A 16-bit dtype goes through float32 here and is rounded to 16 bits by numbers_16bit, as round_to
+  // and ATen round a double: R16(R32(v)) (numpy's float64 -> float16 would round once).
+  const char* parse_as = is_16bit(dtype) ? "float32" : tapewise::dtype_name(dtype);
+  return numpy.attr("asarray")(parsed, nb::arg("dtype") = parse_as, nb::arg("order") = "C");
+}
+
+// The float32 numbers (a fresh C-contiguous numpy array) rounded to a 16-bit dtype: a HostArray of
+// the dtype's bits, each R16 of the float32.
+HostArray numbers_16bit(nb::handle float32_numbers, DType dtype) {
+  nb::ndarray<const float, nb::c_contig, nb::device::cpu> a = nb::cast<nb::ndarray<const float, nb::c_contig, nb::device::cpu>>(float32_numbers);
+  std::vector<std::int64_t> dims(a.ndim());
+  for (std::size_t d = 0; d < a.ndim(); ++d) dims[d] = static_cast<std::int64_t>(a.shape(d));
+  HostArray h;
+  h.shape = Shape(std::move(dims));
+  h.dtype = dtype;
+  h.bytes.resize(a.size() * sizeof(std::uint16_t));
+  auto* out = reinterpret_cast<std::uint16_t*>(h.bytes.data());
+  for (std::size_t i = 0; i < a.size(); ++i)
+    out[i] = dtype == DType::bfloat16 ? bfloat16(a.data()[i]).bits : float16(a.data()[i]).bits;
+  return h;
 }
 
 Imported import_array(const PyBackend& be, nb::handle obj, Copy copy, const char* what, DType numbers_dtype) {
@@ -170,6 +206,8 @@ Imported import_array(const PyBackend& be, nb::handle obj, Copy copy, const char
     // copy=True asks for backend-owned memory) and uploaded to a CUDA backend. Either way the result
     // is a copy, so a leaf's value is read-only.
     nb::object fresh = numbers_as_array(obj, numbers_dtype, what);
+    if (is_16bit(numbers_dtype))  // numpy holds no bfloat16: the rounded bits are uploaded
+      return Imported{unwrap(be.backend->upload(numbers_16bit(fresh, numbers_dtype))), Access::writable, true};
     const Copy mode = be.is_cuda() || copy == Copy::always ? Copy::always : Copy::never;
     Imported in = import_array(be, fresh, mode, what, numbers_dtype);
     in.access = Access::writable;
@@ -201,12 +239,11 @@ Imported import_array(const PyBackend& be, nb::handle obj, Copy copy, const char
     throw nb::type_error((std::string(what) + ": expected an array exporting __dlpack__ or the buffer protocol "
                           "(numpy, torch, jax, cupy) or a list of numbers, got " + nb::type_name(obj.type()).c_str()).c_str());
   }
-  DType dtype;
-  if (a.dtype() == nb::dtype<float>()) dtype = DType::float32;
-  else if (a.dtype() == nb::dtype<double>()) dtype = DType::float64;
-  else
+  const std::optional<DType> known = dtype_from_dlpack(a.dtype());
+  if (!known)
     raise(ErrorCode::DTypeMismatch, std::string(what) + ": dtype " + dtype_name(a.dtype()) +
-                                        " is not supported: tapewise takes float32 or float64");
+                                        " is not supported: tapewise takes float32, float64, bfloat16 or float16");
+  const DType dtype = *known;
   std::vector<std::int64_t> dims(a.ndim());
   for (std::size_t d = 0; d < a.ndim(); ++d) dims[d] = static_cast<std::int64_t>(a.shape(d));
   const Shape shape(std::move(dims));
@@ -234,11 +271,12 @@ Imported import_array(const PyBackend& be, nb::handle obj, Copy copy, const char
 
 nb::object export_array(const Buffer& buffer, nb::handle owner, Access access) {
   std::vector<std::size_t> shape(buffer.shape().dims.begin(), buffer.shape().dims.end());
-  const nb::dlpack::dtype dtype = buffer.dtype() == DType::float32 ? nb::dtype<float>() : nb::dtype<double>();
+  const nb::dlpack::dtype dtype = dlpack_dtype(buffer.dtype());
   const Backend* be = buffer.backend();
   // Host memory goes out as a numpy array (a view: numpy prints it, and every library reads it);
-  // device memory as a DLPack object for the consumer's framework to import.
-  if (be->dlpack_device_type() == kDLCPU) {
+  // device memory as a DLPack object for the consumer's framework to import. numpy has no bfloat16,
+  // so host bfloat16 goes out as the DLPack object too (torch.from_dlpack, jax read it).
+  if (be->dlpack_device_type() == kDLCPU && buffer.dtype() != DType::bfloat16) {
     if (access == Access::read_only)
       return nb::cast(nb::ndarray<nb::numpy, nb::ro>(buffer.data(), shape.size(), shape.data(), owner, nullptr, dtype,
                                                      kDLCPU, 0));
@@ -297,11 +335,15 @@ std::vector<NodeId> node_ids(const std::vector<NodeIdArg>& ids) {
   return out;
 }
 
-nb::ndarray<nb::numpy> host_numpy(HostArray host) {
+nb::ndarray<nb::numpy> host_numpy(HostArray host, const char* what) {
+  if (host.dtype == DType::bfloat16)
+    throw nb::type_error((std::string(what) + ": numpy has no bfloat16, so a bfloat16 array has no host numpy copy; "
+                          "read it through DLPack instead (torch.from_dlpack(...) of the value, gradient or Buffer, "
+                          "then e.g. .float().numpy())").c_str());
   auto* bytes = new std::vector<std::byte>(std::move(host.bytes));
   nb::capsule owner(bytes, [](void* p) noexcept { delete static_cast<std::vector<std::byte>*>(p); });
   std::vector<std::size_t> shape(host.shape.dims.begin(), host.shape.dims.end());
-  const nb::dlpack::dtype dtype = host.dtype == DType::float32 ? nb::dtype<float>() : nb::dtype<double>();
+  const nb::dlpack::dtype dtype = dlpack_dtype(host.dtype);
   return nb::ndarray<nb::numpy>(bytes->data(), shape.size(), shape.data(), owner, nullptr, dtype, kDLCPU, 0);
 }
 
@@ -312,18 +354,23 @@ Op op_from_python(const std::string& name) {
   raise(ErrorCode::InvalidArgument, "unknown op '" + name + "' (the nodes are " + names + ")");
 }
 
+std::optional<DType> dtype_named(const std::string& name) {
+  for (DType d : kDTypes)
+    if (name == tapewise::dtype_name(d)) return d;
+  return std::nullopt;
+}
+
 DType dtype_from_python(const std::string& name) {
-  if (name == "float32") return DType::float32;
-  if (name == "float64") return DType::float64;
-  raise(ErrorCode::DTypeMismatch, "dtype '" + name + "' is not float32 or float64");
+  if (auto d = dtype_named(name)) return *d;
+  raise(ErrorCode::DTypeMismatch, "dtype '" + name + "' is not float32, float64, bfloat16 or float16");
 }
 
 DType numbers_dtype_from_python(const std::optional<std::string>& name, const char* what) {
   if (!name) return DType::float32;  // as torch.tensor and jax.numpy.asarray make a list of floats
-  if (*name == "float32") return DType::float32;
-  if (*name == "float64") return DType::float64;
+  if (auto d = dtype_named(*name)) return *d;
   raise(ErrorCode::DTypeMismatch, std::string(what) + ": dtype='" + *name +
-                                      "' is not a dtype tapewise takes: \"float32\" (the default) or \"float64\"");
+                                      "' is not a dtype tapewise takes: \"float32\" (the default), \"float64\", "
+                                      "\"bfloat16\" or \"float16\"");
 }
 
 void check_requested_dtype(const std::optional<std::string>& name, DType imported, bool from_numbers, const char* what) {
@@ -331,7 +378,9 @@ void check_requested_dtype(const std::optional<std::string>& name, DType importe
   raise(ErrorCode::DTypeMismatch, std::string(what) + ": dtype='" + *name + "' was given for a " +
                                       tapewise::dtype_name(imported) +
                                       " array; dtype= chooses the dtype of a Python list's copy, an array keeps "
-                                      "its own (convert it first, e.g. x.astype(numpy." + *name + "))");
+                                      "its own (convert it first, e.g. " +
+                                      (*name == "bfloat16" ? std::string("torch's x.to(torch.bfloat16), numpy has none")
+                                                           : "x.astype(numpy." + *name + ")") + ")");
 }
 
 VjpPath path_from_python(const std::string& name) {

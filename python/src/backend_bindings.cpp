@@ -88,10 +88,10 @@ Op op_at(int op_index, const char* what) {
 }
 
 DType dtype_at(int dtype_code, const char* what) {
-  if (dtype_code == static_cast<int>(DType::float32)) return DType::float32;
-  if (dtype_code == static_cast<int>(DType::float64)) return DType::float64;
+  for (DType d : kDTypes)
+    if (dtype_code == static_cast<int>(d)) return d;
   raise(ErrorCode::DTypeMismatch, std::string(what) + ": dtype code " + std::to_string(dtype_code) +
-                                      " is not float32 or float64 (see tapewise._tapewise.DTYPE_CODES)");
+                                      " is not float32, float64, bfloat16 or float16 (see tapewise._tapewise.DTYPE_CODES)");
 }
 
 Buffer wrap_pointer(Backend& be, std::uintptr_t p, std::int64_t numel, DType dtype) {
@@ -226,10 +226,13 @@ void bind_backend(nb::module_& m) {
       .def("wrap", &wrap_array, "array"_a, "copy"_a = false, "dtype"_a = nb::none(),
            "A Buffer over `array`'s memory, no copy (see Tape.leaf for what is accepted); copy=True copies.\n"
            "A Python float or (nested) list of numbers is always copied, as dtype (\"float32\", the default,\n"
-           "or \"float64\"); an array keeps its own dtype (a dtype= that differs raises DTypeMismatchError).\n"
+           "\"float64\", \"bfloat16\" or \"float16\"; a 16-bit dtype rounds each number to float32 first, then\n"
+           "to 16 bits, as tapewise rounds scalars); an array keeps its own dtype (a dtype= that differs\n"
+           "raises DTypeMismatchError).\n"
            "A view of read-only memory is read-only: its array() refuses writes and it cannot be an output.")
       .def("allocate", &allocate_buffer, "shape"_a, "dtype"_a = "float32",
-           "A fresh, uninitialised Buffer of this backend (tag \"value\").")
+           "A fresh, uninitialised Buffer of this backend (tag \"value\"); dtype \"float32\", \"float64\",\n"
+           "\"bfloat16\" or \"float16\".")
       .def("forward", &forward_buffers, "op"_a, "inputs"_a, "out"_a, "scalars"_a = std::vector<double>{},
            "Low level: out = op(*inputs, *scalars), one kernel on the backend's stream (not synchronised).\n"
            "Every buffer belongs to this backend and has one shape and dtype; a released buffer, or a\n"
@@ -239,7 +242,7 @@ void bind_backend(nb::module_& m) {
            "kernel on the backend's stream (not synchronised). Read-only `grads` raise InvalidArgumentError.")
       .def("forward_ptrs", &forward_pointers, "op_index"_a, "s0"_a, "s1"_a, "inputs"_a, "out"_a, "numel"_a, "dtype"_a,
            "Low level, for framework adapters: forward on raw addresses of contiguous memory of this\n"
-           "backend, each holding `numel` elements of `dtype` (\"float32\"/\"float64\"). The caller keeps\n"
+           "backend, each holding `numel` elements of `dtype` (\"float32\"/\"float64\"/\"bfloat16\"/\"float16\"). The caller keeps\n"
            "the memory alive and must be on the backend's stream (or synchronise).")
       .def("vjp_fused_ptrs", &vjp_pointers, "op_index"_a, "s0"_a, "s1"_a, "inputs"_a, "g"_a, "grads"_a, "numel"_a,
            "dtype"_a, "Low level: the fused VJP on raw addresses (see forward_ptrs).")
@@ -252,7 +255,8 @@ void bind_backend(nb::module_& m) {
 
   nb::class_<PyBuffer>(m, "Buffer",
       "A tapewise buffer owned by Python (a gradient, or Backend.wrap/allocate): move-only device or\n"
-      "host memory. array() (or __dlpack__) exports it without a copy; the arrays share the memory, so\n"
+      "host memory. array() (or __dlpack__) exports it without a copy (on the host a numpy array, but a\n"
+      "DLPack object for bfloat16, which numpy lacks); the arrays share the memory, so\n"
       "it stays valid while any of them lives, even after release(). A view of read-only memory\n"
       "(Backend.wrap of a read-only array) is exported read-only.")
       .def("__repr__", [](const PyBuffer& b) { return "<tapewise.Buffer " + buffer_summary(b) + ">"; })
@@ -273,11 +277,13 @@ void bind_backend(nb::module_& m) {
              unwrap(const_cast<Backend*>(buffer.backend())->synchronize());
              return export_buffer(b, "Buffer"); },
            "The buffer as an array (no copy, shares the memory): a numpy array on the host, an object\n"
-           "exporting __dlpack__ on a device. Synchronises the backend first.")
+           "exporting __dlpack__ on a device or for bfloat16 (numpy has none: torch.from_dlpack reads it).\n"
+           "Synchronises the backend first.")
       .def("host", [](const PyBuffer& b) {
              const Buffer& buffer = live_buffer(b);
-             return host_numpy(unwrap(const_cast<Backend*>(buffer.backend())->download(buffer))); },
-           "A host copy as a new numpy array.")
+             return host_numpy(unwrap(const_cast<Backend*>(buffer.backend())->download(buffer)), "Buffer.host"); },
+           "A host copy as a new numpy array (a bfloat16 buffer raises TypeError: numpy has no bfloat16;\n"
+           "use torch.from_dlpack(buffer)).")
       .def("__dlpack_device__", [](const PyBuffer& b) {
              const Backend& be = *live_buffer(b).backend();
              return std::make_tuple(be.dlpack_device_type(), be.device_id()); })
@@ -289,9 +295,8 @@ void bind_backend(nb::module_& m) {
            "Buffer is then empty (its properties raise InvalidArgumentError), and a gradient's Buffer\n"
            "leaves its Gradients.");
 
-  nb::dict dtype_codes;
-  dtype_codes["float32"] = static_cast<int>(DType::float32);
-  dtype_codes["float64"] = static_cast<int>(DType::float64);
+  nb::dict dtype_codes;  // every dtype by name: {"float32": 0, "float64": 1, "bfloat16": 2, "float16": 3}
+  for (DType d : kDTypes) dtype_codes[dtype_name(d)] = static_cast<int>(d);
   m.attr("DTYPE_CODES") = dtype_codes;
   m.def("cpu", [] { return PyBackend{make_cpu_backend(), false}; },
         "A new CPU backend: the same per-element code as the CUDA kernels, compiled for the host.");

@@ -92,7 +92,7 @@ struct NodeIdArg {
 std::vector<NodeId> node_ids(const std::vector<NodeIdArg>& ids);
 
 // Python object -> buffer: zero-copy (Backend::wrap) when the array lives where the backend can use
-// it, is float32/float64 and C-contiguous; otherwise a copy when the mode allows one, else an error
+// it, is float32/float64/bfloat16/float16 and C-contiguous; otherwise a copy when the mode allows one, else an error
 // that names what is wrong. `what` names the argument in messages ("leaf", "seed", ...). `access`
 // is writable for a copy (fresh memory) and for a view of writable memory.
 enum class Copy { never, always, if_needed };
@@ -105,15 +105,17 @@ struct Imported {
 Imported import_array(const PyBackend& be, nb::handle obj, Copy copy, const char* what,
                       DType numbers_dtype = DType::float64);
 
-// Buffer -> array, no copy: a numpy array on the host, an object exporting __dlpack__ on a device; `owner`
+// Buffer -> array, no copy: a numpy array on the host, an object exporting __dlpack__ on a device
+// (and for bfloat16 on the host, which numpy has no dtype for); `owner`
 // is kept alive by the array (the Tape for values). A read-only export refuses writes through the
 // buffer protocol and carries DLPack's read-only flag in versioned capsules.
 nb::object export_array(const Buffer& buffer, nb::handle owner, Access access);
 // The same for a PyBuffer's memory: the array shares it, so it outlives a release().
 nb::object export_buffer(const PyBuffer& holder, const std::string& what);
 
-// A host copy as a new numpy array (owning its bytes): Tape.host, Gradients.host.
-nb::ndarray<nb::numpy> host_numpy(HostArray host);
+// A host copy as a new numpy array (owning its bytes): Tape.host, Gradients.host. numpy has no
+// bfloat16: a bfloat16 copy raises TypeError (naming `what`) that points to DLPack instead.
+nb::ndarray<nb::numpy> host_numpy(HostArray host, const char* what);
 
 // The parts of a repr the classes share: "(3, 4)" and "cpu" / "cuda:0".
 std::string shape_text(const Shape& shape);

@@ -147,6 +147,26 @@ nb::object value(nb::handle self, NodeIdArg id) {
   return export_array(*b, self, t.access_of(id.value));
 }
 
+// A host array of 1.0 in `v`'s shape and dtype: the default seed. Each element is the dtype's bits of
+// 1.0, written through its type (a 16-bit dtype's 1.0 is not float32's high half for float16).
+HostArray ones_like(const Buffer& v) {
+  HostArray ones;
+  ones.shape = v.shape();
+  ones.dtype = v.dtype();
+  ones.bytes.resize(v.bytes());
+  auto fill = [&](auto one) {
+    auto* out = reinterpret_cast<decltype(one)*>(ones.bytes.data());
+    for (std::int64_t i = 0; i < v.numel(); ++i) out[i] = one;
+  };
+  switch (v.dtype()) {
+    case DType::float32: fill(1.0f); break;
+    case DType::float64: fill(1.0); break;
+    case DType::bfloat16: fill(bfloat16(1.0f).bits); break;
+    case DType::float16: fill(float16(1.0f).bits); break;
+  }
+  return ones;
+}
+
 // One backward entry point for both conventions; seed None means ones of the output's shape, wanted
 // None every node's gradient.
 PyGradients run_backward(PyTape& t, NodeId out, nb::handle seed, const std::string& path_name, bool dense,
@@ -161,15 +181,7 @@ PyGradients run_backward(PyTape& t, NodeId out, nb::handle seed, const std::stri
   Result<Gradients> grads;
   if (seed.is_none()) {
     const Buffer& v = t.node_checked(out).value;
-    HostArray ones;
-    ones.shape = v.shape();
-    ones.dtype = v.dtype();
-    ones.bytes.resize(v.bytes());
-    for (std::int64_t i = 0; i < v.numel(); ++i) {
-      if (v.dtype() == DType::float32) reinterpret_cast<float*>(ones.bytes.data())[i] = 1.0f;
-      else reinterpret_cast<double*>(ones.bytes.data())[i] = 1.0;
-    }
-    grads = run(ones);
+    grads = run(ones_like(v));
   } else {
     // A seed given as a list takes the output's dtype, as ones would.
     const DType out_dtype = t.node_checked(out).value.dtype();
@@ -266,7 +278,7 @@ std::string gradients_repr(const PyGradients& g) {
 nb::ndarray<nb::numpy> gradient_host(PyGradients& g, NodeIdArg id) {
   nb::object holder = g.holder(id.value);
   const Buffer& b = nb::cast<const PyBuffer&>(holder).get("gradient");
-  return host_numpy(unwrap(const_cast<Backend*>(b.backend())->download(b)));
+  return host_numpy(unwrap(const_cast<Backend*>(b.backend())->download(b)), "Gradients.host");
 }
 
 void bind_gradients(nb::module_& m) {
@@ -284,7 +296,9 @@ void bind_gradients(nb::module_& m) {
            "id"_a, "default"_a = nb::none(), "The gradient of node `id`, or `default` when it has none.")
       .def("buffer", [](PyGradients& g, NodeIdArg id) { return g.holder(id.value); }, "id"_a,
            "The gradient as a tapewise.Buffer (no copy).")
-      .def("host", &gradient_host, "id"_a, "A host copy of the gradient as a new numpy array (from any backend).")
+      .def("host", &gradient_host, "id"_a,
+           "A host copy of the gradient as a new numpy array (from any backend); TypeError for bfloat16,\n"
+           "which numpy lacks (torch.from_dlpack(grads[id]) reads it).")
       .def("__contains__", [](const PyGradients& g, NodeIdArg id) { return g.has(id.value); }, "id"_a)
       .def("__len__", [](const PyGradients& g) { return nb::len(ids_of(g)); }, "How many nodes have a gradient.")
       .def("__iter__", [](const PyGradients& g) { return nb::iter(ids_of(g)); }, "The ids with a gradient, ascending.")
@@ -319,7 +333,8 @@ void bind_tape(nb::module_& m) {
       .def("flush", [](const PyTape& t) { unwrap(t.tape.flush()); }, "Runs the pending nodes now (one program).")
       .def("leaf", &leaf, "array"_a, "requires_grad"_a = true, "copy"_a = false, "dtype"_a = nb::none(),
            "Records `array` as a leaf and returns its id. Any object exporting __dlpack__ or the buffer\n"
-           "protocol (numpy, torch, jax, cupy), float32 or float64, C-contiguous, on the backend's device\n"
+           "protocol (numpy, torch, jax, cupy), float32, float64, bfloat16 or float16, C-contiguous, on the\n"
+           "backend's device\n"
            "(host memory for the CPU backend) is used in place, without a copy: it must stay unchanged\n"
            "while the tape lives (the tape keeps the object alive), and value(id) is writable only when\n"
            "the array is. copy=True copies it instead (value(id) is then read-only), also from host\n"
@@ -327,27 +342,30 @@ void bind_tape(nb::module_& m) {
            "TapewiseError naming what is wrong (DTypeMismatchError, BackendMismatchError,\n"
            "InvalidArgumentError, OutOfMemoryError); an object that is not an array raises TypeError.\n"
            "A Python float or (nested) list of numbers is always copied (whatever `copy` says: a list has no\n"
-           "memory to view), as dtype: \"float32\" (the default, as torch.tensor makes) or \"float64\"; its\n"
-           "value is read-only; strings or ragged lists raise TypeError, another dtype DTypeMismatchError.\n"
+           "memory to view), as dtype: \"float32\" (the default, as torch.tensor makes), \"float64\",\n"
+           "\"bfloat16\" or \"float16\" (each number rounded to float32, then to 16 bits); its value is\n"
+           "read-only; strings or ragged lists raise TypeError, another dtype DTypeMismatchError.\n"
            "An array keeps its own dtype: a dtype= that differs from it raises DTypeMismatchError.")
       .def("apply", &apply, "op"_a, "parents"_a, "scalars"_a = std::vector<double>{},
            "Records node `op` (its name, e.g. \"clamp\") of `parents` (ids) with `scalars` (floats).")
       .def("value", &value, "id"_a,
            "The node's value, no copy: on the CPU backend a numpy array (a view of the tape's memory), on\n"
            "CUDA an object exporting __dlpack__ and __dlpack_device__; either way numpy.asarray(v) (host),\n"
-           "torch.from_dlpack(v), jax.dlpack.from_dlpack(v) read it.\n"
+           "torch.from_dlpack(v), jax.dlpack.from_dlpack(v) read it. A bfloat16 value is the DLPack object\n"
+           "on the CPU too (numpy has no bfloat16): torch.from_dlpack(v) reads it.\n"
            "It keeps the tape alive. Read-only (the buffer protocol refuses writes, versioned DLPack\n"
            "capsules carry the read-only flag), except for a leaf that views writable caller memory.\n"
            "Flushes pending nodes first.")
       .def("host", [](const PyTape& t, NodeIdArg id) {
              t.node_checked(id.value);
-             return host_numpy(unwrap(t.tape.value(id.value))); }, "id"_a,
-           "A host copy of the node's value as a new numpy array (from any backend).")
+             return host_numpy(unwrap(t.tape.value(id.value)), "Tape.host"); }, "id"_a,
+           "A host copy of the node's value as a new numpy array (from any backend). numpy has no bfloat16:\n"
+           "a bfloat16 node raises TypeError (read it with torch.from_dlpack(tape.value(id)) instead).")
       .def("shape", [](const PyTape& t, NodeIdArg id) { return shape_of(t.node_checked(id.value).value); }, "id"_a,
            "The node's shape.")
       .def("dtype", [](const PyTape& t, NodeIdArg id) {
              return std::string(dtype_name(t.node_checked(id.value).value.dtype())); },
-           "id"_a, "The node's dtype: \"float32\" or \"float64\".")
+           "id"_a, "The node's dtype: \"float32\", \"float64\", \"bfloat16\" or \"float16\".")
       .def("backward", [](PyTape& t, NodeIdArg out, nb::handle seed, const std::string& path,
                           const std::optional<std::vector<NodeIdArg>>& wanted) {
              return run_backward(t, out.value, seed, path, false, wanted); },

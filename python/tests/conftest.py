@@ -60,7 +60,7 @@ def leaf(tape, array, requires_grad=True):
 def bits(a: np.ndarray) -> np.ndarray:
     """The raw bit patterns of a float array (for bit-for-bit comparisons, -0 and NaN included)."""
     a = np.ascontiguousarray(a)
-    return a.view(np.uint32 if a.dtype == np.float32 else np.uint64)
+    return a.view({2: np.uint16, 4: np.uint32, 8: np.uint64}[a.dtype.itemsize])
 
 
 def assert_same_bits(x: np.ndarray, y: np.ndarray, what: str = "") -> None:

@@ -125,7 +125,7 @@ def test_a_list_takes_the_dtype_the_user_chooses(dtype):
     assert tapewise.cpu().wrap([[1, 2]], dtype=dtype).dtype == dtype
 
 
-@pytest.mark.parametrize("dtype", ["int32", "float16", "double", "Float32", ""])
+@pytest.mark.parametrize("dtype", ["int32", "half", "int16", "double", "Float32", ""])
 def test_a_dtype_tapewise_does_not_take_is_refused_by_name(dtype):
     tape = tapewise.Tape(tapewise.cpu())
     with pytest.raises(tapewise.DTypeMismatchError, match=f"leaf: dtype='{dtype}' is not a dtype tapewise takes"):

@@ -206,8 +206,10 @@ def test_pointer_kernels_refuse_a_bad_op_index_arity_or_dtype():
         backend._vjp_raw(add, 0.0, 0.0, x.ctypes.data, x.ctypes.data, x.ctypes.data, y.ctypes.data, 0, 4, f32)
     with pytest.raises(tapewise.InvalidArgumentError, match="sin takes 1 input"):
         backend._vjp_raw(sin, 0.0, 0.0, x.ctypes.data, 0, x.ctypes.data, y.ctypes.data, y.ctypes.data, 4, f32)
-    with pytest.raises(tapewise.DTypeMismatchError, match="float16"):
-        backend.forward_ptrs(sin, 0.0, 0.0, [x.ctypes.data], y.ctypes.data, 4, "float16")
+    with pytest.raises(tapewise.DTypeMismatchError, match="int16"):
+        backend.forward_ptrs(sin, 0.0, 0.0, [x.ctypes.data], y.ctypes.data, 4, "int16")
+    with pytest.raises(tapewise.DTypeMismatchError, match="dtype code 4"):
+        backend._forward_raw(sin, 0.0, 0.0, x.ctypes.data, 0, y.ctypes.data, 4, 4)
     with pytest.raises(tapewise.DTypeMismatchError, match="dtype code 7"):
         backend._forward_raw(sin, 0.0, 0.0, x.ctypes.data, 0, y.ctypes.data, 4, 7)
     assert np.all(y == 2.0)  # no refused call wrote its output

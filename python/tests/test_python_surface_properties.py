@@ -37,7 +37,7 @@ def float_arrays(draw, shape=None, dtype=None):
 
 
 HOSTILE_KINDS = ["plain", "plain", "plain", "read_only", "bytes", "strided", "fortran", "list", "bool", "int32",
-                 "float16", "complex", "huge", "zero_stride", "none", "python_float"]
+                 "float16", "int16", "complex", "huge", "zero_stride", "none", "python_float"]
 
 
 @st.composite
@@ -58,8 +58,8 @@ def hostile_arrays(draw):
         a = a.reshape(-1).tolist()
     elif kind == "bool":
         a = draw(st.booleans())
-    elif kind == "int32":
-        a = np.arange(a.size, dtype=np.int32).reshape(a.shape)
+    elif kind in ("int32", "int16"):
+        a = np.arange(a.size, dtype=kind).reshape(a.shape)
     elif kind in ("float16", "complex"):
         with np.errstate(invalid="ignore", over="ignore"):
             a = a.astype(np.float16 if kind == "float16" else np.complex64)
@@ -89,7 +89,7 @@ def assert_identical_up_to_nan(x, y, what):
 
 
 def a_float_array(obj):
-    return isinstance(obj, np.ndarray) and obj.dtype in (np.float32, np.float64)
+    return isinstance(obj, np.ndarray) and obj.dtype in (np.float16, np.float32, np.float64)
 
 
 class PythonSurface(RuleBasedStateMachine):
@@ -273,7 +273,7 @@ class PythonSurface(RuleBasedStateMachine):
             elif out == "huge":
                 target = self.backend.allocate([2**62, 2**62])
             else:
-                target = self.backend.allocate(list(shape), "float16" if out == "bad_dtype" else buffers[0].dtype
+                target = self.backend.allocate(list(shape), "int16" if out == "bad_dtype" else buffers[0].dtype
                                                if buffers else "float64")
             if out == "released":
                 target.release()
