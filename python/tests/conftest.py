@@ -88,3 +88,23 @@ def node_inputs(name: str, dtype, rng, n):
         inputs[0][1::7] = 0.0
         inputs[1][1::7] = -0.0
     return inputs, (rng.standard_normal(n) * 2.0).astype(dtype)
+
+
+def torch_bits(t):
+    """The raw bit patterns of a torch float tensor (any dtype, bfloat16 included) as a contiguous CPU
+    integer tensor of the same width."""
+    import torch
+    ints = {2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()]
+    return t.detach().cpu().contiguous().view(ints)
+
+
+def assert_same_torch_bits(x, y, what: str = "", nan_matches_nan: bool = False) -> None:
+    """Bit-for-bit equality of two torch tensors of one dtype and shape; with nan_matches_nan, a NaN
+    matches any NaN (a copy or an arithmetic path may change a NaN's payload or sign)."""
+    assert x.dtype == y.dtype and x.shape == y.shape, f"{what}: {x.dtype}{tuple(x.shape)} vs {y.dtype}{tuple(y.shape)}"
+    differ = torch_bits(x) != torch_bits(y)
+    if nan_matches_nan:
+        differ &= ~(x.detach().cpu().isnan() & y.detach().cpu().isnan())
+    where = differ.nonzero().flatten()
+    assert where.numel() == 0, (f"{what}: {where.numel()} elements differ, first at {int(where[0])}: "
+                                f"{x.flatten()[where[0]].item()!r} vs {y.flatten()[where[0]].item()!r}")

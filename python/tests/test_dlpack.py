@@ -1,6 +1,6 @@
 """Zero-copy DLPack interop: leaves and seeds used in place, values and gradients exported without a
 copy (numpy here; JAX, PyTorch and CuPy where installed; CUDA where a device opens), lifetimes, and
-wrong device, dtype or layout rejected."""
+wrong device, dtype or layout rejected; bfloat16 and float16 bit for bit, every pattern."""
 
 import gc
 
@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import tapewise
+from conftest import assert_same_bits, assert_same_torch_bits, bits
 
 
 def pointer(a: np.ndarray) -> int:
@@ -169,3 +170,141 @@ def test_cupy_interop():
     d = cupy.from_dlpack(grads[x])
     assert d.data.ptr == grads.buffer(x).data_ptr
     cupy.testing.assert_allclose(d, 1.0 / c, rtol=1e-15)
+
+
+# bfloat16 and float16: every bit pattern through DLPack both ways (torch and numpy), and bfloat16's
+# DLPack-only export on the host (numpy has no bfloat16).
+
+HALF_DTYPES = ["bfloat16", "float16"]
+
+
+def every_16bit_pattern(torch, name, device="cpu"):
+    """All 65536 bit patterns of a 16-bit dtype (NaNs with every payload and sign included)."""
+    return torch.arange(-32768, 32768, dtype=torch.int32, device=device).to(torch.int16).view(getattr(torch, name))
+
+
+@pytest.mark.parametrize("name", HALF_DTYPES)
+def test_every_16bit_pattern_round_trips_through_torch_dlpack(name):
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+    backend = tapewise.cpu()
+    t = every_16bit_pattern(torch, name)
+    buf = backend.wrap(t)  # zero copy: the buffer views the tensor
+    assert buf.dtype == name and buf.shape == (65536,) and buf.data_ptr == t.data_ptr() and buf.borrowed
+    back = torch.from_dlpack(buf)
+    assert back.dtype == t.dtype and back.data_ptr() == t.data_ptr()
+    assert_same_torch_bits(back, t, f"{name} wrap -> from_dlpack")
+    tape = tapewise.Tape(backend)
+    x = tape.leaf(t)
+    assert tape.dtype(x) == name
+    value = torch.from_dlpack(tape.value(x))
+    assert value.data_ptr() == t.data_ptr()
+    assert_same_torch_bits(value, t, f"{name} leaf value")
+    # Copies (the backend's copy prim, a gradient seeded by the patterns) keep every non-NaN bit.
+    assert_same_torch_bits(torch.from_dlpack(backend.wrap(t, copy=True)), t, f"{name} wrap(copy=True)",
+                           nan_matches_nan=True)
+    grads = tape.backward(x, t)
+    assert_same_torch_bits(torch.from_dlpack(grads[x]), t, f"{name} gradient of a leaf", nan_matches_nan=True)
+    assert torch.from_dlpack(grads[x]).data_ptr() == grads.buffer(x).data_ptr
+
+
+def test_every_float16_pattern_round_trips_through_numpy():
+    patterns = np.arange(65536, dtype=np.uint32).astype(np.uint16).view(np.float16)
+    tape = tapewise.Tape(tapewise.cpu())
+    x = tape.leaf(patterns)
+    value = tape.value(x)
+    assert isinstance(value, np.ndarray) and value.dtype == np.float16 and pointer(value) == pointer(patterns)
+    assert_same_bits(value, patterns, "float16 leaf value")
+    assert_same_bits(tape.host(x), patterns, "float16 host copy")
+    assert_same_bits(np.from_dlpack(tapewise.cpu().wrap(patterns)), patterns, "float16 np.from_dlpack")
+    grads = tape.backward(x, patterns)
+    d = grads[x]
+    assert isinstance(d, np.ndarray) and d.dtype == np.float16
+    same = (bits(d) == bits(patterns)) | (np.isnan(d) & np.isnan(patterns))
+    assert same.all(), f"{np.count_nonzero(~same)} float16 gradient patterns differ"
+
+
+@pytest.mark.parametrize("name", HALF_DTYPES)
+def test_allocate_and_dtype_codes_of_16bit(name):
+    codes = tapewise._tapewise.DTYPE_CODES
+    assert set(codes) == {"float32", "float64", "bfloat16", "float16"}
+    assert len(set(codes.values())) == 4
+    buf = tapewise.cpu().allocate([2, 3], dtype=name)
+    assert buf.dtype == name and buf.shape == (2, 3) and buf.nbytes == 12 and not buf.borrowed
+    assert name in repr(buf)
+
+
+@pytest.mark.parametrize("name", HALF_DTYPES)
+def test_16bit_lists_round_to_float32_then_to_16_bits(name):
+    """A list with dtype="bfloat16"/"float16" is R16(R32(v)) per number, as tapewise rounds scalars
+    (round_to): the float32 rounding by numpy, the 16-bit one by torch, compared bit for bit."""
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+    rng = np.random.default_rng(16)
+    numbers = list(rng.standard_normal(500) * 10.0 ** rng.integers(-9, 6, 500))
+    numbers += [1 + 2**-8 + 2**-30, 1 + 2**-11 + 2**-40, 65519.99, 65520.0, 1e39, -0.0, 0.0, 3, -7, 2**-26]
+    with np.errstate(over="ignore"):  # 1e39 overflows float32 (to inf), as it should
+        expected = torch.from_numpy(np.array(numbers, dtype=np.float32)).to(getattr(torch, name))
+        for how in ("wrap", "leaf"):
+            if how == "wrap":
+                got = torch.from_dlpack(tapewise.cpu().wrap(numbers, dtype=name))
+            else:
+                tape = tapewise.Tape(tapewise.cpu())
+                got = torch.from_dlpack(tape.value(tape.leaf(numbers, dtype=name)))
+            assert_same_torch_bits(got, expected, f"{name} list via {how}")
+    nested = torch.from_dlpack(tapewise.cpu().wrap([[1, 2], [0.1, 3]], dtype=name))
+    assert nested.shape == (2, 2) and nested.dtype == getattr(torch, name)
+
+
+@pytest.mark.parametrize("name", HALF_DTYPES)
+def test_default_seed_is_ones_of_the_16bit_dtype(name):
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+    tape = tapewise.Tape(tapewise.cpu())
+    x = tape.leaf(torch.randn(7, dtype=getattr(torch, name)))
+    y = tape.scale(x, 3.0)
+    ones = torch.ones(7, dtype=getattr(torch, name))
+    assert_same_torch_bits(torch.from_dlpack(tape.backward(x)[x]), ones, f"{name} default seed")
+    assert_same_torch_bits(torch.from_dlpack(tape.backward(y)[x]), torch.from_dlpack(tape.backward(y, ones)[x]),
+                           f"{name} default seed through scale")
+    assert_same_torch_bits(torch.from_dlpack(tape.backward(y, [1.0] * 7)[x]),
+                           torch.from_dlpack(tape.backward(y, ones)[x]), f"{name} list seed")
+
+
+def test_bfloat16_goes_out_by_dlpack_only_on_the_host():
+    """numpy has no bfloat16: values, gradients and buffers export as DLPack objects (zero copy), and
+    host copies raise a TypeError that says what to do instead."""
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+    backend = tapewise.cpu()
+    tape = tapewise.Tape(backend)
+    t = torch.randn(5, dtype=torch.bfloat16)
+    x = tape.leaf(t)
+    y = tape.exp(x)
+    value = tape.value(y)
+    assert not isinstance(value, np.ndarray) and value.__dlpack_device__() == (1, 0)
+    assert torch.from_dlpack(value).dtype == torch.bfloat16
+    grads = tape.backward(y)
+    buf = grads.buffer(x)
+    assert torch.from_dlpack(buf.array()).data_ptr() == buf.data_ptr
+    for host in (lambda: tape.host(y), lambda: grads.host(x), lambda: buf.host(), lambda: backend.wrap(t).host()):
+        with pytest.raises(TypeError, match="numpy has no bfloat16.*from_dlpack"):
+            host()
+    with pytest.raises(tapewise.DTypeMismatchError, match="dtype='float32' was given for a bfloat16 array"):
+        tape.leaf(t, dtype="float32")
+    with pytest.raises(tapewise.DTypeMismatchError, match=r"for a float32 array.*x\.to\(torch\.bfloat16\)"):
+        tape.leaf(np.ones(2, np.float32), dtype="bfloat16")
+
+
+@pytest.mark.parametrize("name", HALF_DTYPES)
+def test_torch_cuda_16bit_zero_copy(name):
+    torch = _torch_cuda()
+    backend = tapewise.cuda(0, stream=torch.cuda.current_stream())
+    t = every_16bit_pattern(torch, name, device="cuda:0")
+    buf = backend.wrap(t)
+    assert buf.dtype == name and buf.data_ptr == t.data_ptr()
+    back = torch.from_dlpack(buf)
+    assert back.dtype == t.dtype and back.device == t.device and back.data_ptr() == t.data_ptr()
+    assert_same_torch_bits(back, t, f"{name} on CUDA")
+    tape = tapewise.Tape(backend)
+    x = tape.leaf(t)
+    grads = tape.backward(x, t)
+    assert_same_torch_bits(torch.from_dlpack(grads[x]), t, f"{name} CUDA gradient", nan_matches_nan=True)
+    host = tapewise.Tape(backend)
+    assert host.dtype(host.leaf(t.cpu(), copy=True)) == name
