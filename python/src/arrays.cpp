@@ -3,6 +3,7 @@
 // buffers go out as nanobind ndarrays (no copy) that keep their owner alive, read-only where the
 // memory is read-only or must not change.
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <new>
 #include <string>
@@ -26,6 +27,16 @@ std::string device_name(int type, int id) {
   }
 }
 
+// DLPack 1.1's codes of the 8-, 6- and 4-bit float formats (dlpack.h, kDLFloat8_e3m4 = 7 on), which
+// nanobind's dtype_code does not list: named so that an error says which one was passed.
+const char* small_float_name(std::uint8_t code) {
+  static constexpr const char* kNames[] = {"float8_e3m4",   "float8_e4m3",    "float8_e4m3b11fnuz", "float8_e4m3fn",
+                                           "float8_e4m3fnuz", "float8_e5m2",  "float8_e5m2fnuz",    "float8_e8m0fnu",
+                                           "float6_e2m3fn", "float6_e3m2fn",  "float4_e2m1fn"};
+  constexpr std::uint8_t first = 7;
+  return code >= first && code - first < static_cast<int>(std::size(kNames)) ? kNames[code - first] : nullptr;
+}
+
 std::string dtype_name(const nb::dlpack::dtype& t) {
   const char* kind = "unknown";
   switch (static_cast<nb::dlpack::dtype_code>(t.code)) {
@@ -37,6 +48,8 @@ std::string dtype_name(const nb::dlpack::dtype& t) {
     case nb::dlpack::dtype_code::Bool: kind = "bool"; break;
     default: break;
   }
+  if (const char* small = small_float_name(t.code))
+    return t.lanes == 1 ? small : small + std::string("x") + std::to_string(t.lanes);
   std::string name = kind + std::to_string(t.bits);
   return t.lanes == 1 ? name : name + "x" + std::to_string(t.lanes);
 }

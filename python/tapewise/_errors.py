@@ -32,7 +32,7 @@ class ShapeMismatchError(TapewiseError, ValueError):
 
 
 class DTypeMismatchError(TapewiseError, TypeError):
-    """Inputs of one node with different dtypes, or a dtype other than float32/float64."""
+    """Inputs of one node with different dtypes, or a dtype other than float32/float64/bfloat16/float16."""
 
 
 class SeedShapeMismatchError(TapewiseError, ValueError):

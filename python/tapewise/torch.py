@@ -13,8 +13,10 @@ these ops as one tapewise tape.
         return twt.relu(twt.scale(twt.tanh(twt.mul(x, w)), 0.9))
     block(x, w).sum().backward()             # x.grad, w.grad: Tape.backward's bits
 
-Node by node: inputs must be float32 or float64 tensors of one shape, dtype and device (no
-broadcasting); they are made contiguous first. Double backward is not supported (backward with
+Node by node: inputs must be float32, float64, bfloat16 or float16 tensors of one shape, dtype and
+device (no broadcasting); they are made contiguous first. Results have the inputs' dtype; in bfloat16
+and float16 each stage is computed in float32 and rounded once to 16 bits, as ATen does, and scalars
+are the dtype's values R16(R32(c)) (spec/conventions.md 0.3). Double backward is not supported (backward with
 create_graph=True runs, and differentiating its result raises). Gradients are identical to
 tapewise.Tape.backward's up to NaN (equal bits, or both NaN: a NaN's sign and payload may differ):
 each backward is the node's fused VJP, and contributions accumulate as the tape's do (maximum(a, a)
@@ -62,7 +64,8 @@ except ImportError as e:  # tapewise itself works without torch; only this modul
 import tapewise
 
 _OP_INDEX = {name: i for i, (name, _, _) in enumerate(tapewise.ops())}
-_DTYPE_NAMES = {torch.float32: "float32", torch.float64: "float64"}
+_DTYPE_NAMES = {torch.float32: "float32", torch.float64: "float64", torch.bfloat16: "bfloat16",
+                torch.float16: "float16"}
 # The dtype as the int code Backend._forward_raw/_vjp_raw take (no string parsing per call).
 _DTYPE_CODES = {dtype: tapewise._tapewise.DTYPE_CODES[name] for dtype, name in _DTYPE_NAMES.items()}
 _TIE_NODES = (_OP_INDEX["max"], _OP_INDEX["min"])
@@ -100,7 +103,7 @@ def backend_for(t: torch.Tensor) -> tapewise.Backend:
 def _dtype_code(t: torch.Tensor, what: str) -> int:
     code = _DTYPE_CODES.get(t.dtype)
     if code is None:
-        raise TypeError(f"tapewise.torch: {what} is {t.dtype}; tapewise takes float32 or float64")
+        raise TypeError(f"tapewise.torch: {what} is {t.dtype}; tapewise takes float32, float64, bfloat16 or float16")
     return code
 
 

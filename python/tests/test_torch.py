@@ -1,6 +1,7 @@
 """tapewise.torch: every node as a torch.autograd.Function — gradcheck in float64 away from kinks, and
 gradients equal to Tape.backward bit for bit, on CPU tensors and (where available) CUDA tensors."""
 
+import math
 import subprocess
 import sys
 
@@ -8,7 +9,7 @@ import numpy as np
 import pytest
 
 import tapewise
-from conftest import ARITY, POSITIVE, SCALARS, TABLE, assert_same_bits, bits
+from conftest import ARITY, POSITIVE, SCALARS, TABLE, assert_same_bits, assert_same_torch_bits, bits
 
 torch = pytest.importorskip("torch", reason="PyTorch is not installed (tapewise.torch tests run where it is)")
 twt = pytest.importorskip("tapewise.torch")
@@ -124,9 +125,23 @@ def test_outputs_are_fresh_tensors_on_the_input_device(device):
     torch.testing.assert_close(x.grad, torch.cos(x.detach()), rtol=1e-6, atol=1e-6)
 
 
+# Dtypes tapewise does not take, each named in the error: 16-bit integers, complex32, the float8s.
+BAD_DTYPES = [d for d in (torch.int16, getattr(torch, "uint16", None), getattr(torch, "complex32", None),
+                          getattr(torch, "float8_e4m3fn", None), getattr(torch, "float8_e5m2", None), torch.int32)
+              if d is not None]
+
+
+@pytest.mark.filterwarnings("ignore:ComplexHalf support is experimental")
+@pytest.mark.parametrize("dtype", BAD_DTYPES, ids=str)
+def test_a_dtype_tapewise_does_not_take_is_named(dtype):
+    bad = torch.zeros(3, dtype=dtype)
+    for call in (lambda: twt.sin(bad), lambda: twt.add(bad, bad), lambda: twt.scale(bad, 2.0),
+                 lambda: twt.region(twt.sin)(bad)):
+        with pytest.raises(TypeError, match=f"is {dtype}; tapewise takes float32, float64, bfloat16 or float16"):
+            call()
+
+
 def test_errors_are_clear():
-    with pytest.raises(TypeError, match="float32 or float64"):
-        twt.sin(torch.ones(3, dtype=torch.float16))
     with pytest.raises(ValueError, match="no broadcasting"):
         twt.add(torch.ones(3), torch.ones(1))
     with pytest.raises(ValueError, match="one shape, dtype and device"):
@@ -429,9 +444,9 @@ def test_region_inside_region_records_onto_the_outer_tape():
 
 def test_region_errors_are_clear():
     x = torch.ones(3, requires_grad=True)
-    with pytest.raises(TypeError, match="float32 or float64"):
-        twt.region(twt.sin)(torch.ones(3, dtype=torch.float16))
-    with pytest.raises(TypeError, match="float32 or float64"):
+    with pytest.raises(TypeError, match="int16; tapewise takes float32, float64, bfloat16 or float16"):
+        twt.region(twt.sin)(torch.ones(3, dtype=torch.int16))
+    with pytest.raises(TypeError, match="int32; tapewise takes float32, float64, bfloat16 or float16"):
         twt.region(twt.sin)(torch.ones(3, dtype=torch.int32))
     with pytest.raises(ValueError, match="one device"):
         twt.region(twt.add)(torch.ones(3), torch.ones(3, device="meta"))
@@ -601,3 +616,132 @@ def test_a_tensor_sharing_a_tapes_memory_alive_at_exit_is_no_leak_report(tmp_pat
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stderr == "", done.stderr
+
+
+# bfloat16 and float16: the nodes run on 16-bit tensors, results of the same dtype, gradients equal to
+# Tape.backward's bits (node by node and in regions), forwards as spec/conventions.md 0.3 says.
+
+HALF = [torch.bfloat16, torch.float16]
+# The nodes whose forward is a staging of several 16-bit roundings, not one float32 op rounded once.
+STAGED_FORWARD = {"silu", "gelu", "softplus", "safeLog"}
+
+
+def every_16bit_pattern(dtype):
+    """All 65536 bit patterns of a 16-bit dtype (every NaN payload, ±0, ±inf, subnormals)."""
+    return torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16).view(dtype)
+
+
+def tape_run_torch(backend, name, arrays, seed, scalars):
+    """(output, [gradients]) of one node through Tape.backward, as torch tensors (bfloat16 has no numpy)."""
+    tape = tapewise.Tape(backend)
+    ids = [tape.leaf(a.detach()) for a in arrays]
+    out = getattr(tape, name)(*ids, *scalars)
+    grads = tape.backward(out, seed)
+    return torch.from_dlpack(tape.value(out)).clone(), [torch.from_dlpack(grads[i]).clone() for i in ids]
+
+
+@pytest.mark.parametrize("dtype", HALF, ids=["bfloat16", "float16"])
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("name", NODES)
+def test_16bit_gradients_equal_tape_backward_bit_for_bit(name, device, dtype):
+    gen = torch.Generator().manual_seed(200 + NODES.index(name))
+    inputs = [(torch.randn(4096, generator=gen) * 3).to(dtype).to(device) for _ in range(ARITY[name])]
+    if name in POSITIVE:
+        inputs = [x.abs() for x in inputs]
+    if ARITY[name] == 2:
+        inputs[1][::5] = inputs[0][::5]  # ties
+    inputs = [x.requires_grad_() for x in inputs]
+    seed = torch.randn(4096, generator=gen).to(dtype).to(device)
+    y = call(name, inputs)
+    assert y.dtype == dtype and y.device == inputs[0].device
+    y.backward(seed)
+    y_tape, grads_tape = tape_run_torch(twt.backend_for(inputs[0]), name, inputs, seed, SCALARS.get(name, []))
+    assert_same_torch_bits(y, y_tape, f"{name} forward")
+    informative = 0
+    for x, d in zip(inputs, grads_tape):
+        assert x.grad.dtype == dtype
+        assert_same_torch_bits(x.grad, d, f"{name} gradient")
+        informative += int((d.float().isfinite() & (d != 0)).sum())
+    assert informative > 400, f"{name}: only {informative} finite non-zero gradient elements"
+
+
+def rounded_scalar(c, dtype):
+    """R16(R32(c)): a scalar as tapewise rounds it to a 16-bit dtype (through float32, as ATen does)."""
+    return torch.tensor(c, dtype=torch.float32).to(dtype).item()
+
+
+@pytest.mark.parametrize("dtype", HALF, ids=["bfloat16", "float16"])
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("name", [n for n in NODES if n not in STAGED_FORWARD])
+def test_16bit_forward_is_the_float32_forward_rounded_once(name, device, dtype):
+    """For a node whose forward is one op, the 16-bit forward of x is R16(forward32(widened x)) with
+    the scalars R16(R32(c)) (spec/conventions.md 0.3): tapewise's float32 forward of the widened
+    inputs, rounded by torch's .to(dtype), on every 16-bit pattern (paired with a shuffle of them for
+    two-input nodes). NaN matches NaN (the payload of a rounded NaN is not specified)."""
+    x = every_16bit_pattern(dtype)
+    gen = torch.Generator().manual_seed(NODES.index(name))
+    inputs = [x] + [x[torch.randperm(x.numel(), generator=gen)] for _ in range(ARITY[name] - 1)]
+    inputs = [t.to(device) for t in inputs]
+    scalars = [rounded_scalar(c, dtype) for c in SCALARS.get(name, [])]
+    y16 = twt.NODES[name](*inputs, *SCALARS.get(name, []))  # the node rounds its scalars itself
+    expected = twt.NODES[name](*[t.float() for t in inputs], *scalars).to(dtype)
+    assert_same_torch_bits(y16, expected, f"{name} {dtype} forward", nan_matches_nan=True)
+    tape = tapewise.Tape(twt.backend_for(inputs[0]))
+    ids = [tape.leaf(t) for t in inputs]
+    via_tape = torch.from_dlpack(tape.value(getattr(tape, name)(*ids, *SCALARS.get(name, []))))
+    # The tape runs this size as a program, whose NaN * NaN may keep the other operand's payload.
+    assert_same_torch_bits(via_tape, y16, f"{name} {dtype} forward through the tape", nan_matches_nan=True)
+
+
+@pytest.mark.parametrize("dtype", HALF, ids=["bfloat16", "float16"])
+@pytest.mark.parametrize("device", devices())
+def test_16bit_scalars_round_through_float32(device, dtype):
+    """scale's scalar is R16(R32(c)): a c that rounds differently straight to 16 bits tells them apart."""
+    significand_bits = 8 if dtype is torch.bfloat16 else 11
+    c = 1 + 2.0**-significand_bits + 2.0**-40  # just above a 16-bit tie, which float32 rounds onto
+    mantissa, exponent = math.frexp(c)
+    straight = round(mantissa * 2**significand_bits) * 2.0 ** (exponent - significand_bits)  # RNE, once
+    assert straight != rounded_scalar(c, dtype), "c does not tell one rounding from two"
+    x = torch.tensor([1.0, -3.0, 0.5], dtype=dtype, device=device)
+    expected = (x.float() * rounded_scalar(c, dtype)).to(dtype)
+    assert_same_torch_bits(twt.scale(x, c), expected, "scale by R16(R32(c))")
+
+
+@pytest.mark.parametrize("shape", ["chain", "dag"])
+@pytest.mark.parametrize("dtype", HALF, ids=["bfloat16", "float16"])
+@pytest.mark.parametrize("device", devices())
+def test_16bit_region_gradients_equal_tape_backward_bit_for_bit(device, dtype, shape):
+    """A random program over all the nodes as a region on 16-bit tensors: the output and gradients are
+    Tape.backward's bits and of the inputs' dtype; node by node agrees up to NaN."""
+    rng = np.random.default_rng(16 + (shape == "dag"))
+    gen = torch.Generator().manual_seed(16)
+    program = random_program(rng, 8, rounds=1, chain=shape == "chain")
+    inputs = [x.to(dtype) for x in random_inputs(gen, 4099, torch.float32, device, 8)]
+    seed = (torch.rand(4099, generator=gen) + 0.5).to(dtype).to(device)
+    fn = on_torch(program)
+    xs = [x.clone().requires_grad_() for x in inputs]
+    y = twt.region(fn)(*xs)
+    assert y.dtype == dtype
+    y.backward(seed)
+    tape = tapewise.Tape(twt.backend_for(inputs[0]))
+    leaves = [tape.leaf(a) for a in inputs]
+    out = run_program(program, leaves, lambda name, ps, scalars: getattr(tape, name)(*ps, *scalars))
+    grads = tape.backward(out, seed)
+    assert_same_torch_bits(y, torch.from_dlpack(tape.value(out)), "region output")
+    informative = 0
+    for k, x in enumerate(xs):
+        if leaves[k] not in grads:
+            assert x.grad is None, f"input {k}"
+            continue
+        d = torch.from_dlpack(grads[leaves[k]])
+        assert x.grad.dtype == dtype
+        assert_same_torch_bits(x.grad, d, f"input {k}'s gradient")
+        informative += int((d.float().isfinite() & (d != 0)).sum())
+    assert informative > 400, f"only {informative} finite non-zero gradient elements: the comparison says little"
+    per_node = [x.clone().requires_grad_() for x in inputs]
+    y2 = fn(*per_node)
+    y2.backward(seed)
+    assert_same_torch_bits(y2, y, "per-node output", nan_matches_nan=True)
+    for x, x_region in zip(per_node, xs):
+        if x_region.grad is not None:
+            assert_same_torch_bits(x.grad, x_region.grad, "per-node gradient", nan_matches_nan=True)
