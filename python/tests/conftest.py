@@ -12,7 +12,9 @@ import pytest
 
 import tapewise
 
-DTYPES = [np.float32, np.float64]
+# The numpy dtypes tapewise takes (numpy has no bfloat16: the torch tests cover it).
+DTYPES = [np.float32, np.float64, np.float16]
+DTYPE_IDS = [np.dtype(d).name for d in DTYPES]
 
 TABLE = {row["name"]: row for row in tapewise.op_table()}
 ARITY = {name: row["arity"] for name, row in TABLE.items()}

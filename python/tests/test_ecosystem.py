@@ -1,10 +1,11 @@
 """Python that fits its ecosystem: reprs that say what an object holds, CPU exports that are numpy
-arrays (no copy), and Python lists accepted as copied arrays (float32, or dtype="float64")."""
+arrays (no copy), and Python lists accepted as copied arrays (float32, or dtype="float64", "bfloat16", "float16")."""
 
 import numpy as np
 import pytest
 
 import tapewise
+from conftest import assert_same_bits
 
 
 def pointer(a: np.ndarray) -> int:
@@ -114,12 +115,14 @@ def test_backend_wrap_copies_a_list():
     assert backend.wrap([1.0]).shape == (1,)
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
 def test_a_list_takes_the_dtype_the_user_chooses(dtype):
     tape = tapewise.Tape(tapewise.cpu())
     x = tape.leaf([0.1, 2.0], dtype=dtype)
     assert tape.dtype(x) == dtype
-    np.testing.assert_array_equal(tape.host(x), np.array([0.1, 2.0], dtype))  # rounded once, to dtype
+    # Rounded once to float32 or float64; to float16 through float32, as tapewise rounds scalars.
+    expected = np.array([0.1, 2.0], dtype) if dtype != "float16" else np.array([0.1, 2.0], np.float32).astype(dtype)
+    assert_same_bits(tape.host(x), expected, f"list as {dtype}")
     y = tape.leaf(0.1, dtype=dtype)
     assert tape.value(y).dtype == np.dtype(dtype)
     assert tapewise.cpu().wrap([[1, 2]], dtype=dtype).dtype == dtype

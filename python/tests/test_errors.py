@@ -123,6 +123,20 @@ def test_wrong_dtypes_are_named():
     assert len(tape) == 0
 
 
+def test_wrong_torch_dtypes_are_named():
+    """Through DLPack, each refused dtype is named, the float8s included (DLPack 1.1 codes)."""
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+    tape = tapewise.Tape(tapewise.cpu())
+    names = ["int16", "uint16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz"]
+    for name in [n for n in names if hasattr(torch, n)]:
+        for call in (lambda: tape.leaf(torch.zeros(2, dtype=getattr(torch, name))),
+                     lambda: tapewise.cpu().wrap(torch.zeros(2, dtype=getattr(torch, name)), copy=True)):
+            with pytest.raises(tapewise.DTypeMismatchError,
+                               match=f"dtype {name} is not supported: tapewise takes float32, float64, bfloat16 or"):
+                call()
+    assert len(tape) == 0
+
+
 def test_host_memory_into_cuda_needs_copy(cuda_backend):
     tape = tapewise.Tape(cuda_backend)
     with pytest.raises(tapewise.BackendMismatchError, match="copy=True"):

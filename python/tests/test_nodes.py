@@ -12,7 +12,7 @@ import pytest
 
 import tapewise
 import tapewise.conform as conform
-from conftest import ARITY, DTYPES, SCALARS, TABLE, assert_same_bits, conform_binary, leaf, node_inputs
+from conftest import ARITY, DTYPE_IDS, DTYPES, SCALARS, TABLE, assert_same_bits, conform_binary, leaf, node_inputs
 
 NODES = list(tapewise.NODE_NAMES)
 
@@ -112,7 +112,7 @@ def raw_pointer_run(name, inputs, g):
     return y, grads
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "float64"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 @pytest.mark.parametrize("name", NODES)
 def test_entry_points_agree_bit_for_bit(backend, name, dtype):
     rng = np.random.default_rng(20261130 + NODES.index(name))
@@ -137,7 +137,7 @@ def test_entry_points_agree_bit_for_bit(backend, name, dtype):
             assert_same_bits(d2, np.asarray(d.dtype.type(0.0) + d, dtype=d.dtype), f"{name} dense {path}")
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "float64"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 def test_programs_give_the_bits_of_per_node_kernels(backend, dtype):
     rng = np.random.default_rng(7)
     x0 = rng.standard_normal(4096).astype(dtype)
