@@ -242,8 +242,9 @@ void bind_backend(nb::module_& m) {
            "kernel on the backend's stream (not synchronised). Read-only `grads` raise InvalidArgumentError.")
       .def("forward_ptrs", &forward_pointers, "op_index"_a, "s0"_a, "s1"_a, "inputs"_a, "out"_a, "numel"_a, "dtype"_a,
            "Low level, for framework adapters: forward on raw addresses of contiguous memory of this\n"
-           "backend, each holding `numel` elements of `dtype` (\"float32\"/\"float64\"/\"bfloat16\"/\"float16\"). The caller keeps\n"
-           "the memory alive and must be on the backend's stream (or synchronise).")
+           "backend, each holding `numel` elements of `dtype` (\"float32\", \"float64\", \"bfloat16\" or\n"
+           "\"float16\"). The caller keeps the memory alive and must be on the backend's stream (or\n"
+           "synchronise).")
       .def("vjp_fused_ptrs", &vjp_pointers, "op_index"_a, "s0"_a, "s1"_a, "inputs"_a, "g"_a, "grads"_a, "numel"_a,
            "dtype"_a, "Low level: the fused VJP on raw addresses (see forward_ptrs).")
       .def("_forward_raw", &forward_raw, "op_index"_a, "s0"_a, "s1"_a, "a"_a, "b"_a, "out"_a, "numel"_a,
@@ -256,9 +257,9 @@ void bind_backend(nb::module_& m) {
   nb::class_<PyBuffer>(m, "Buffer",
       "A tapewise buffer owned by Python (a gradient, or Backend.wrap/allocate): move-only device or\n"
       "host memory. array() (or __dlpack__) exports it without a copy (on the host a numpy array, but a\n"
-      "DLPack object for bfloat16, which numpy lacks); the arrays share the memory, so\n"
-      "it stays valid while any of them lives, even after release(). A view of read-only memory\n"
-      "(Backend.wrap of a read-only array) is exported read-only.")
+      "DLPack object for bfloat16, which numpy lacks); the arrays share the memory, so it stays valid\n"
+      "while any of them lives, even after release(). A view of read-only memory (Backend.wrap of a\n"
+      "read-only array) is exported read-only.")
       .def("__repr__", [](const PyBuffer& b) { return "<tapewise.Buffer " + buffer_summary(b) + ">"; })
       .def_prop_ro("shape", [](const PyBuffer& b) { return shape_tuple(live_buffer(b).shape()); })
       .def_prop_ro("dtype", [](const PyBuffer& b) { return std::string(dtype_name(live_buffer(b).dtype())); })

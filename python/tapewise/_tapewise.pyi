@@ -68,12 +68,17 @@ class Backend:
         """
         A Buffer over `array`'s memory, no copy (see Tape.leaf for what is accepted); copy=True copies.
         A Python float or (nested) list of numbers is always copied, as dtype ("float32", the default,
-        or "float64"); an array keeps its own dtype (a dtype= that differs raises DTypeMismatchError).
+        "float64", "bfloat16" or "float16"; a 16-bit dtype rounds each number to float32 first, then
+        to 16 bits, as tapewise rounds scalars); an array keeps its own dtype (a dtype= that differs
+        raises DTypeMismatchError).
         A view of read-only memory is read-only: its array() refuses writes and it cannot be an output.
         """
 
     def allocate(self, shape: Sequence[int], dtype: str = 'float32') -> Buffer:
-        """A fresh, uninitialised Buffer of this backend (tag "value")."""
+        """
+        A fresh, uninitialised Buffer of this backend (tag "value"); dtype "float32", "float64",
+        "bfloat16" or "float16".
+        """
 
     def forward(self, op: str, inputs: Sequence[Buffer], out: Buffer, scalars: Sequence[float] = []) -> None:
         """
@@ -91,8 +96,9 @@ class Backend:
     def forward_ptrs(self, op_index: int, s0: float, s1: float, inputs: Sequence[int], out: int, numel: int, dtype: str) -> None:
         """
         Low level, for framework adapters: forward on raw addresses of contiguous memory of this
-        backend, each holding `numel` elements of `dtype` ("float32"/"float64"). The caller keeps
-        the memory alive and must be on the backend's stream (or synchronise).
+        backend, each holding `numel` elements of `dtype` ("float32", "float64", "bfloat16" or
+        "float16"). The caller keeps the memory alive and must be on the backend's stream (or
+        synchronise).
         """
 
     def vjp_fused_ptrs(self, op_index: int, s0: float, s1: float, inputs: Sequence[int], g: int, grads: Sequence[int], numel: int, dtype: str) -> None:
@@ -110,9 +116,10 @@ class Backend:
 class Buffer:
     """
     A tapewise buffer owned by Python (a gradient, or Backend.wrap/allocate): move-only device or
-    host memory. array() (or __dlpack__) exports it without a copy; the arrays share the memory, so
-    it stays valid while any of them lives, even after release(). A view of read-only memory
-    (Backend.wrap of a read-only array) is exported read-only.
+    host memory. array() (or __dlpack__) exports it without a copy (on the host a numpy array, but a
+    DLPack object for bfloat16, which numpy lacks); the arrays share the memory, so it stays valid
+    while any of them lives, even after release(). A view of read-only memory (Backend.wrap of a
+    read-only array) is exported read-only.
     """
 
     def __repr__(self) -> str: ...
@@ -152,11 +159,15 @@ class Buffer:
     def array(self) -> Any:
         """
         The buffer as an array (no copy, shares the memory): a numpy array on the host, an object
-        exporting __dlpack__ on a device. Synchronises the backend first.
+        exporting __dlpack__ on a device or for bfloat16 (numpy has none: torch.from_dlpack reads it).
+        Synchronises the backend first.
         """
 
     def host(self) -> NDArray:
-        """A host copy as a new numpy array."""
+        """
+        A host copy as a new numpy array (a bfloat16 buffer raises TypeError: numpy has no bfloat16;
+        use torch.from_dlpack(buffer)).
+        """
 
     def __dlpack_device__(self) -> tuple[int, int]: ...
 
@@ -170,7 +181,7 @@ class Buffer:
         leaves its Gradients.
         """
 
-DTYPE_CODES: dict = {'float32' : 0, 'float64' : 1}
+DTYPE_CODES: dict = {'float32' : 0, 'float64' : 1, 'bfloat16' : 2, 'float16' : 3}
 
 def cpu() -> Backend:
     """
@@ -239,16 +250,17 @@ class Tape:
     def leaf(self, array: object, requires_grad: bool = True, copy: bool = False, dtype: str | None = None) -> int:
         """
         Records `array` as a leaf and returns its id. Any object exporting __dlpack__ or the buffer
-        protocol (numpy, torch, jax, cupy), float32 or float64, C-contiguous, on the backend's device
-        (host memory for the CPU backend) is used in place, without a copy: it must stay unchanged
-        while the tape lives (the tape keeps the object alive), and value(id) is writable only when
-        the array is. copy=True copies it instead (value(id) is then read-only), also from host
-        memory into a CUDA backend, and from a non-contiguous host array. Anything else raises a
-        TapewiseError naming what is wrong (DTypeMismatchError, BackendMismatchError,
+        protocol (numpy, torch, jax, cupy), float32, float64, bfloat16 or float16, C-contiguous, on the
+        backend's device (host memory for the CPU backend) is used in place, without a copy: it must
+        stay unchanged while the tape lives (the tape keeps the object alive), and value(id) is
+        writable only when the array is. copy=True copies it instead (value(id) is then read-only),
+        also from host memory into a CUDA backend, and from a non-contiguous host array. Anything else
+        raises a TapewiseError naming what is wrong (DTypeMismatchError, BackendMismatchError,
         InvalidArgumentError, OutOfMemoryError); an object that is not an array raises TypeError.
         A Python float or (nested) list of numbers is always copied (whatever `copy` says: a list has no
-        memory to view), as dtype: "float32" (the default, as torch.tensor makes) or "float64"; its
-        value is read-only; strings or ragged lists raise TypeError, another dtype DTypeMismatchError.
+        memory to view), as dtype: "float32" (the default, as torch.tensor makes), "float64",
+        "bfloat16" or "float16" (each number rounded to float32, then to 16 bits); its value is
+        read-only; strings or ragged lists raise TypeError, another dtype DTypeMismatchError.
         An array keeps its own dtype: a dtype= that differs from it raises DTypeMismatchError.
         """
 
@@ -261,7 +273,8 @@ class Tape:
         """
         The node's value, no copy: on the CPU backend a numpy array (a view of the tape's memory), on
         CUDA an object exporting __dlpack__ and __dlpack_device__; either way numpy.asarray(v) (host),
-        torch.from_dlpack(v), jax.dlpack.from_dlpack(v) read it.
+        torch.from_dlpack(v), jax.dlpack.from_dlpack(v) read it. A bfloat16 value is the DLPack object
+        on the CPU too (numpy has no bfloat16): torch.from_dlpack(v) reads it.
         It keeps the tape alive. Read-only (the buffer protocol refuses writes, versioned DLPack
         capsules carry the read-only flag), except for a leaf that views writable caller memory.
         Flushes pending nodes first.
@@ -269,14 +282,15 @@ class Tape:
 
     def host(self, id: int) -> NDArray:
         """
-        A host copy of the node's value as a new numpy array (from any backend).
+        A host copy of the node's value as a new numpy array (from any backend). numpy has no bfloat16:
+        a bfloat16 node raises TypeError (read it with torch.from_dlpack(tape.value(id)) instead).
         """
 
     def shape(self, id: int) -> tuple:
         """The node's shape."""
 
     def dtype(self, id: int) -> str:
-        """The node's dtype: "float32" or "float64"."""
+        """The node's dtype: "float32", "float64", "bfloat16" or "float16"."""
 
     def backward(self, out: int, seed: object | None = None, path: str = 'fused', wanted: Sequence[int] | None = None) -> Gradients:
         """
@@ -474,7 +488,10 @@ class Gradients:
         """The gradient as a tapewise.Buffer (no copy)."""
 
     def host(self, id: int) -> NDArray:
-        """A host copy of the gradient as a new numpy array (from any backend)."""
+        """
+        A host copy of the gradient as a new numpy array (from any backend); TypeError for bfloat16,
+        which numpy lacks (torch.from_dlpack(grads[id]) reads it).
+        """
 
     def __contains__(self, id: int) -> bool: ...
 
