@@ -12,7 +12,8 @@ import pytest
 
 import tapewise
 import tapewise.conform as conform
-from conftest import ARITY, DTYPE_IDS, DTYPES, SCALARS, TABLE, assert_same_bits, conform_binary, leaf, node_inputs
+from conftest import (ARITY, DTYPE_IDS, DTYPES, SCALARS, TABLE, assert_same_bits, assert_same_torch_bits, conform_binary,
+                      leaf, node_inputs)
 
 NODES = list(tapewise.NODE_NAMES)
 
@@ -218,3 +219,58 @@ def test_pointer_kernels_refuse_a_bad_op_index_arity_or_dtype():
     backend._forward_raw(sin, 0.0, 0.0, x.ctypes.data, 0, y.ctypes.data, 4, f32)  # a good call works
     assert_same_bits(y, expected, "sin through _forward_raw")
     assert not np.any(y == 2.0)
+
+
+@pytest.mark.parametrize("name", NODES)
+def test_bfloat16_entry_points_agree_bit_for_bit(name):
+    """numpy has no bfloat16, so the numpy-driven test above cannot run it: the same entry points on
+    torch bfloat16 tensors (CPU backend), read back through DLPack."""
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+    rng = np.random.default_rng(20261202 + NODES.index(name))
+    arrays, g32 = node_inputs(name, np.float32, rng, 1000)
+    inputs = [torch.from_numpy(a).to(torch.bfloat16) for a in arrays]
+    g = torch.from_numpy(g32).to(torch.bfloat16)
+    backend = tapewise.cpu()
+    scalars = SCALARS.get(name, [])
+    s = (scalars + [0.0, 0.0])[:2]
+    op_index = NODES.index(name)
+
+    def via_tape(path="fused", via_apply=False):
+        tape = tapewise.Tape(backend)
+        ids = [tape.leaf(x) for x in inputs]
+        out = tape.apply(name, ids, scalars) if via_apply else record(tape, name, ids)
+        grads = tape.backward(out, g, path=path)
+        return torch.from_dlpack(tape.value(out)).clone(), [torch.from_dlpack(grads[i]).clone() for i in ids]
+
+    def via_buffers():
+        y = backend.allocate([1000], "bfloat16")
+        grads = [backend.allocate([1000], "bfloat16") for _ in inputs]
+        ins = [backend.wrap(x) for x in inputs]
+        backend.forward(name, ins, y, scalars)
+        backend.vjp_fused(name, ins, backend.wrap(g), grads, scalars)
+        return torch.from_dlpack(y), [torch.from_dlpack(d) for d in grads]
+
+    def via_pointers(raw):
+        y = torch.empty_like(inputs[0])
+        grads = [torch.empty_like(x) for x in inputs]
+        if raw:
+            code = tapewise._tapewise.DTYPE_CODES["bfloat16"]
+            second = [inputs[1].data_ptr(), grads[1].data_ptr()] if len(inputs) == 2 else [0, 0]
+            backend._forward_raw(op_index, s[0], s[1], inputs[0].data_ptr(), second[0], y.data_ptr(), 1000, code)
+            backend._vjp_raw(op_index, s[0], s[1], inputs[0].data_ptr(), second[0], g.data_ptr(), grads[0].data_ptr(),
+                             second[1], 1000, code)
+        else:
+            addresses = [x.data_ptr() for x in inputs]
+            backend.forward_ptrs(op_index, s[0], s[1], addresses, y.data_ptr(), 1000, "bfloat16")
+            backend.vjp_fused_ptrs(op_index, s[0], s[1], addresses, g.data_ptr(), [d.data_ptr() for d in grads],
+                                   1000, "bfloat16")
+        return y, grads
+
+    y, grads = via_tape()
+    assert y.dtype == torch.bfloat16 and all(d.dtype == torch.bfloat16 for d in grads)
+    others = {"staged": via_tape("staged"), "apply": via_tape(via_apply=True), "buffers": via_buffers(),
+              "pointers": via_pointers(raw=False), "raw pointers": via_pointers(raw=True)}
+    for what, (y2, grads2) in others.items():
+        assert_same_torch_bits(y2, y, f"{name} forward via {what}")
+        for d2, d in zip(grads2, grads):
+            assert_same_torch_bits(d2, d, f"{name} vjp via {what}")
