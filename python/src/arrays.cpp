@@ -288,8 +288,19 @@ nb::object export_array(const Buffer& buffer, nb::handle owner, Access access) {
   const Backend* be = buffer.backend();
   // Host memory goes out as a numpy array (a view: numpy prints it, and every library reads it);
   // device memory as a DLPack object for the consumer's framework to import. numpy has no bfloat16,
-  // so host bfloat16 goes out as the DLPack object too (torch.from_dlpack, jax read it).
-  if (be->dlpack_device_type() == kDLCPU && buffer.dtype() != DType::bfloat16) {
+  // so host bfloat16 goes out as a DLPack-only tapewise._bfloat16.HostBFloat16Array.
+  if (be->dlpack_device_type() == kDLCPU && buffer.dtype() == DType::bfloat16) {
+    // Wrapped so that numpy.asarray raises instead of making a 0-d object array of the DLPack object.
+    nb::object dlpack = access == Access::read_only
+        ? nb::cast(nb::ndarray<nb::array_api, nb::ro>(buffer.data(), shape.size(), shape.data(), owner, nullptr, dtype,
+                                                      kDLCPU, 0))
+        : nb::cast(nb::ndarray<nb::array_api>(const_cast<void*>(buffer.data()), shape.size(), shape.data(), owner,
+                                              nullptr, dtype, kDLCPU, 0));
+    nb::list dims;
+    for (std::size_t d : shape) dims.append(d);
+    return nb::module_::import_("tapewise._bfloat16").attr("HostBFloat16Array")(dlpack, nb::tuple(dims));
+  }
+  if (be->dlpack_device_type() == kDLCPU) {
     if (access == Access::read_only)
       return nb::cast(nb::ndarray<nb::numpy, nb::ro>(buffer.data(), shape.size(), shape.data(), owner, nullptr, dtype,
                                                      kDLCPU, 0));

@@ -278,7 +278,8 @@ void bind_backend(nb::module_& m) {
              unwrap(const_cast<Backend*>(buffer.backend())->synchronize());
              return export_buffer(b, "Buffer"); },
            "The buffer as an array (no copy, shares the memory): a numpy array on the host, an object\n"
-           "exporting __dlpack__ on a device or for bfloat16 (numpy has none: torch.from_dlpack reads it).\n"
+           "exporting __dlpack__ on a device or for bfloat16 (numpy has none: torch.from_dlpack reads it,\n"
+           "numpy.asarray raises TypeError).\n"
            "Synchronises the backend first.")
       .def("host", [](const PyBuffer& b) {
              const Buffer& buffer = live_buffer(b);

@@ -350,8 +350,8 @@ void bind_tape(nb::module_& m) {
       .def("value", &value, "id"_a,
            "The node's value, no copy: on the CPU backend a numpy array (a view of the tape's memory), on\n"
            "CUDA an object exporting __dlpack__ and __dlpack_device__; either way numpy.asarray(v) (host),\n"
-           "torch.from_dlpack(v), jax.dlpack.from_dlpack(v) read it. A bfloat16 value is the DLPack object\n"
-           "on the CPU too (numpy has no bfloat16): torch.from_dlpack(v) reads it.\n"
+           "torch.from_dlpack(v), jax.dlpack.from_dlpack(v) read it. numpy has no bfloat16: on the CPU a\n"
+           "bfloat16 value is a DLPack-only object (torch.from_dlpack(v) reads it, numpy.asarray raises).\n"
            "It keeps the tape alive. Read-only (the buffer protocol refuses writes, versioned DLPack\n"
            "capsules carry the read-only flag), except for a leaf that views writable caller memory.\n"
            "Flushes pending nodes first.")

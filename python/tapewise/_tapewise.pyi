@@ -159,7 +159,8 @@ class Buffer:
     def array(self) -> Any:
         """
         The buffer as an array (no copy, shares the memory): a numpy array on the host, an object
-        exporting __dlpack__ on a device or for bfloat16 (numpy has none: torch.from_dlpack reads it).
+        exporting __dlpack__ on a device or for bfloat16 (numpy has none: torch.from_dlpack reads it,
+        numpy.asarray raises TypeError).
         Synchronises the backend first.
         """
 
@@ -273,8 +274,8 @@ class Tape:
         """
         The node's value, no copy: on the CPU backend a numpy array (a view of the tape's memory), on
         CUDA an object exporting __dlpack__ and __dlpack_device__; either way numpy.asarray(v) (host),
-        torch.from_dlpack(v), jax.dlpack.from_dlpack(v) read it. A bfloat16 value is the DLPack object
-        on the CPU too (numpy has no bfloat16): torch.from_dlpack(v) reads it.
+        torch.from_dlpack(v), jax.dlpack.from_dlpack(v) read it. numpy has no bfloat16: on the CPU a
+        bfloat16 value is a DLPack-only object (torch.from_dlpack(v) reads it, numpy.asarray raises).
         It keeps the tape alive. Read-only (the buffer protocol refuses writes, versioned DLPack
         capsules carry the read-only flag), except for a leaf that views writable caller memory.
         Flushes pending nodes first.

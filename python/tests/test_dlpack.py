@@ -279,10 +279,15 @@ def test_bfloat16_goes_out_by_dlpack_only_on_the_host():
     y = tape.exp(x)
     value = tape.value(y)
     assert not isinstance(value, np.ndarray) and value.__dlpack_device__() == (1, 0)
+    assert value.shape == (5,) and value.dtype == "bfloat16"
     assert torch.from_dlpack(value).dtype == torch.bfloat16
+    with pytest.raises(TypeError, match="numpy has no bfloat16.*from_dlpack"):
+        np.asarray(value)  # not a silent 0-d object array
     grads = tape.backward(y)
     buf = grads.buffer(x)
-    assert torch.from_dlpack(buf.array()).data_ptr() == buf.data_ptr
+    assert torch.from_dlpack(buf.array()).data_ptr() == buf.data_ptr == torch.from_dlpack(grads[x]).data_ptr()
+    with pytest.raises(TypeError, match="numpy has no bfloat16"):
+        np.asarray(grads[x])
     for host in (lambda: tape.host(y), lambda: grads.host(x), lambda: buf.host(), lambda: backend.wrap(t).host()):
         with pytest.raises(TypeError, match="numpy has no bfloat16.*from_dlpack"):
             host()
