@@ -30,9 +30,9 @@ std::string device_name(int type, int id) {
 // DLPack 1.1's codes of the 8-, 6- and 4-bit float formats (dlpack.h, kDLFloat8_e3m4 = 7 on), which
 // nanobind's dtype_code does not list: named so that an error says which one was passed.
 const char* small_float_name(std::uint8_t code) {
-  static constexpr const char* kNames[] = {"float8_e3m4",   "float8_e4m3",    "float8_e4m3b11fnuz", "float8_e4m3fn",
-                                           "float8_e4m3fnuz", "float8_e5m2",  "float8_e5m2fnuz",    "float8_e8m0fnu",
-                                           "float6_e2m3fn", "float6_e3m2fn",  "float4_e2m1fn"};
+  static constexpr const char* kNames[] = {
+      "float8_e3m4",  "float8_e4m3",     "float8_e4m3b11fnuz", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2",
+      "float8_e5m2fnuz", "float8_e8m0fnu", "float6_e2m3fn", "float6_e3m2fn", "float4_e2m1fn"};
   constexpr std::uint8_t first = 7;
   return code >= first && code - first < static_cast<int>(std::size(kNames)) ? kNames[code - first] : nullptr;
 }
@@ -200,7 +200,8 @@ nb::object numbers_as_array(nb::handle obj, DType dtype, const char* what) {
 // The float32 numbers (a fresh C-contiguous numpy array) rounded to a 16-bit dtype: a HostArray of
 // the dtype's bits, each R16 of the float32.
 HostArray numbers_16bit(nb::handle float32_numbers, DType dtype) {
-  nb::ndarray<const float, nb::c_contig, nb::device::cpu> a = nb::cast<nb::ndarray<const float, nb::c_contig, nb::device::cpu>>(float32_numbers);
+  using Float32Numbers = nb::ndarray<const float, nb::c_contig, nb::device::cpu>;
+  const auto a = nb::cast<Float32Numbers>(float32_numbers);
   std::vector<std::int64_t> dims(a.ndim());
   for (std::size_t d = 0; d < a.ndim(); ++d) dims[d] = static_cast<std::int64_t>(a.shape(d));
   HostArray h;
@@ -255,7 +256,8 @@ Imported import_array(const PyBackend& be, nb::handle obj, Copy copy, const char
   const std::optional<DType> known = dtype_from_dlpack(a.dtype());
   if (!known)
     raise(ErrorCode::DTypeMismatch, std::string(what) + ": dtype " + dtype_name(a.dtype()) +
-                                        " is not supported: tapewise takes float32, float64, bfloat16 or float16");
+                                        " is not supported: tapewise takes float32, float64, bfloat16 or "
+                                        "float16");
   const DType dtype = *known;
   std::vector<std::int64_t> dims(a.ndim());
   for (std::size_t d = 0; d < a.ndim(); ++d) dims[d] = static_cast<std::int64_t>(a.shape(d));
@@ -359,11 +361,15 @@ std::vector<NodeId> node_ids(const std::vector<NodeIdArg>& ids) {
   return out;
 }
 
-nb::ndarray<nb::numpy> host_numpy(HostArray host, const char* what) {
-  if (host.dtype == DType::bfloat16)
+void check_numpy_dtype(DType dtype, const char* what) {
+  if (dtype == DType::bfloat16)
     throw nb::type_error((std::string(what) + ": numpy has no bfloat16, so a bfloat16 array has no host numpy copy; "
                           "read it through DLPack instead (torch.from_dlpack(...) of the value, gradient or Buffer, "
                           "then e.g. .float().numpy())").c_str());
+}
+
+nb::ndarray<nb::numpy> host_numpy(HostArray host, const char* what) {
+  check_numpy_dtype(host.dtype, what);
   auto* bytes = new std::vector<std::byte>(std::move(host.bytes));
   nb::capsule owner(bytes, [](void* p) noexcept { delete static_cast<std::vector<std::byte>*>(p); });
   std::vector<std::size_t> shape(host.shape.dims.begin(), host.shape.dims.end());

@@ -91,7 +91,8 @@ DType dtype_at(int dtype_code, const char* what) {
   for (DType d : kDTypes)
     if (dtype_code == static_cast<int>(d)) return d;
   raise(ErrorCode::DTypeMismatch, std::string(what) + ": dtype code " + std::to_string(dtype_code) +
-                                      " is not float32, float64, bfloat16 or float16 (see tapewise._tapewise.DTYPE_CODES)");
+                                      " is not float32, float64, bfloat16 or float16 (see "
+                                      "tapewise._tapewise.DTYPE_CODES)");
 }
 
 Buffer wrap_pointer(Backend& be, std::uintptr_t p, std::int64_t numel, DType dtype) {
@@ -283,6 +284,7 @@ void bind_backend(nb::module_& m) {
            "Synchronises the backend first.")
       .def("host", [](const PyBuffer& b) {
              const Buffer& buffer = live_buffer(b);
+             check_numpy_dtype(buffer.dtype(), "Buffer.host");
              return host_numpy(unwrap(const_cast<Backend*>(buffer.backend())->download(buffer)), "Buffer.host"); },
            "A host copy as a new numpy array (a bfloat16 buffer raises TypeError: numpy has no bfloat16;\n"
            "use torch.from_dlpack(buffer)).")

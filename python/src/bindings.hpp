@@ -116,6 +116,8 @@ nb::object export_buffer(const PyBuffer& holder, const std::string& what);
 // A host copy as a new numpy array (owning its bytes): Tape.host, Gradients.host. numpy has no
 // bfloat16: a bfloat16 copy raises TypeError (naming `what`) that points to DLPack instead.
 nb::ndarray<nb::numpy> host_numpy(HostArray host, const char* what);
+// The same TypeError, raised before a download that could not be handed out anyway.
+void check_numpy_dtype(DType dtype, const char* what);
 
 // The parts of a repr the classes share: "(3, 4)" and "cpu" / "cuda:0".
 std::string shape_text(const Shape& shape);

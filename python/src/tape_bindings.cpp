@@ -278,6 +278,7 @@ std::string gradients_repr(const PyGradients& g) {
 nb::ndarray<nb::numpy> gradient_host(PyGradients& g, NodeIdArg id) {
   nb::object holder = g.holder(id.value);
   const Buffer& b = nb::cast<const PyBuffer&>(holder).get("gradient");
+  check_numpy_dtype(b.dtype(), "Gradients.host");
   return host_numpy(unwrap(const_cast<Backend*>(b.backend())->download(b)), "Gradients.host");
 }
 
@@ -356,7 +357,7 @@ void bind_tape(nb::module_& m) {
            "capsules carry the read-only flag), except for a leaf that views writable caller memory.\n"
            "Flushes pending nodes first.")
       .def("host", [](const PyTape& t, NodeIdArg id) {
-             t.node_checked(id.value);
+             check_numpy_dtype(t.node_checked(id.value).value.dtype(), "Tape.host");
              return host_numpy(unwrap(t.tape.value(id.value)), "Tape.host"); }, "id"_a,
            "A host copy of the node's value as a new numpy array (from any backend). numpy has no bfloat16:\n"
            "a bfloat16 node raises TypeError (read it with torch.from_dlpack(tape.value(id)) instead).")

@@ -12,10 +12,10 @@ CUDA backend (production) or a CPU backend (the same per-element code compiled f
 Arrays go in and out through DLPack without copies (numpy, torch, jax, cupy), in float32, float64,
 bfloat16 or float16: on the CPU backend values and gradients come out as numpy arrays (values
 read-only), on CUDA as DLPack objects; bfloat16, which numpy lacks, comes out as a DLPack-only object
-on the CPU too (torch.from_dlpack reads it; numpy.asarray and host() copies of it raise TypeError). A Python float or list
-of numbers is accepted wherever an array is, copied as float32 (dtype="float64", "bfloat16" or
-"float16" to choose another; a 16-bit dtype rounds each number to float32, then to 16 bits; a seed
-takes its output's dtype). Errors raise
+on the CPU too (torch.from_dlpack reads it; numpy.asarray and host() copies of it raise TypeError).
+A Python float or list of numbers is accepted wherever an array is, copied as float32
+(dtype="float64", "bfloat16" or "float16" to choose another; a 16-bit dtype rounds each number to
+float32, then to 16 bits; a seed takes its output's dtype). Errors raise
 TapewiseError subclasses carrying the C++ error code. tapewise.torch exposes every node as a
 torch.autograd.Function; tapewise.conform drives the conformance runner.
 

@@ -116,7 +116,8 @@ def test_non_contiguous_is_rejected_by_name_and_copied_on_request():
 
 def test_wrong_dtypes_are_named():
     tape = tapewise.Tape(tapewise.cpu())
-    for array, name in [(np.ones(2, np.int16), "int16"), (np.ones(2, np.uint16), "uint16"), (np.ones(2, np.int32), "int32"),
+    for array, name in [(np.ones(2, np.int16), "int16"), (np.ones(2, np.uint16), "uint16"),
+                        (np.ones(2, np.int32), "int32"),
                         (np.ones(2, np.complex64), "complex64"), (np.ones(2, bool), "bool8")]:
         with pytest.raises(tapewise.DTypeMismatchError, match=f"dtype {name} is not supported"):
             tape.leaf(array)

@@ -12,8 +12,8 @@ import pytest
 
 import tapewise
 import tapewise.conform as conform
-from conftest import (ARITY, DTYPE_IDS, DTYPES, SCALARS, TABLE, assert_same_bits, assert_same_torch_bits, conform_binary,
-                      leaf, node_inputs)
+from conftest import (ARITY, DTYPE_IDS, DTYPES, SCALARS, TABLE, assert_same_bits, assert_same_torch_bits,
+                      conform_binary, leaf, node_inputs)
 
 NODES = list(tapewise.NODE_NAMES)
 
