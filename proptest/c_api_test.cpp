@@ -115,7 +115,15 @@ Inputs make_inputs() {
   return {static_cast<std::int64_t>(a.size()), bytes_of(a), bytes_of(b), bytes_of(c), bytes_of(seed)};
 }
 
-Inputs inputs_for(DType dtype) { return dtype == DType::float32 ? make_inputs<float>() : make_inputs<double>(); }
+Inputs inputs_for(DType dtype) {
+  switch (dtype) {
+    case DType::float32: return make_inputs<float>();
+    case DType::float64: return make_inputs<double>();
+    case DType::bfloat16: return make_inputs<bfloat16>();
+    case DType::float16: return make_inputs<float16>();
+  }
+  throw std::invalid_argument("inputs_for: unknown dtype");
+}
 
 // The graph: y = op(a[, b]); z = y * a (a accumulates); w = z + c; backward from w.
 Outcome run_cpp(const std::shared_ptr<Backend>& backend, const Case& k) {
@@ -179,7 +187,7 @@ std::vector<Case> all_cases() {
   for (const OpInfo& op : kOps)
     for (bool same : {false, true}) {
       if (same && op.arity == 1) continue;
-      for (DType dtype : {DType::float32, DType::float64})
+      for (DType dtype : kDTypes)
         for (bool dense : {false, true})
           for (VjpPath path : {VjpPath::fused, VjpPath::staged}) cases.push_back({&op, dtype, same, dense, path});
     }

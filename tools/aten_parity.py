@@ -357,10 +357,9 @@ def staged(L, name, ins, g, s):
         d = L.add(sg, t)
         return L.mul(x, sg), [L.mul(g, d)]
     if name == "gelu":
-        dt_ = x_dtype(L, x).type
-        c = L.scalar(float(dt_(0.044715)), x)
-        k = L.scalar(float(dt_(0.79788456080286535588)), x)
-        c3 = L.scalar(float(dt_(3.0 * float(dt_(0.044715)))), x)   # R(3 * R(c))
+        c = L.scalar(0.044715, x)
+        k = L.scalar(0.79788456080286535588, x)
+        c3 = L.scalar(3.0 * float(c), x)   # R(3 * R(c)), R the dtype's own rounding of a double
         u = L.add(x, L.mul(L.mul(L.mul(x, c), x), x))
         t = L.tanh(L.mul(u, k))
         t1 = L.add(t, ones)
@@ -374,10 +373,6 @@ def staged(L, name, ins, g, s):
     if name == "softplus":
         return softplus_buf(L, x), [L.mul(g, L.sigmoid(x))]
     raise NoStaging(f"tools/aten_parity.py has no ATen staging for node {name} (spec/ops.def)")
-
-
-def x_dtype(L, x):
-    return np.dtype(np.float32) if str(x.dtype).endswith("float32") else np.dtype(np.float64)
 
 
 # --- comparison ------------------------------------------------------------------------------------

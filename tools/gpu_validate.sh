@@ -5,14 +5,15 @@
 # on a caller's stream with caller memory, the Python package with PyTorch, and the benchmark beside
 # PyTorch, the framework audit (PyTorch eager CPU and CUDA, torch.compile, JAX answering the same
 # vectors; check and diff.py), and the benchmark beside PyTorch.
-# STEPs (default: all): tests sanitizers conform audit parity consumer python frameworks sweep bench.
+# STEPs (default: all): tests sanitizers conform audit parity consumer python parity16 frameworks sweep
+# bench.
 # Runs built binaries ($TAPEWISE_BIN, default build/bin; the consumer: $TAPEWISE_CONSUMER, default
 # build-consumer/consumer); packs every report into OUTDIR/gpu_validate.tar.gz and prints a digest.
 # Exit status: the number of steps that failed.
 set -uo pipefail
 out=${1:?usage: tools/gpu_validate.sh OUTDIR [STEP...]}
 shift
-steps=${*:-tests sanitizers conform audit parity consumer python frameworks sweep bench}
+steps=${*:-tests sanitizers conform audit parity consumer python parity16 frameworks sweep bench}
 cd "$(dirname "$0")/.." || exit 1
 bin=${TAPEWISE_BIN:-build/bin}
 work=$(mktemp -d)
@@ -99,6 +100,12 @@ if wanted parity; then
 fi
 wanted consumer && TAIL=8 step consumer "${TAPEWISE_CONSUMER:-build-consumer/consumer}" --cuda
 wanted python && TAIL=30 step python python_checks
+# Every 16-bit input against ATen (README "Half precision"): needs the package the python step installs.
+if wanted parity16; then
+  TAIL=12 step aten_parity16 python3 -P tools/aten_parity16.py --out "$work/parity16"
+  cp "$work/parity16/aten_parity16.json" "$work/" 2>/dev/null
+  rm -rf "$work/parity16"
+fi
 wanted frameworks && TAIL=40 step frameworks frameworks
 wanted sweep && TAIL=12 step sweep sweeps
 wanted bench && TAIL=60 TAPEWISE_BENCH="$bin/tapewise-bench" step bench bash tools/bench/run_bench.sh "$work/bench"

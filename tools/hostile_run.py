@@ -291,7 +291,7 @@ for _sub, _option in NUMERIC_OPTIONS:
                 expect_usage_error(sub, *extra, f"{option}={text}")
 
 
-for _args in (["rnu"], ["run", "--ops", "sinn"], ["run", "--dtype", "float16"], ["run", "--backend", "tpu"],
+for _args in (["rnu"], ["run", "--ops", "sinn"], ["run", "--dtype", "float8"], ["run", "--backend", "tpu"],
               ["graph", "/nonexistent.json"], ["graph", "/dev/zero"], ["check", "/nonexistent"],
               ["eval", "sin", "--x", "/etc/passwd"], ["eval", "sin", "--x", "/dev/urandom"],
               ["run", "--special-points", "/dev/zero"], ["run", "--special-points", "/"]):
@@ -690,7 +690,8 @@ DLPACK_CASES = {
     "device-type-999": dict(data=4096, shape=[4], device_type=999),
     "device-type-negative": dict(data=4096, shape=[4], device_type=-1),
     "dtype-int32": dict(data=4096, shape=[4], code=0),
-    "dtype-float16": dict(data=4096, shape=[4], bits=16),
+    "dtype-float8": dict(data=4096, shape=[4], bits=8),
+    "dtype-bfloat32": dict(data=4096, shape=[4], code=4, bits=32),
     "dtype-code-77": dict(data=4096, shape=[4], code=77),
     "strided": dict(data=4096, shape=[4], strides=[2]),
     "overflowing-shape": dict(data=4096, shape=[2**62, 4]),

@@ -27,6 +27,7 @@ struct Options {
   std::vector<int> chain_log2_sizes{12, 16, 20};
   std::vector<std::string> chain_shapes{"unary", "binary", "fanout"};  // chain.cpp's graph shapes
   int chain_nodes = 1000;   // nodes per chain (fanout: whole cycles of 6, so 996)
+  DType chain_dtype = DType::float32;  // --chain-dtype
   std::string chain_values_path;  // --chain-values: one untimed run's leaves, output and gradients
   std::vector<std::string> map_shapes{""};  // TAPEWISE_MAP_SHAPE per pass; "" = the library's default
   int reps = 20;            // timed runs for sizes >= 2^20; 10x that below (launch-bound, cheap)
@@ -41,7 +42,15 @@ struct Options {
 };
 
 inline int reps_for(const Options& o, int log2n) { return log2n >= 20 ? o.reps : 10 * o.reps; }
-inline const char* dtype_short(DType d) { return d == DType::float32 ? "f32" : "f64"; }
+inline const char* dtype_short(DType d) {
+  switch (d) {
+    case DType::float32: return "f32";
+    case DType::float64: return "f64";
+    case DType::bfloat16: return "bf16";
+    case DType::float16: return "f16";
+  }
+  return "?";
+}
 
 // The fastest of PyTorch's forms for one row or chain size: eager, torch.compile, a CUDA graph.
 struct Peer {
@@ -75,6 +84,7 @@ struct Row {
 // The 1,000-node chain of one shape at one size: record + backward + release per run.
 struct ChainResult {
   std::string shape = "unary";          // unary | binary | fanout (chain.cpp)
+  DType dtype = DType::float32;          // the leaves' and every node's
   std::string ops;                      // the shape's nodes, in words
   int nodes = 1000, leaves = 1, runs = 5, warmup = 2;  // nodes: tape nodes other than leaves
   int log2n = 12;
@@ -105,7 +115,7 @@ template <class T>
 [[nodiscard]] Result<double> median_ms(cudaStream_t stream, int reps, const std::function<Result<void>()>& call,
                                        const std::string& what);
 
-// The targets (2^26, float32 and float64, H200): a verdict for every fwd and fused vjp row.
+// The targets (2^26, every dtype, H200): a verdict for every fwd and fused vjp row.
 void judge(Row& r, bool have_torch);
 inline constexpr double kTorchRatioTarget = 0.99;      // >= PyTorch eager (noise of one kernel ~1%)
 inline constexpr double kMemoryBoundTarget = 0.98;     // of the roofline, for memory-bound kernels
@@ -116,6 +126,7 @@ inline constexpr double kChainUsPerNodeTarget = 0.35;  // the chain at 2^12: twi
 // every node's gradient or, as PyTorch's chain does (x.grad; all leaves for binary), the leaves'.
 struct ChainSetup {
   TapeOptions tape;
+  DType dtype = DType::float32;
   int nodes = 1000;
   bool every_gradient = false;
 };

@@ -185,7 +185,7 @@ def chain_graph(torch, shape, nodes):
     raise ValueError(f'unknown chain shape {shape!r} ({", ".join(CHAIN_SHAPES)})')
 
 
-def chain(torch, dev, shape, sizes, nodes, compile_it):
+def chain(torch, dev, shape, sizes, nodes, compile_it, dname='f32', dtype=None):
     # One shape's chain, record + backward per run, host clock: eager; the same step captured once as a
     # CUDA graph and replayed (CUDA only); torch.compile (default mode) of the forward, backward through
     # its compiled backward. Backward asks for every leaf's gradient (x's, and binary's fresh leaves'),
@@ -193,14 +193,15 @@ def chain(torch, dev, shape, sizes, nodes, compile_it):
     # second size makes dynamo recompile once with dynamic shapes.
     forward, fresh, tape_nodes, ops = chain_graph(torch, shape, nodes)
     compiled = torch.compile(forward) if compile_it else None
-    out = {'shape': shape, 'nodes': tape_nodes, 'leaves': 1 + fresh, 'dtype': 'f32', 'ops': ops, 'sizes': {}}
+    dtype = dtype or torch.float32
+    out = {'shape': shape, 'nodes': tape_nodes, 'leaves': 1 + fresh, 'dtype': dname, 'ops': ops, 'sizes': {}}
     for logn in sizes:
         m = 1 << logn
         r = {'n': m}
-        x = torch.randn(m, device=dev, requires_grad=True)
-        leaves = [torch.randn(m, device=dev, requires_grad=True) for _ in range(fresh)]
+        x = torch.randn(m, device=dev, dtype=dtype, requires_grad=True)
+        leaves = [torch.randn(m, device=dev, dtype=dtype, requires_grad=True) for _ in range(fresh)]
         wanted = [x] + leaves
-        ones = torch.ones(m, device=dev)
+        ones = torch.ones(m, device=dev, dtype=dtype)
         def eager():
             h = forward(x, *leaves)
             torch.autograd.grad(h, wanted, torch.ones_like(h))
@@ -245,6 +246,7 @@ def parse_args():
     ap.add_argument('--chain-sizes', default='12,16,20', help="log2 sizes of the chain ('' for none)")
     ap.add_argument('--chain-nodes', type=int, default=1000, help='nodes per chain (fanout: whole cycles of 6)')
     ap.add_argument('--chain-shapes', default=','.join(CHAIN_SHAPES), help='graph shapes of the chain, comma-separated')
+    ap.add_argument('--chain-dtype', default='f32', help="the chain's dtype: f32, f64, bf16 or f16")
     ap.add_argument('--device', choices=('cuda', 'cpu'), default='cuda',
                     help='cpu: the same code on the host with host clocks (no CUDA graphs, no kernel counts): for tests')
     ap.add_argument('--no-kernels', action='store_true', help='skip the profiler kernel counts')
@@ -277,9 +279,9 @@ def main():
     for name in names + sorted(peers):
         if name not in table: sys.exit(f'bench_torch: unknown node {name!r}')
     chain_sizes = [int(s) for s in args.chain_sizes.split(',') if s]
-    dtypes = {'f32': torch.float32, 'f64': torch.float64}
-    for d in args.dtypes.split(',') + args.peer_dtypes.split(','):
-        if d and d not in dtypes: sys.exit(f'bench_torch: unknown dtype {d!r} (f32, f64)')
+    dtypes = {'f32': torch.float32, 'f64': torch.float64, 'bf16': torch.bfloat16, 'f16': torch.float16}
+    for d in args.dtypes.split(',') + args.peer_dtypes.split(',') + [args.chain_dtype]:
+        if d and d not in dtypes: sys.exit(f'bench_torch: unknown dtype {d!r} (f32, f64, bf16, f16)')
     props = torch.cuda.get_device_properties(0) if dev == 'cuda' else None
     res = {
         'meta': {'tool': 'bench_torch.py', 'torch': torch.__version__, 'cuda': torch.version.cuda, 'device': dev,
@@ -345,7 +347,8 @@ def main():
 
     if chain_sizes:
         started = time.perf_counter()
-        res['chain_shapes'] = {shape: chain(torch, dev, shape, chain_sizes, args.chain_nodes, not args.no_compile)
+        res['chain_shapes'] = {shape: chain(torch, dev, shape, chain_sizes, args.chain_nodes, not args.no_compile,
+                                            args.chain_dtype, dtypes[args.chain_dtype])
                                for shape in args.chain_shapes.split(',')}
         res['meta']['chain_s'] = time.perf_counter() - started
         save()

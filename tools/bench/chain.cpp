@@ -159,7 +159,7 @@ Result<RunTimes> chain_once(const std::shared_ptr<Backend>& be, const ChainSetup
   TAPEWISE_CHECK(in_context(tape->set_options(setup.tape), "chain: tape options"));
   TAPEWISE_TRY(rec, graph.record(*tape, leaves, setup.nodes));
   const auto t1 = clock::now();
-  TAPEWISE_TRY(ones, in_context(be->allocate(shape, DType::float32, AllocTag::gradient), "chain: seed"));
+  TAPEWISE_TRY(ones, in_context(be->allocate(shape, leaves.front().dtype(), AllocTag::gradient), "chain: seed"));
   TAPEWISE_CHECK(in_context(detail::engine_of(*be).prim(Prim::fill, 1.0, {}, ones), "chain: seed fill"));
   // As PyTorch's chain: the leaves' gradients (x.grad), or, with --chain-gradients all, every node's.
   TAPEWISE_TRY(gradients, in_context(setup.every_gradient ? tape->backward(rec.output, ones)
@@ -244,25 +244,43 @@ std::vector<float> random_values(std::int64_t n, std::uint64_t& state) {
 // takes x as a fresh copy of its own (the tape owns it and frees it at teardown, as the first chain
 // did) and the fresh leaves as views of buffers kept across runs, as PyTorch's leaves are tensors made
 // once (a copy per run of 1,000 leaves would not fit at 2^20 elements).
+// The values rounded to the dtype (float32's are themselves; a 16-bit value that rounds to zero
+// stays zero: the chain's math never divides).
+HostArray values_in(DType d, const Shape& shape, const std::vector<float>& xs) {
+  auto as = [&]<class T>() {
+    std::vector<T> t(xs.size());
+    for (std::size_t i = 0; i < xs.size(); ++i) t[i] = static_cast<T>(xs[i]);
+    return HostArray::of<T>(shape, t);
+  };
+  switch (d) {
+    case DType::float64: return as.template operator()<double>();
+    case DType::bfloat16: return as.template operator()<bfloat16>();
+    case DType::float16: return as.template operator()<float16>();
+    case DType::float32: break;
+  }
+  return HostArray::of<float>(shape, xs);
+}
+
 class RunInputs {
  public:
-  [[nodiscard]] Result<void> make(Backend& be, const Shape& shape, int fresh_leaves, int runs, std::uint64_t seed) {
+  [[nodiscard]] Result<void> make(Backend& be, DType dtype, const Shape& shape, int fresh_leaves, int runs,
+                                  std::uint64_t seed) {
     std::uint64_t state = seed;
-    TAPEWISE_TRY(x, in_context(be.upload(HostArray::of<float>(shape, random_values(shape.numel(), state))),
+    TAPEWISE_TRY(x, in_context(be.upload(values_in(dtype, shape, random_values(shape.numel(), state))),
                                "chain: upload x"));
     for (int k = 0; k < fresh_leaves; ++k) {
-      TAPEWISE_TRY(leaf, in_context(be.upload(HostArray::of<float>(shape, random_values(shape.numel(), state))),
+      TAPEWISE_TRY(leaf, in_context(be.upload(values_in(dtype, shape, random_values(shape.numel(), state))),
                                     "chain: upload leaf " + std::to_string(k + 1)));
       fresh_.push_back(std::move(leaf));
     }
     for (int r = 0; r < runs; ++r) {
       std::vector<Buffer> leaves;
-      TAPEWISE_TRY(copy, in_context(be.allocate(shape, DType::float32, AllocTag::value), "chain: allocate leaf"));
+      TAPEWISE_TRY(copy, in_context(be.allocate(shape, dtype, AllocTag::value), "chain: allocate leaf"));
       const Buffer* in[1] = {&x};
       TAPEWISE_CHECK(in_context(detail::engine_of(be).prim(Prim::copy, 0.0, in, copy), "chain: copy leaf"));
       leaves.push_back(std::move(copy));
       for (Buffer& f : fresh_) {
-        TAPEWISE_TRY(view, in_context(be.wrap(f.data(), shape, DType::float32), "chain: view of a leaf"));
+        TAPEWISE_TRY(view, in_context(be.wrap(f.data(), shape, dtype), "chain: view of a leaf"));
         leaves.push_back(std::move(view));
       }
       runs_.push_back(std::move(leaves));
@@ -295,6 +313,7 @@ Result<ChainResult> run_chain(const std::shared_ptr<Backend>& be, const ChainSet
   if (!graph) return fail(ErrorCode::InvalidArgument, "chain: unknown shape '" + shape_name + "'");
   ChainResult c;
   c.shape = graph->name;
+  c.dtype = setup.dtype;
   c.ops = graph->ops;
   c.nodes = graph->tape_nodes(setup.nodes);
   c.leaves = 1 + graph->fresh_leaves(setup.nodes);
@@ -305,7 +324,7 @@ Result<ChainResult> run_chain(const std::shared_ptr<Backend>& be, const ChainSet
   const bool gated = stream && c.n <= setup.tape.program_threshold;
   constexpr int kGatedRuns = 3;
   RunInputs inputs;
-  TAPEWISE_CHECK(inputs.make(*be, Shape{c.n}, graph->fresh_leaves(setup.nodes), c.warmup + c.runs + (gated ? kGatedRuns : 0),
+  TAPEWISE_CHECK(inputs.make(*be, setup.dtype, Shape{c.n}, graph->fresh_leaves(setup.nodes), c.warmup + c.runs + (gated ? kGatedRuns : 0),
                              seed));
 
   for (int r = 0; r < c.warmup; ++r)

@@ -133,6 +133,41 @@ class Checks(unittest.TestCase):
         return ([out for out, _ in per_element], [[grads[k] for _, grads in per_element] for k in range(len(leaves))])
 
 
+def bfloat16_representable(v):
+    # A float32 whose low 16 bits are zero: a bfloat16 value (every bfloat16 widens exactly so).
+    return v is None or (struct.unpack('<I', struct.pack('<f', v))[0] & 0xffff) == 0
+
+
+class Bfloat16Chain(unittest.TestCase):
+    # --chain-dtype bf16: every value and gradient a bfloat16, the per-node tape the program's bits,
+    # and not the float32 chain's values (the dtype reached the nodes).
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.doc, cls.values, _ = run_bench(cls.tmp.name, 'bf16', '--chain-dtype', 'bf16')
+        _, cls.per_node, _ = run_bench(cls.tmp.name, 'bf16_per_node', '--chain-dtype', 'bf16', '--program-threshold', '0')
+        _, cls.f32, _ = run_bench(cls.tmp.name, 'f32')
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_rows_say_bfloat16(self):
+        self.assertEqual({r['dtype'] for r in self.doc['chain']}, {'bf16'})
+        self.assertEqual(self.doc['meta']['chain_dtype'], 'bf16')
+
+    def test_every_value_is_a_bfloat16(self):
+        for shape in SHAPES:
+            v = self.values[shape]
+            numbers = [x for leaf in v['leaves'] for x in leaf] + v['output'] + [x for g in v['gradients'] if g for x in g]
+            self.assertTrue(numbers and all(bfloat16_representable(x) for x in numbers), shape)
+            self.assertNotEqual(v['output'], self.f32[shape]['output'], f'{shape}: the bf16 chain gave float32 values')
+
+    def test_a_per_node_tape_gives_the_programs_bits(self):
+        for shape in SHAPES:
+            self.assertEqual(self.per_node[shape], self.values[shape], f'{shape}: per-node tape != program (bf16)')
+
+
 class TapewiseBench(Checks):
     @classmethod
     def setUpClass(cls):
@@ -268,7 +303,9 @@ def main():
         except ImportError:
             print('check_chain_shapes: torch does not import here: skipped')
             return 77
-    suite = unittest.defaultTestLoader.loadTestsFromTestCase(TorchShapes if args.torch else TapewiseBench)
+    loader = unittest.defaultTestLoader
+    suite = (loader.loadTestsFromTestCase(TorchShapes) if args.torch else
+             unittest.TestSuite([loader.loadTestsFromTestCase(TapewiseBench), loader.loadTestsFromTestCase(Bfloat16Chain)]))
     return 0 if unittest.TextTestRunner(verbosity=2).run(suite).wasSuccessful() else 1
 
 

@@ -72,13 +72,19 @@ HostArray host_array(const std::vector<double>& v, bool positive) {
   std::vector<T> t(v.size());
   for (std::size_t i = 0; i < v.size(); ++i) {
     const T y = static_cast<T>(positive ? std::fabs(v[i]) + 0.5 : v[i]);
-    t[i] = y == T(0) ? T(1) : y;
+    t[i] = static_cast<double>(y) == 0.0 ? T(1) : y;
   }
   return HostArray::of<T>(Shape{static_cast<std::int64_t>(v.size())}, t);
 }
 
 HostArray host_array(DType d, const std::vector<double>& v, bool positive) {
-  return d == DType::float32 ? host_array<float>(v, positive) : host_array<double>(v, positive);
+  switch (d) {
+    case DType::float32: return host_array<float>(v, positive);
+    case DType::float64: return host_array<double>(v, positive);
+    case DType::bfloat16: return host_array<bfloat16>(v, positive);
+    case DType::float16: return host_array<float16>(v, positive);
+  }
+  return host_array<double>(v, positive);
 }
 
 // a, b, g ~ N(0, 1); ap, bp = |.| + 0.5 (the nodes whose bench_inputs are positive in the op table).
@@ -274,17 +280,24 @@ std::string today_utc() {
 
 }  // namespace
 
+// A dtype by its short or full name ("bf16" or "bfloat16").
+Result<DType> dtype_named(const std::string& s, const char* option) {
+  for (DType d : kDTypes)
+    if (s == dtype_short(d) || s == dtype_name(d)) return d;
+  return fail(ErrorCode::InvalidArgument, std::string(option) + ": unknown dtype '" + s + "' (f32, f64, bf16, f16)");
+}
+
 // CLI11 prints --help and usage errors and exits (app.exit); every other bad value is an error.
 Result<Options> parse_options(int argc, char** argv) {
   Options opt;
   std::string sizes = "26,12", dtypes = "f32,f64", ops = "all", chain_sizes = "12,16,20", shapes,
-              chain_shapes = "unary,binary,fanout";
+              chain_shapes = "unary,binary,fanout", chain_dtype = "f32";
   bool no_staged = false, no_chain = false, no_kernels = false;
   CLI::App app{"tapewise-bench: per node and direction, the CUDA backend against the copy and compute rooflines "
                "and PyTorch (eager, torch.compile, CUDA graphs) on the same GPU; plus the 1,000-node record + "
                "backward chain"};
   app.add_option("--sizes", sizes, "log2 of the element counts, comma-separated")->capture_default_str();
-  app.add_option("--dtypes", dtypes, "f32,f64")->capture_default_str();
+  app.add_option("--dtypes", dtypes, "comma-separated: f32, f64, bf16, f16")->capture_default_str();
   app.add_option("--ops", ops, "'all' or comma-separated node names")->capture_default_str();
   app.add_option("--reps", opt.reps, "timed runs (median) for sizes >= 2^20; 10x that below")
       ->capture_default_str()->check(CLI::Range(20, 100000));
@@ -294,6 +307,7 @@ Result<Options> parse_options(int argc, char** argv) {
                  "(mul, add, max, sub, each with a fresh leaf), fanout (sin, tanh, sigmoid of one value, summed, "
                  "scale 0.5)")
       ->capture_default_str();
+  app.add_option("--chain-dtype", chain_dtype, "the chain's dtype: f32, f64, bf16 or f16")->capture_default_str();
   app.add_option("--chain-nodes", opt.chain_nodes, "nodes per chain (fanout: whole cycles of 6)")
       ->capture_default_str()->check(CLI::Range(6, 1000000));
   app.add_option("--chain-values", opt.chain_values_path,
@@ -346,10 +360,11 @@ Result<Options> parse_options(int argc, char** argv) {
   if (!shapes.empty()) opt.map_shapes = split(shapes);
   opt.dtypes.clear();
   for (const std::string& s : split(dtypes)) {
-    if (s == "f32" || s == "float32") opt.dtypes.push_back(DType::float32);
-    else if (s == "f64" || s == "float64") opt.dtypes.push_back(DType::float64);
-    else return fail(ErrorCode::InvalidArgument, "--dtypes: unknown dtype '" + s + "' (f32, f64)");
+    TAPEWISE_TRY(d, dtype_named(s, "--dtypes"));
+    opt.dtypes.push_back(d);
   }
+  TAPEWISE_TRY(chain_d, dtype_named(chain_dtype, "--chain-dtype"));
+  opt.chain_dtype = chain_d;
   if (ops == "all") {
     for (const OpInfo& info : kOps) opt.ops.push_back(info.op);
   } else {
@@ -420,7 +435,7 @@ json meta_json(const Options& opt, const Opened& o, const json& torch) {
                {"seed", opt.seed},
                {"map_shapes", opt.map_shapes},
                {"chain_gradients", opt.chain_every_gradient ? "all" : "leaf"},
-               {"chain_shapes", opt.chain_shapes},
+               {"chain_shapes", opt.chain_shapes}, {"chain_dtype", dtype_short(opt.chain_dtype)},
                {"chain_nodes", opt.chain_nodes},
                {"timing", "median of per-call CUDA event pairs on the backend's stream, after 3 warm-up calls"},
                {"bytes", "fewest bytes moved: each input the kernel reads once, each output written once"},
@@ -560,6 +575,11 @@ void attach_chain_peers(ChainResult& c, const json& torch) {
   if (torch.contains("chain_shapes") && torch["chain_shapes"].contains(c.shape)) chain = &torch["chain_shapes"][c.shape];
   else if (c.shape == "unary" && torch.contains("chain")) chain = &torch["chain"];
   if (!chain) return;
+  if (const std::string dtype = chain->value("dtype", "f32"); dtype != dtype_short(c.dtype)) {
+    std::printf("  (PyTorch's %s chain is %s, this one %s: not compared)\n", c.shape.c_str(), dtype.c_str(),
+                dtype_short(c.dtype));
+    return;
+  }
   if (const auto nodes = json_number(*chain, {"nodes"}); nodes && static_cast<int>(*nodes) != c.nodes) {
     std::printf("  (PyTorch's %s chain has %d nodes, this one %d: not compared)\n", c.shape.c_str(),
                 static_cast<int>(*nodes), c.nodes);
@@ -583,6 +603,7 @@ Result<std::vector<ChainResult>> measure_chains(const Options& opt, const std::s
   std::vector<ChainResult> out;
   ChainSetup setup;
   setup.nodes = opt.chain_nodes;
+  setup.dtype = opt.chain_dtype;
   setup.every_gradient = opt.chain_every_gradient;
   if (opt.program_threshold >= 0) setup.tape.program_threshold = opt.program_threshold;
   for (const std::string& shape : opt.chain_shapes) {

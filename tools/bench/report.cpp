@@ -158,7 +158,7 @@ json rows_json(const std::vector<Row>& rows) {
 
 json chain_json(const ChainResult& c) {
   json j = {{"shape", c.shape}, {"nodes", c.nodes}, {"leaves", c.leaves}, {"log2n", c.log2n}, {"n", c.n},
-            {"dtype", "f32"}, {"ops", c.ops}, {"warmup", c.warmup}, {"runs", c.runs},
+            {"dtype", dtype_short(c.dtype)}, {"ops", c.ops}, {"warmup", c.warmup}, {"runs", c.runs},
             {"us_per_node", c.us_per_node}, {"record_host_us_per_node", c.record_host_us_per_node},
             {"backward_host_us_per_node", c.backward_host_us_per_node},
             {"teardown_host_us_per_node", c.teardown_host_us_per_node}};
