@@ -141,7 +141,7 @@ TEST_P(CallerMemory, RejectedDlpackTensorsStayWithTheirCaller) {
   };
   CallerTensor ints(*backend, a.data, {6});
   ints.managed.dl_tensor.dtype = {kDLInt, 32, 1};
-  expect_rejected(ints, ErrorCode::DTypeMismatch, "not float32 or float64");
+  expect_rejected(ints, ErrorCode::DTypeMismatch, "not float32, float64, bfloat16 or float16");
   CallerTensor strided(*backend, a.data, {3, 2});
   strided.strides = {1, 3};
   strided.managed.dl_tensor.strides = strided.strides.data();

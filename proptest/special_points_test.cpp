@@ -238,12 +238,14 @@ TEST(SpecialPointsParser, RejectsUnknownOp) {
 }
 
 TEST(SpecialPointsParser, RejectsUnknownDtypeAndKey) {
-  expect_rejected("op=relu dtype=f16 x=1 g=1 y=1 dx=1\n", 1, "unknown dtype");
+  expect_rejected("op=relu dtype=f8 x=1 g=1 y=1 dx=1\n", 1, "unknown dtype");
   expect_rejected(kGood + "op=relu dtype=f32 x=1 g=1 y=1 dx=1 z=3\n", 4, "unknown key");
 }
 
 TEST(SpecialPointsParser, RejectsInexactValues) {
   expect_rejected(kGood + "op=relu dtype=f64 x=0.1 g=1 y=1 dx=1\n", 4, "not exactly representable");
+  expect_rejected(kGood + "op=relu dtype=bf16 x=0x1.01p+0 g=1 y=1 dx=1\n", 4, "not exactly representable");
+  expect_rejected(kGood + "op=relu dtype=f16 x=0x1.002p+0 g=1 y=1 dx=1\n", 4, "not exactly representable");
   expect_rejected(kGood + "op=relu dtype=f32 x=0x1.000001p+0 g=1 y=1 dx=1\n", 4,
                   "not exactly representable in float32");
   expect_rejected(kGood + "op=relu dtype=f32 x=1 g=0x1p-150 y=1 dx=1\n", 4, "float32");

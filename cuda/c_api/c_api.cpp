@@ -390,7 +390,7 @@ const char* tw_status_string(int status) {
     case TW_INVALID_NODE_ID: return "a node id outside the tape, or a node with no gradient";
     case TW_INVALID_SHAPE: return "an invalid shape: a negative rank or dimension, too many dimensions, or an element count that overflows";
     case TW_SHAPE_MISMATCH: return "the inputs of a binary node differ in shape";
-    case TW_DTYPE_MISMATCH: return "the inputs of a binary node differ in dtype, or a DLPack tensor's dtype is not float32 or float64";
+    case TW_DTYPE_MISMATCH: return "the inputs of a binary node differ in dtype, or a DLPack tensor's dtype is not float32, float64, bfloat16 or float16";
     case TW_SEED_SHAPE_MISMATCH: return "the backward seed's shape differs from the output's";
     case TW_SEED_DTYPE_MISMATCH: return "the backward seed's dtype differs from the output's";
     case TW_BACKEND_MISMATCH: return "memory or a buffer from another backend or device";

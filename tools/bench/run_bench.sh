@@ -10,6 +10,7 @@
 #              TAPEWISE_COMMIT  the commit to record (default: git rev-parse, where .git exists; else unknown)
 #              BENCH_SIZES (26,12)  BENCH_DTYPES (f32,f64)  BENCH_REPS (20)  BENCH_CHAIN_SIZES (12,16,20)
 #              BENCH_CHAIN_SHAPES (unary,binary,fanout)  the chain's graph shapes, in both tools
+#              BENCH_CHAIN_DTYPE (f32)  the chain's dtype (f32, f64, bf16, f16), in both tools
 #              BENCH_PEER_OPS   nodes PyTorch also runs as torch.compile and CUDA graphs (bench_torch.py's
 #                               default subset; 'all' for every node: minutes more of compiling)
 #              BENCH_NCU (1)    0 skips the Nsight Compute pass (no compute rooflines then)
@@ -52,6 +53,7 @@ dtypes=${BENCH_DTYPES:-f32,f64}
 reps=${BENCH_REPS:-20}
 chain_sizes=${BENCH_CHAIN_SIZES:-12,16,20}
 chain_shapes=${BENCH_CHAIN_SHAPES:-unary,binary,fanout}
+chain_dtype=${BENCH_CHAIN_DTYPE:-f32}
 txt=$out/bench_$date.txt
 json=$out/bench_$date.json
 torch_json=$out/torch_$date.json
@@ -72,7 +74,8 @@ rm -f "$torch_json"
 peer_args=()
 [ -n "${BENCH_PEER_OPS:-}" ] && peer_args=(--peer-ops "$BENCH_PEER_OPS")
 python3 tools/bench/bench_torch.py --sizes "$sizes" --dtypes "$dtypes" --reps "$reps" --chain-sizes "$chain_sizes" \
-  --chain-shapes "$chain_shapes" --conform "$conform" "${peer_args[@]}" --json "$torch_json" >"$out/torch_$date.txt" 2>&1
+  --chain-shapes "$chain_shapes" --chain-dtype "$chain_dtype" --conform "$conform" "${peer_args[@]}" --json "$torch_json" \
+  >"$out/torch_$date.txt" 2>&1
 torch_rc=$?
 tail -n 5 "$out/torch_$date.txt"
 torch_args=()
@@ -100,7 +103,7 @@ if [ "${BENCH_NCU:-1}" != 0 ] && command -v ncu >/dev/null; then
 fi
 
 "$bench" --sizes "$sizes" --dtypes "$dtypes" --reps "$reps" --chain-sizes "$chain_sizes" \
-  --chain-shapes "$chain_shapes" --commit "$commit" \
+  --chain-shapes "$chain_shapes" --chain-dtype "$chain_dtype" --commit "$commit" \
   --date "$date" "${torch_args[@]}" "${roofline_args[@]}" --json "$json" 2>&1 | tee -a "$txt"
 bench_rc=${PIPESTATUS[0]}
 echo "== tapewise-bench exited $bench_rc after $((SECONDS - start)) s" | tee -a "$txt"
