@@ -106,6 +106,7 @@ class Cli : public ::testing::Test {
       std::string args = "eval " + suite["op"].get<std::string>() + " --backend cpu --prefix out_ --out " + folder;
       for (const auto& [name, file] : suite["inputs"].items()) args += " --" + name + " " + folder + "/" + file.get<std::string>();
       if (suite.value("same", false)) args += " --same";
+      args += " --dtype " + suite["dtype"].get<std::string>();  // bfloat16's '<u2' files need it
       for (const auto& [name, value] : suite["scalars"].items()) args += " --" + name + " " + value.dump();
       const Ran r = conform(args);
       ASSERT_EQ(r.status, 0) << args << "\n" << r.err;
