@@ -64,7 +64,8 @@ void expect_every_pattern_round_trips() {
     ASSERT_EQ(T(f).bits, b) << dtype_name(kDType<T>) << " bits 0x" << std::hex << b;
     ASSERT_EQ(round_to(kDType<T>, static_cast<double>(v)), static_cast<double>(v));
   }
-  EXPECT_EQ(nans, std::is_same_v<T, bfloat16> ? 2 * 127 : 2 * 1023);
+  const int expected_nans = std::is_same_v<T, bfloat16> ? 2 * 127 : 2 * 1023;
+  EXPECT_EQ(nans, expected_nans);
 }
 
 TEST(Float16Formats, EveryBfloat16PatternWidensAndRoundsBackToItself) { expect_every_pattern_round_trips<bfloat16>(); }
@@ -192,11 +193,11 @@ void check_every_unary_input(Backend& be, const OpInfo& info) {
   const std::vector<T> x = every_pattern<T>();
   const Buffer xb = upload(be, host(x));
   const Buffer* in[1] = {&xb};
-  const ScalarSetList sets = info.scalars == 0 ? ScalarSetList{} : graded_scalar_sets(info);
-  const int set_count = info.scalars == 0 ? 1 : sets.count;
+  const ScalarSetList sets = info.scalar_count() == 0 ? ScalarSetList{} : graded_scalar_sets(info);
+  const int set_count = info.scalar_count() == 0 ? 1 : sets.count;
   std::int64_t compared = 0;
   for (int k = 0; k < set_count; ++k) {
-    const Scalars s = info.scalars == 0 ? Scalars{} : sets.sets[k];
+    const Scalars s = info.scalar_count() == 0 ? Scalars{} : sets.sets[k];
     const std::string what = std::string(info.name) + " " + dtype_name(kDType<T>) + " scalars {" +
                              std::to_string(s.s0) + ", " + std::to_string(s.s1) + "}";
     EXPECT_EQ(differences<T>(run_forward(be, info.op, s, in, false), run_forward(be, info.op, s, in, true),
@@ -251,7 +252,7 @@ void check_one_op_forward_rounds_float32_once(Backend& be, const OpInfo& info) {
   for (T& v : b) v = T::from_bits(static_cast<std::uint16_t>(rng()));
   std::vector<float> x32(x.size()), b32(x.size());
   for (std::size_t i = 0; i < x.size(); ++i) x32[i] = static_cast<float>(x[i]), b32[i] = static_cast<float>(b[i]);
-  const Scalars s = info.scalars == 0 ? Scalars{} : graded_scalar_sets(info).sets[0];
+  const Scalars s = info.scalar_count() == 0 ? Scalars{} : graded_scalar_sets(info).sets[0];
   const Scalars s16{round_to(kDType<T>, s.s0), round_to(kDType<T>, s.s1)};
   const Buffer x16b = upload(be, host(x)), b16b = upload(be, host(b));
   const Buffer x32b = upload(be, host(x32)), b32b = upload(be, host(b32));

@@ -22,6 +22,15 @@
 
 #include "backends/engine.hpp"  // the engine behind Backend: prims, the allocation-failure hook
 
+namespace tapewise {
+// A 16-bit element's NaN test and its value in a failure message, where argument-dependent lookup
+// finds them (the element types' namespace).
+inline bool isnan(bfloat16 v) { return std::isnan(static_cast<float>(v)); }
+inline bool isnan(float16 v) { return std::isnan(static_cast<float>(v)); }
+inline std::ostream& operator<<(std::ostream& os, bfloat16 v) { return os << static_cast<float>(v); }
+inline std::ostream& operator<<(std::ostream& os, float16 v) { return os << static_cast<float>(v); }
+}  // namespace tapewise
+
 namespace tapewise::testing {
 
 // The CUDA backend, created once per process; nullptr (with the reason) where there is no device.
@@ -97,11 +106,6 @@ using Bits = std::conditional_t<sizeof(T) == 2, std::uint16_t, std::conditional_
 template <class T>
 inline constexpr bool kIs16BitType = std::is_same_v<T, bfloat16> || std::is_same_v<T, float16>;
 
-// A 16-bit element's NaN test and its value in a failure message.
-inline bool isnan(bfloat16 v) { return std::isnan(static_cast<float>(v)); }
-inline bool isnan(float16 v) { return std::isnan(static_cast<float>(v)); }
-inline std::ostream& operator<<(std::ostream& os, bfloat16 v) { return os << static_cast<float>(v); }
-inline std::ostream& operator<<(std::ostream& os, float16 v) { return os << static_cast<float>(v); }
 
 template <class T>
 Bits<T> bits_of(T v) {
