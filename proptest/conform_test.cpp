@@ -379,7 +379,7 @@ TEST_F(ConformTool, RunGradesEveryNodeInBfloat16AndFloat16) {
 
 TEST_F(ConformTool, UsageErrorsExitWithTwo) {
   EXPECT_EQ(conform("run --ops nosuchnode").status, 2);
-  EXPECT_EQ(conform("run --dtype float16").status, 2);
+  EXPECT_EQ(conform("run --dtype float8").status, 2);
   EXPECT_EQ(conform("run --backend tpu").status, 2);
   EXPECT_EQ(conform("frobnicate").status, 2);
   EXPECT_EQ(conform("run --special-points " + path("missing")).status, 2);

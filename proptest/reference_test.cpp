@@ -342,7 +342,7 @@ TEST(ReferenceBounds, SixteenBitHalfUlpRowsFailAResultOneUlpWorse) {
         EXPECT_FALSE(c.within) << op_name(op) << " " << dtype_name(d) << " x=" << x << ": " << worse << " is "
                                << c.error_ulps << " ulp from the exact value";
         EXPECT_GT(c.error_ulps, 1.0);
-        EXPECT_LT(c.error_ulps, 1.5);
+        EXPECT_LE(c.error_ulps, 1.5);  // 1.5 where the exact value is a 16-bit midpoint
         EXPECT_TRUE(check(exact, worse, d, Bound{1.5, 0}, 1).within);  // the check itself passes it
         ++graded;
       }
