@@ -106,6 +106,7 @@ class Cli : public ::testing::Test {
       std::string args = "eval " + suite["op"].get<std::string>() + " --backend cpu --prefix out_ --out " + folder;
       for (const auto& [name, file] : suite["inputs"].items()) args += " --" + name + " " + folder + "/" + file.get<std::string>();
       if (suite.value("same", false)) args += " --same";
+      args += " --dtype " + suite["dtype"].get<std::string>();  // bfloat16's '<u2' files need it
       for (const auto& [name, value] : suite["scalars"].items()) args += " --" + name + " " + value.dump();
       const Ran r = conform(args);
       ASSERT_EQ(r.status, 0) << args << "\n" << r.err;
@@ -743,9 +744,12 @@ TEST_F(Cli, JunitReportsAreReadByAnXmlParser) {
   };
   ASSERT_EQ(conform("run --ops relu,max --backend cpu --cases 10 --seed 1 --junit run.xml").status, 0);
   const std::string run = read("run.xml");
-  EXPECT_NE(run.find("suite tapewise.run tests=4 failures=0 skipped=0"), std::string::npos) << run;
+  // One case per node and dtype: the default run covers float32, float64, bfloat16 and float16.
+  EXPECT_NE(run.find("suite tapewise.run tests=8 failures=0 skipped=0"), std::string::npos) << run;
   EXPECT_NE(run.find("case tapewise.run.float32 relu ok"), std::string::npos) << run;
   EXPECT_NE(run.find("case tapewise.run.float64 max ok"), std::string::npos) << run;
+  EXPECT_NE(run.find("case tapewise.run.bfloat16 relu ok"), std::string::npos) << run;
+  EXPECT_NE(run.find("case tapewise.run.float16 max ok"), std::string::npos) << run;
 
   ASSERT_EQ(conform("audit --ops relu --dtype float32 --backend cpu --junit audit.xml").status, 0);
   EXPECT_NE(read("audit.xml").find("suite tapewise.audit tests=1 failures=0 skipped=0\ncase tapewise.audit.float32 relu ok"),
@@ -766,7 +770,7 @@ TEST_F(Cli, JunitReportsAreReadByAnXmlParser) {
   shell_setup_.clear();
   EXPECT_EQ(check.status, 1) << check.err;
   const std::string checked = read("check.xml");
-  EXPECT_NE(checked.find("suite tapewise.check tests=4 failures=4 skipped=0"), std::string::npos) << checked;
+  EXPECT_NE(checked.find("suite tapewise.check tests=8 failures=8 skipped=0"), std::string::npos) << checked;  // 2 nodes x 4 dtypes
   EXPECT_NE(checked.find("case tapewise.check.float32 relu failure"), std::string::npos) << checked;
   EXPECT_NE(checked.find("v<&\"'\\x01\\xff]]>/relu_float32_random0/out_y.npy: cannot open"), std::string::npos) << checked;
 

@@ -26,6 +26,7 @@ namespace tapewise::testing {
 namespace {
 
 namespace fs = std::filesystem;
+using conform::descr_of;
 using conform::encode_npy;
 using conform::parse_npy;
 using conform::read_npy;
@@ -108,7 +109,7 @@ TEST(Npy, RejectsBadMagic) {
 }
 
 TEST(Npy, RejectsWrongDtype) {
-  for (const char* descr : {"<i4", "<f2", "|u1", "<c8", "|b1", "<U3"}) {
+  for (const char* descr : {"<i4", "<u4", "|u1", "<c8", "|b1", "<U3"}) {
     const std::string header = std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': (1,), }";
     const std::string why = rejection(npy_file(header, "\0\0\0\0\0\0\0\0"));
     EXPECT_NE(why.find("not supported"), std::string::npos) << descr << ": " << why;
@@ -118,6 +119,29 @@ TEST(Npy, RejectsWrongDtype) {
             std::string::npos);
   EXPECT_NE(rejection(npy_file("{'descr': [('x', '<f4')], 'fortran_order': False, 'shape': (1,), }", float_bytes({1.0f})))
                 .find("structured"),
+            std::string::npos);
+}
+
+// float16 is numpy's '<f2'; bfloat16, which numpy lacks, travels as its bits in a '<u2' array, read
+// as bfloat16 only where the caller expects it (a bfloat16 suite, eval --dtype bfloat16).
+TEST(Npy, ReadsFloat16AndBfloat16Bits) {
+  const std::string half_bits("\x00\x3c\x00\xc0", 4);  // float16 1.0, -2.0
+  auto h = parse_npy(npy_file("{'descr': '<f2', 'fortran_order': False, 'shape': (2,), }", half_bits), "t.npy");
+  ASSERT_TRUE(h) << h.error().str();
+  EXPECT_EQ(h->dtype, DType::float16);
+  EXPECT_EQ(h->as_double(0), 1.0);
+  EXPECT_EQ(h->as_double(1), -2.0);
+  const std::string bf_bits("\x80\x3f\xc0\x3f", 4);  // bfloat16 1.0, 1.5
+  const auto u2 = npy_file("{'descr': '<u2', 'fortran_order': False, 'shape': (2,), }", bf_bits);
+  EXPECT_NE(rejection(u2).find("only as bfloat16 bits"), std::string::npos) << rejection(u2);
+  auto b = parse_npy(u2, "t.npy", true);
+  ASSERT_TRUE(b) << b.error().str();
+  EXPECT_EQ(b->dtype, DType::bfloat16);
+  EXPECT_EQ(b->as_double(0), 1.0);
+  EXPECT_EQ(b->as_double(1), 1.5);
+  EXPECT_EQ(std::string(descr_of(DType::bfloat16)), "<u2");
+  EXPECT_EQ(std::string(descr_of(DType::float16)), "<f2");
+  EXPECT_NE(rejection(npy_file("{'descr': '>f2', 'fortran_order': False, 'shape': (2,), }", half_bits)).find("big-endian"),
             std::string::npos);
 }
 
@@ -206,12 +230,15 @@ TEST(Npy, RejectsControlBytesAndNeverEchoesThem) {
 TEST(Npy, RoundTripsBitExactly) {
   const std::vector<float> f = {0.0f, -0.0f, 1e-45f, -3.5f, INFINITY, NAN};
   const std::vector<double> d = {0.0, -0.0, 5e-324, 1.0 / 3.0, -INFINITY, 1e300};
+  const std::vector<float16> h = {float16(0.0f), float16(-0.0f), float16::from_bits(0x0001), float16(65504.0f)};
+  const std::vector<bfloat16> bf = {bfloat16(1.0f), bfloat16(-3.0e38f), bfloat16::from_bits(0x7fc0)};
   for (const HostArray& original : {HostArray::of<float>(Shape{2, 3}, f), HostArray::of<double>(Shape{6}, d),
                                     HostArray::of<double>(Shape{}, std::vector<double>{2.0}),
-                                    HostArray::of<float>(Shape{0}, std::vector<float>{})}) {
+                                    HostArray::of<float>(Shape{0}, std::vector<float>{}),
+                                    HostArray::of<float16>(Shape{2, 2}, h), HostArray::of<bfloat16>(Shape{3}, bf)}) {
     const std::vector<std::byte> file = encode_npy(original);
     EXPECT_EQ(0u, (file.size() - original.bytes.size()) % 64) << "numpy aligns the header to 64 bytes";
-    auto back = parse_npy(file, "t.npy");
+    auto back = parse_npy(file, "t.npy", original.dtype == DType::bfloat16);
     ASSERT_TRUE(back) << back.error().str();
     EXPECT_EQ(back->dtype, original.dtype);
     EXPECT_EQ(back->shape, original.shape);
@@ -312,14 +339,17 @@ TEST_F(ConformTool, RunPrintsTheTableAndReproducesWithItsSeed) {
   nlohmann::json a = read_json("a.json"), b = read_json("b.json");
   EXPECT_EQ(a["schema"], "tapewise-conform.report/1");
   EXPECT_EQ(a["seed"], 42);
-  ASSERT_EQ(a["rows"].size(), 8u);
+  // Every dtype by default: 4 nodes x float32, float64, bfloat16, float16.
+  EXPECT_EQ(a["dtypes"], (nlohmann::json{"float32", "float64", "bfloat16", "float16"}));
+  ASSERT_EQ(a["rows"].size(), 16u);
   for (std::size_t i = 0; i < a["rows"].size(); ++i) {
     nlohmann::json ra = a["rows"][i], rb = b["rows"][i];
     EXPECT_EQ(ra["cases"], 300);
-    EXPECT_EQ(ra["conforms"], true);
+    EXPECT_EQ(ra["conforms"], true) << ra["op"] << " " << ra["dtype"];
     EXPECT_EQ(ra["fused_vs_staged"]["mismatches"], 0);
     EXPECT_EQ(ra["workspace"]["leaking_calls"], 0);
-    EXPECT_GT(ra["special_points"]["total"].get<int>(), 0);
+    const bool has_special_points = ra["dtype"] == "float32" || ra["dtype"] == "float64";  // none for 16 bits yet
+    EXPECT_EQ(ra["special_points"]["total"].get<int>() > 0, has_special_points) << ra["op"] << " " << ra["dtype"];
     ra.erase("throughput");
     rb.erase("throughput");
     EXPECT_EQ(ra, rb) << "the same seed must grade the same cases";
@@ -327,9 +357,29 @@ TEST_F(ConformTool, RunPrintsTheTableAndReproducesWithItsSeed) {
   EXPECT_EQ(a["summary"]["line"], "4/4 nodes conform");
 }
 
+// Every node in each 16-bit dtype, graded against the reference with spec/bounds.def's 16-bit rows
+// (no special points for these dtypes yet); --dtype takes the short names too.
+TEST_F(ConformTool, RunGradesEveryNodeInBfloat16AndFloat16) {
+  for (const char* dtype : {"bfloat16", "f16"}) {
+    const auto r = conform(std::string("run --backend cpu --cases 400 --seed 7 --dtype ") + dtype + " --json " + path("r.json"));
+    EXPECT_EQ(r.status, 0) << r.out;
+    EXPECT_NE(r.out.find("23/23 nodes conform"), std::string::npos) << r.out;
+    const nlohmann::json report = nlohmann::json::parse(std::ifstream(path("r.json")));
+    ASSERT_EQ(report["rows"].size(), 23u);
+    for (const auto& row : report["rows"]) {
+      EXPECT_EQ(row["dtype"], std::string(dtype) == "f16" ? "float16" : "bfloat16");
+      EXPECT_GT(row["forward"]["values"].get<int>(), 0) << row["op"];
+    }
+  }
+  // audit and prove cover float32 and float64 only, and say so.
+  const auto audit = conform("audit --backend cpu --dtype bfloat16");
+  EXPECT_EQ(audit.status, 2) << audit.out;
+  EXPECT_NE(audit.out.find("does not cover it"), std::string::npos) << audit.out;
+}
+
 TEST_F(ConformTool, UsageErrorsExitWithTwo) {
   EXPECT_EQ(conform("run --ops nosuchnode").status, 2);
-  EXPECT_EQ(conform("run --dtype float16").status, 2);
+  EXPECT_EQ(conform("run --dtype float8").status, 2);
   EXPECT_EQ(conform("run --backend tpu").status, 2);
   EXPECT_EQ(conform("frobnicate").status, 2);
   EXPECT_EQ(conform("run --special-points " + path("missing")).status, 2);
@@ -395,6 +445,30 @@ TEST_F(ConformTool, EvalWritesWhatTheBackendComputes) {
   EXPECT_EQ(read_npy(path("y.npy"))->to_vector<float>(), (std::vector<float>{0.5f, 1, 1.5f}));
 }
 
+// eval on 16-bit inputs: float16 from '<f2', bfloat16 from '<u2' bits with --dtype bfloat16 (and
+// written back as '<u2'); each output is the node's 16-bit result, R16(op32(x)).
+TEST_F(ConformTool, EvalTakesFloat16AndBfloat16Bits) {
+  write("h.npy", HostArray::of<float16>(Shape{2}, std::vector<float16>{float16(4.0f), float16(0.25f)}));
+  write("gh.npy", HostArray::of<float16>(Shape{2}, std::vector<float16>{float16(1.0f), float16(1.0f)}));
+  const auto half = conform("eval sqrt --backend cpu --x " + path("h.npy") + " --g " + path("gh.npy") + " --out " + path("h"));
+  ASSERT_EQ(half.status, 0) << half.out;
+  HostArray y = must(read_npy(path("h/y.npy")));
+  EXPECT_EQ(y.dtype, DType::float16);
+  EXPECT_EQ(y.as_double(0), 2.0);
+  EXPECT_EQ(y.as_double(1), 0.5);
+  write("b.npy", HostArray::of<bfloat16>(Shape{2}, std::vector<bfloat16>{bfloat16(1.0f), bfloat16(3.0f)}));
+  const auto refused = conform("eval neg --backend cpu --x " + path("b.npy") + " --out " + path("b"));
+  EXPECT_EQ(refused.status, 2) << refused.out;
+  EXPECT_NE(refused.out.find("--dtype bfloat16"), std::string::npos) << refused.out;
+  const auto bits = conform("eval neg --backend cpu --dtype bfloat16 --x " + path("b.npy") + " --out " + path("b"));
+  ASSERT_EQ(bits.status, 0) << bits.out;
+  HostArray neg = must(read_npy(path("b/y.npy"), true));
+  EXPECT_EQ(neg.dtype, DType::bfloat16);
+  EXPECT_EQ(neg.as_double(1), -3.0);
+  const auto wrong = conform("eval neg --backend cpu --dtype float16 --x " + path("b.npy") + " --out " + path("b"));
+  EXPECT_EQ(wrong.status, 2) << wrong.out;
+}
+
 TEST_F(ConformTool, EvalRejectsMalformedInputsClearly) {
   write("x.npy", HostArray::of<float>(Shape{3}, std::vector<float>{1, 2, 3}));
   write("g4.npy", HostArray::of<float>(Shape{4}, std::vector<float>{1, 2, 3, 4}));
@@ -434,6 +508,7 @@ void answer_every_suite(const fs::path& dir) {
     std::string args = "eval " + suite["op"].get<std::string>() + " --backend cpu --prefix out_ --out " + folder.string();
     for (const auto& [name, file] : suite["inputs"].items()) args += " --" + name + " " + (folder / file.get<std::string>()).string();
     if (suite["same"].get<bool>()) args += " --same";
+    args += " --dtype " + suite["dtype"].get<std::string>();  // bfloat16's '<u2' files need it
     for (const auto& [name, value] : suite["scalars"].items()) {
       char buf[64];
       if (value.is_number()) std::snprintf(buf, sizeof buf, "%a", value.get<double>());
@@ -487,7 +562,8 @@ void expect_the_two_faults(const nlohmann::json& report) {
   EXPECT_FALSE(report["summary"]["conforms"].get<bool>());
   for (const auto& row : report["rows"]) {
     const bool wrong_sin = row["op"] == "sin" && row["dtype"] == "float32";
-    const bool wrong_relu = row["op"] == "relu";
+    // relu's fault is at its special points, which spec/special_points has for float32 and float64 only.
+    const bool wrong_relu = row["op"] == "relu" && (row["dtype"] == "float32" || row["dtype"] == "float64");
     EXPECT_EQ(row["conforms"].get<bool>(), !(wrong_sin || wrong_relu)) << row["op"] << " " << row["dtype"];
     if (wrong_sin) {
       EXPECT_GT(row["vjp"]["violations"].get<int>(), 0);

@@ -297,6 +297,18 @@ TEST(GraphFile, TheGoodGraphPasses) {
   EXPECT_TRUE(report->passes()) << failing_rows(*report);
 }
 
+// The same graph as bfloat16 and as float16: its leaves are values of both (3 as a scale scalar, too),
+// and each node is graded with spec/bounds.def's 16-bit rows.
+TEST(GraphFile, TheGoodGraphPassesInBfloat16AndFloat16) {
+  for (const char* dtype : {"bfloat16", "float16"}) {
+    Json doc = good();
+    doc["dtype"] = dtype;
+    auto report = check_graph(doc.dump(), *make_cpu_backend());
+    ASSERT_TRUE(report.has_value()) << dtype << ": " << report.error().str();
+    EXPECT_TRUE(report->passes()) << dtype << ": " << failing_rows(*report);
+  }
+}
+
 TEST(GraphFile, CyclesAndForwardReferencesAreRejected) {
   Json self = good();
   self["nodes"][0]["parents"] = {"x", "p"};
@@ -398,8 +410,8 @@ TEST(GraphFile, NamesOutputDtypeAndTheDocumentAreChecked) {
   out["output"] = 7;
   EXPECT_REJECTED(out, "'output' must be the name of a leaf or node");
   Json dtype = good();
-  dtype["dtype"] = "float16";
-  EXPECT_REJECTED(dtype, "dtype 'float16' is not float32 or float64");
+  dtype["dtype"] = "float8";
+  EXPECT_REJECTED(dtype, "dtype 'float8' is not float32, float64, bfloat16 or float16");
   Json schema = good();
   schema["schema"] = "tapewise-conform.graph/2";
   EXPECT_REJECTED(schema, "schema 'tapewise-conform.graph/2' is not \"tapewise-conform.graph/1\"");

@@ -22,6 +22,8 @@ namespace {
 
 constexpr DType f32 = DType::float32;
 constexpr DType f64 = DType::float64;
+constexpr DType bf16 = DType::bfloat16;
+constexpr DType f16 = DType::float16;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
@@ -222,6 +224,23 @@ TEST(ReferenceUlpOf, ZeroSubnormalNormalAndInfinity) {
   EXPECT_EQ(dtype_eps(f64), std::ldexp(1.0, -52));
 }
 
+// The 16-bit formats' spacings: bfloat16 has float32's exponent range with 8 significand bits,
+// float16 is binary16 (subnormals from 2^-24, largest finite 65504); eps is 2^-7 and 2^-10, the
+// eps of spec/bounds.def's formula for those rows.
+TEST(ReferenceUlpOf, SixteenBitFormats) {
+  EXPECT_EQ(ulp_of(1.0, bf16), std::ldexp(1.0, -7));
+  EXPECT_EQ(ulp_of(0.0, bf16), std::ldexp(1.0, -133));
+  EXPECT_EQ(ulp_of(std::ldexp(1.0, -130), bf16), std::ldexp(1.0, -133));
+  EXPECT_EQ(ulp_of(kInf, bf16), std::ldexp(1.0, 120));
+  EXPECT_EQ(ulp_of(1.0, f16), std::ldexp(1.0, -10));
+  EXPECT_EQ(ulp_of(0.0, f16), std::ldexp(1.0, -24));
+  EXPECT_EQ(ulp_of(std::ldexp(1.0, -14), f16), std::ldexp(1.0, -24));
+  EXPECT_EQ(ulp_of(65504.0, f16), 32.0);
+  EXPECT_EQ(ulp_of(kInf, f16), 32.0);
+  EXPECT_EQ(dtype_eps(bf16), std::ldexp(1.0, -7));
+  EXPECT_EQ(dtype_eps(f16), std::ldexp(1.0, -10));
+}
+
 TEST(ReferenceCheck, NonFiniteRules) {
   const Bound none{0, 0}, loose{1e6, 1e6};
   const Real nan = real(kNaN), inf = real(kInf);
@@ -281,7 +300,7 @@ TEST(ReferenceAbsWeight, SafeLogScalesWithOneOverTheLogArgument) {
 // has exactly one row is a rule of the build, reference/bounds.cpp.)
 TEST(ReferenceBounds, EveryBoundIsOneAProducedValueCanMeet) {
   for (const OpInfo& info : kOps)
-    for (DType d : {f32, f64})
+    for (DType d : kDTypes)
       for (const Bound& b : {forward_bound(info.op, d), vjp_bound(info.op, d)}) {
         EXPECT_TRUE(std::isfinite(b.ulp) && std::isfinite(b.abs)) << info.name << " " << dtype_name(d);
         EXPECT_TRUE(b.ulp == 0.0 || b.ulp >= 0.5) << info.name << " " << dtype_name(d) << ": ulp " << b.ulp;
@@ -289,6 +308,46 @@ TEST(ReferenceBounds, EveryBoundIsOneAProducedValueCanMeet) {
       }
   EXPECT_EQ(forward_bound(Op::add, f32).ulp, 0.5);  // one IEEE rounding: the lookup returns the row's numbers
   EXPECT_EQ(vjp_bound(Op::relu, f64).ulp, 0.0);     // an exact select
+}
+
+// The next value of the 16-bit dtype after v (a value of it), away from zero or toward it.
+double step16(double v, DType d, bool away) {
+  const std::uint16_t bits = d == bf16 ? bfloat16(v).bits : float16(v).bits;
+  const auto next = static_cast<std::uint16_t>(away ? bits + 1 : bits - 1);
+  return d == bf16 ? static_cast<double>(bfloat16::from_bits(next)) : static_cast<double>(float16::from_bits(next));
+}
+
+// A 16-bit row of 0.5 ulp is as tight as correct rounding: over every bfloat16 and float16 x in
+// [1, 2) and a few b, the correctly rounded result conforms and the value one ulp further from the
+// exact result (the other neighbour of R(exact) than the one the exact value lies toward) does not:
+// it is between 1 and 1.5 ulp off, which a 1.5-ulp bound passes, so the failure is the row's.
+TEST(ReferenceBounds, SixteenBitHalfUlpRowsFailAResultOneUlpWorse) {
+  int graded = 0;
+  for (DType d : {bf16, f16})
+    for (Op op : {Op::add, Op::mul, Op::div, Op::sqrt, Op::inv}) {
+      ASSERT_EQ(forward_bound(op, d).ulp, 0.5) << op_name(op) << " " << dtype_name(d);
+      ASSERT_EQ(forward_bound(op, d).abs, 0.0) << op_name(op) << " " << dtype_name(d);
+      const int mantissa = d == bf16 ? 7 : 10;
+      for (int k = 0; k < (1 << mantissa); k += 3) {
+        const double x = 1.0 + std::ldexp(static_cast<double>(k), -mantissa), b = 1.59375;  // b: 5 bits
+        const Real in[2] = {real(x), real(b)};
+        const Real exact = forward(op, d, {}, std::span<const Real>(in, op_info(op).arity));
+        const double rounded = round_to_dtype(exact, d);
+        if (Real(rounded) == exact) continue;  // exact results have no "one ulp worse" toward a side
+        const bool exact_above = exact > Real(rounded);
+        const double worse = step16(rounded, d, exact_above == (rounded < 0));  // away from the exact value
+        if (std::ilogb(worse) != std::ilogb(rounded)) continue;  // across a binade the ulp halves
+        EXPECT_TRUE(check(exact, rounded, d, forward_bound(op, d), 1).within) << op_name(op) << " x=" << x;
+        const ErrorCheck c = check(exact, worse, d, forward_bound(op, d), 1);
+        EXPECT_FALSE(c.within) << op_name(op) << " " << dtype_name(d) << " x=" << x << ": " << worse << " is "
+                               << c.error_ulps << " ulp from the exact value";
+        EXPECT_GT(c.error_ulps, 1.0);
+        EXPECT_LE(c.error_ulps, 1.5);  // 1.5 where the exact value is a 16-bit midpoint
+        EXPECT_TRUE(check(exact, worse, d, Bound{1.5, 0}, 1).within);  // the check itself passes it
+        ++graded;
+      }
+    }
+  EXPECT_GT(graded, 500);
 }
 
 TEST(ReferenceArrays, MatchTheScalarForms) {

@@ -1,6 +1,7 @@
 // reference/bounds.cpp — the lookup over spec/bounds.def; the numbers live only in that table.
 #include "bounds.hpp"
 
+#include <algorithm>
 #include <cstddef>
 #include <optional>
 #include <stdexcept>
@@ -58,7 +59,7 @@ constexpr SweptRow kSwept[] = {
 #undef TAPEWISE_BOUND
 
 // --- compile-time rules of the table -----------------------------------------------------------
-// Each node of the op table has, per dtype, exactly one TAPEWISE_BOUND row and exactly one sweep
+// Each node of the op table has, per dtype of kDTypes, exactly one TAPEWISE_BOUND row and exactly one sweep
 // record (TAPEWISE_SWEPT or TAPEWISE_NOT_SWEPT). A missing or repeated row fails the build naming the
 // rule, the node and the dtype, e.g. "call to non-constexpr function 'void tapewise::reference::
 // {anonymous}::bounds_rule::one_sweep_record_per_node_and_dtype() [with Op op = Op::relu; DType
@@ -82,9 +83,15 @@ constexpr bool node_has_its_rows() {
   return true;
 }
 
+template <std::size_t i, std::size_t... D>
+constexpr bool node_has_rows_for_every_dtype(std::index_sequence<D...>) {
+  return (node_has_its_rows<i, kDTypes[D]>() && ...);
+}
+
+// Every node, every dtype of kDTypes (float32, float64, bfloat16, float16).
 template <std::size_t... I>
 constexpr bool every_node_has_its_rows(std::index_sequence<I...>) {
-  return ((node_has_its_rows<I, DType::float32>() && node_has_its_rows<I, DType::float64>()) && ...);
+  return (node_has_rows_for_every_dtype<I>(std::make_index_sequence<kDTypeCount>{}) && ...);
 }
 }  // namespace bounds_rule
 
@@ -100,6 +107,12 @@ const Row& row(const Row (&rows)[n], Op op, DType dtype, const char* kind) {
 }
 
 }  // namespace
+
+DomainLog2 bounds_domain(const OpInfo& info, DType dtype) {
+  if (dtype != DType::float16) return {info.domain_log2_lo, info.domain_log2_hi};
+  constexpr int kFloat16Lo = -3, kFloat16Hi = 3;
+  return {std::max(info.domain_log2_lo, kFloat16Lo), std::min(info.domain_log2_hi, kFloat16Hi)};
+}
 
 Bound forward_bound(Op op, DType dtype) { return row(kBounds, op, dtype, "TAPEWISE_BOUND").forward; }
 Bound vjp_bound(Op op, DType dtype) { return row(kBounds, op, dtype, "TAPEWISE_BOUND").vjp; }

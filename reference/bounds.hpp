@@ -19,6 +19,17 @@ struct Bound {
 Bound forward_bound(Op op, DType dtype);
 Bound vjp_bound(Op op, DType dtype);
 
+// The magnitudes [2^lo, 2^hi) of inputs and cotangents a dtype's bounds are stated for (and the
+// runner and tools/measure_bounds draw from): spec/ops.def's domain for float32, float64 and
+// bfloat16 (float32's exponent range); for float16, that domain intersected with [2^-3, 2^3), where
+// no stage but a node's last leaves float16's normal range (its largest finite value is 65504; the
+// stagings square and invert: div's a/b/b, inv's r*r, exp's e^x, gelu's x^3), so that a bound says
+// nothing of float16's overflow and underflow, as float32's says nothing of its own (spec/bounds.def).
+struct DomainLog2 {
+  int lo, hi;
+};
+DomainLog2 bounds_domain(const OpInfo& info, DType dtype);
+
 // Which causes of a value above its bound spec/bounds.def accepts outside the node's domain: an
 // intermediate of the staging that overflows, one that underflows, both, or none
 // (spec/conventions.md §4.1; the sweep classifies, reference/sweep_reference.hpp).

@@ -13,7 +13,7 @@ namespace tapewise::conform {
 
 namespace fs = std::filesystem;
 
-Result<Selection> parse_selection(const std::string& ops, const std::string& dtype) {
+Result<Selection> parse_selection(const std::string& ops, const std::string& dtype, std::span<const DType> covered) {
   Selection s;
   if (ops.empty() || ops == "all") {
     for (const OpInfo& info : kOps) s.ops.push_back(info.op);
@@ -38,14 +38,16 @@ Result<Selection> parse_selection(const std::string& ops, const std::string& dty
     for (const OpInfo& info : kOps)
       if (chosen[static_cast<std::size_t>(info.op)]) s.ops.push_back(info.op);
   }
+  const std::optional<DType> one = dtype_from_name(dtype);
   if (dtype.empty() || dtype == "all") {
-    s.dtypes = {DType::float32, DType::float64};
-  } else if (dtype == "float32" || dtype == "f32") {
-    s.dtypes = {DType::float32};
-  } else if (dtype == "float64" || dtype == "f64") {
-    s.dtypes = {DType::float64};
+    s.dtypes.assign(covered.begin(), covered.end());
+  } else if (one && std::find(covered.begin(), covered.end(), *one) != covered.end()) {
+    s.dtypes = {*one};
   } else {
-    return fail(ErrorCode::InvalidArgument, "--dtype: '" + dtype + "' is not float32, float64 or all");
+    std::string names;
+    for (DType d : covered) names += std::string(dtype_name(d)) + ", ";
+    return fail(ErrorCode::InvalidArgument, "--dtype: '" + escaped_prefix(dtype) + "' is not " + names + "or all" +
+                                                (one ? " (this subcommand does not cover it)" : ""));
   }
   return s;
 }
@@ -92,6 +94,7 @@ Result<void> require_rows_for(const SpecialPoints& spec, const Selection& select
   std::string missing;
   for (Op op : selection.ops)
     for (DType dtype : selection.dtypes) {
+      if (is_16bit(dtype)) continue;  // spec/special_points has no 16-bit rows yet (commands.hpp)
       const bool has = std::any_of(spec.points.begin(), spec.points.end(),
                                    [&](const SpecialPoint& p) { return p.op == op && p.dtype == dtype; });
       if (!has) missing += std::string(missing.empty() ? "" : ", ") + op_name(op) + " " + dtype_name(dtype);

@@ -67,19 +67,24 @@ struct Loaded {
 
 // Reads every array and checks that all have one dtype and one shape: the node does not broadcast
 // or convert.
-[[nodiscard]] Result<Loaded> load_arrays(const NamedPaths& named, const std::string& g_path) {
+[[nodiscard]] Result<Loaded> load_arrays(const NamedPaths& named, const std::string& g_path,
+                                        std::optional<DType> dtype) {
   Loaded l;
+  const bool u2_is_bfloat16 = dtype == DType::bfloat16;
   for (const auto& [name, path] : named) {
-    auto array = read_npy(path);
+    auto array = read_npy(path, u2_is_bfloat16);
     if (!array) return tl::unexpected(bad("--" + name + " " + array.error().message));
     l.inputs.push_back(std::move(*array));
   }
   if (!g_path.empty()) {
-    auto array = read_npy(g_path);
+    auto array = read_npy(g_path, u2_is_bfloat16);
     if (!array) return tl::unexpected(bad("--g " + array.error().message));
     l.g = std::move(*array);
   }
   const HostArray& first = l.inputs[0];
+  if (dtype && first.dtype != *dtype)
+    return tl::unexpected(bad(named[0].second + " (--" + named[0].first + ") is " + dtype_name(first.dtype) +
+                              ", not --dtype " + dtype_name(*dtype)));
   auto check_like = [&](const std::string& name, const std::string& path, const HostArray& h) -> Result<void> {
     if (h.dtype != first.dtype)
       return tl::unexpected(bad(path + " (--" + name + ") is " + dtype_name(h.dtype) + " but " + named[0].second +
@@ -147,7 +152,12 @@ int eval_command(const EvalOptions& o) {
   if (!named) return input_error(named.error().message);
   auto s = eval_scalars(info, o);
   if (!s) return input_error(s.error().message);
-  auto loaded = load_arrays(*named, o.g);
+  std::optional<DType> dtype;
+  if (!o.dtype.empty()) {
+    dtype = dtype_from_name(o.dtype);
+    if (!dtype) return input_error("--dtype: '" + escaped_prefix(o.dtype) + "' is not float32, float64, bfloat16 or float16");
+  }
+  auto loaded = load_arrays(*named, o.g, dtype);
   if (!loaded) return input_error(loaded.error().message);
   const auto& [inputs, g] = *loaded;
 

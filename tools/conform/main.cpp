@@ -72,8 +72,9 @@ struct Subcommand {
 
 // Parses --ops/--dtype/--backend, then --cases/--seed where the subcommand has them, into `o`.
 template <class Options>
-std::optional<int> read_selection(const CommonText& t, Options& o) {
-  auto selection = tc::parse_selection(t.ops, t.dtype);
+std::optional<int> read_selection(const CommonText& t, Options& o,
+                                  std::span<const tapewise::DType> covered = tapewise::kDTypes) {
+  auto selection = tc::parse_selection(t.ops, t.dtype, covered);
   if (!selection) return usage_error(selection.error().message);
   o.selection = *selection;
   if constexpr (requires { o.backend; }) {
@@ -99,7 +100,7 @@ Subcommand add_run(CLI::App& app, CommonText& t) {
   auto json = std::make_shared<std::string>(), junit = std::make_shared<std::string>();
   CLI::App* run = app.add_subcommand("run", "every node on the production backend vs the reference (default)");
   run->add_option("--ops", t.ops, "comma-separated node names, or all")->capture_default_str();
-  run->add_option("--dtype", t.dtype, "float32, float64 or all")->capture_default_str();
+  run->add_option("--dtype", t.dtype, "float32, float64, bfloat16, float16 or all")->capture_default_str();
   run->add_option("--backend", t.backend, "auto (CUDA where present, else CPU), cpu or cuda")->capture_default_str();
   run->add_option("--cases", t.cases, "random cases per node and dtype (0 to 10^8; a pass needs at least 1)")
       ->type_name("N")
@@ -139,7 +140,7 @@ Subcommand add_audit(CLI::App& app, CommonText& t) {
   audit->add_option("--special-points", t.special, "path of spec/special_points");
   return {audit, [&t, markdown, json, junit] {
             tc::AuditOptions o;
-            if (auto bad = read_selection(t, o)) return *bad;
+            if (auto bad = read_selection(t, o, tc::kFloatAndDoubleDTypes)) return *bad;
             o.markdown_path = *markdown;
             o.json_path = *json;
             o.junit_path = *junit;
@@ -175,6 +176,9 @@ Subcommand add_eval(CLI::App& app, CommonText& t) {
   eval->add_option("--backend", t.backend, "auto, cpu or cuda");
   eval->add_option("--out", e->options.out_dir, "output folder")->capture_default_str();
   eval->add_option("--prefix", e->options.prefix, "prefix of the output names (e.g. out_)");
+  eval->add_option("--dtype", e->options.dtype,
+                   "the inputs' dtype (default: the files'); bfloat16 reads and writes '<u2' files of bfloat16 bits "
+                   "(numpy has no bfloat16); float16 is '<f2'");
   return {eval, [&t, e] {
             auto backend = tc::parse_backend(t.backend);
             if (!backend) return usage_error(backend.error().message);
@@ -195,7 +199,8 @@ Subcommand add_vectors(CLI::App& app, CommonText& t) {
   CLI::App* vectors = app.add_subcommand("vectors", "export a conformance suite for other implementations");
   vectors->add_option("dir", o->dir, "output folder")->required();
   vectors->add_option("--ops", t.ops, "comma-separated node names, or all");
-  vectors->add_option("--dtype", t.dtype, "float32, float64 or all");
+  vectors->add_option("--dtype", t.dtype,
+                      "float32, float64, bfloat16, float16 or all (.npy: float16 as '<f2', bfloat16 as its bits, '<u2')");
   vectors->add_option("--cases", t.cases,
                       "random cases per node and dtype (0 to 10^8; check passes only with at least 1)")
       ->type_name("N");
@@ -258,7 +263,7 @@ Subcommand add_prove(CLI::App& app, CommonText& t) {
   prove->add_option("--timeout", o->timeout_s, "seconds per solver query")->type_name("S")->capture_default_str();
   prove->add_flag("--frameworks", o->frameworks, "also hold PyTorch's ATen backward formulas against the spec");
   return {prove, [&t, o] {
-            auto selection = tc::parse_selection(t.ops, t.dtype);
+            auto selection = tc::parse_selection(t.ops, t.dtype, tc::kFloatAndDoubleDTypes);
             if (!selection) return usage_error(selection.error().message);
             if (t.backend != "auto" && t.backend != "cpu" && t.backend != "cuda")
               return usage_error("--backend: auto, cpu or cuda, not '" + tc::escaped_prefix(t.backend) + "'");

@@ -15,7 +15,9 @@
 #include <CLI/CLI.hpp>
 #include <tapewise/version.hpp>
 
+#include "bounds.hpp"    // forward_bound, vjp_bound
 #include "cases.hpp"     // scalars_text
+#include "measure.hpp"   // dtype_eps
 #include "commands.hpp"  // ExitCode
 #include "suggest.hpp"   // did_you_mean
 
@@ -153,13 +155,32 @@ std::vector<std::string> node_names() {
 
 }  // namespace
 
+// spec/bounds.def's rows, one per node and dtype, with the dtype's eps (the formula's abs unit): the
+// table beside the op rows, so that an outside grader reads the bounds rather than a copy of them.
+Json bounds_json() {
+  Json rows = Json::array();
+  auto bound = [](const reference::Bound& b) { return Json{{"ulp", b.ulp}, {"abs", b.abs}}; };
+  for (const OpInfo& info : kOps)
+    for (DType d : kDTypes)
+      rows.push_back(Json{{"op", info.name},
+                          {"dtype", dtype_name(d)},
+                          {"eps", reference::dtype_eps(d)},
+                          {"forward", bound(reference::forward_bound(info.op, d))},
+                          {"vjp", bound(reference::vjp_bound(info.op, d))}});
+  return rows;
+}
+
 Json op_table_json() {
   Json ops = Json::array();
   for (const OpInfo& info : kOps) ops.push_back(op_json(info));
+  Json dtypes = Json::array();
+  for (DType d : kDTypes) dtypes.push_back(dtype_name(d));
   return Json{{"schema", kOpTableSchema},
               {"tapewise_version", kVersion},
               {"spec_sha256", kSpecSha256},
-              {"ops", ops}};
+              {"ops", ops},
+              {"dtypes", dtypes},
+              {"bounds", bounds_json()}};
 }
 
 std::function<std::optional<int>()> add_ops_subcommand(CLI::App& app) {

@@ -18,7 +18,10 @@ namespace tapewise::conform {
 // Schema of the JSON: {"schema", "tapewise_version", "spec_sha256", "ops": [one object per node, in
 // table order: name, index, arity, scalars (names), domain_log2_lo, domain_log2_hi, positive_only,
 // kink, bench_inputs, aten_parity, run_scalars, graded_scalars, edge_scalars (each a list of
-// {scalar name: value}), staged]}. The words and numbers are spec/ops.def's.
+// {scalar name: value}), staged], "dtypes": [float32, float64, bfloat16, float16], "bounds": [one
+// object per node and dtype: op, dtype, eps (the abs term's unit: 2^-23, 2^-52, 2^-7, 2^-10),
+// forward and vjp ({ulp, abs})]}. The words and numbers are spec/ops.def's and spec/bounds.def's
+// (the keys after "ops" were added within schema 1: a reader of the first keys is unaffected).
 inline constexpr const char* kOpTableSchema = "tapewise-conform.ops/1";
 Json op_table_json();
 

@@ -1284,7 +1284,7 @@ int usage(const std::string& message) {
 int run_sweep_cli(const SweepCli& cli) {
   SweepOptions o;
   const bool by_arity = cli.ops == "unary" || cli.ops == "binary";
-  auto selection = parse_selection(by_arity ? "all" : cli.ops, cli.dtype);
+  auto selection = parse_selection(by_arity ? "all" : cli.ops, cli.dtype, kFloatAndDoubleDTypes);
   if (!selection) return usage(selection.error().message);
   auto backend = parse_backend(cli.backend);
   if (!backend) return usage(backend.error().message);

@@ -204,7 +204,8 @@ Suite suite_from_index(const IndexedSuite& entry) {
 
 // Reads `file` (a name the schema defines) from the resolved suite folder. A symbolic link must stay
 // in the folder; anything but a regular file is refused by read_npy.
-[[nodiscard]] Result<HostArray> read_suite_file(const fs::path& folder, const std::string& file) {
+// A bfloat16 suite's files are '<u2' arrays of bfloat16 bits (npy.hpp).
+[[nodiscard]] Result<HostArray> read_suite_file(const fs::path& folder, const std::string& file, DType dtype) {
   const fs::path path = folder / file;
   std::error_code ec;
   if (fs::is_symlink(path, ec)) {
@@ -213,7 +214,7 @@ Suite suite_from_index(const IndexedSuite& entry) {
       return fail(ErrorCode::InvalidArgument,
                   path.string() + ": is a symbolic link that leads outside the suite folder");
   }
-  return read_npy(path.string());
+  return read_npy(path.string(), dtype == DType::bfloat16);
 }
 
 std::string check_shape(const HostArray& a, const Suite& s, const std::string& name) {
@@ -295,12 +296,12 @@ namespace {
 // an input error, not the implementation's fault.
 [[nodiscard]] Result<void> read_suite_inputs(const fs::path& folder, const std::string& where, Suite& s,
                                              NodeOutputs& expected) {
-  auto g = read_suite_file(folder, input_file("g"));
+  auto g = read_suite_file(folder, input_file("g"), s.dtype);
   TAPEWISE_CHECK(g);
   s.batch.g = std::move(*g);
   if (s.batch.g.dtype != s.dtype) return fail(ErrorCode::InvalidArgument, where + ": g is not " + dtype_name(s.dtype));
   auto read_like_g = [&](const std::string& file, const std::string& name) -> Result<HostArray> {
-    auto a = read_suite_file(folder, file);
+    auto a = read_suite_file(folder, file, s.dtype);
     if (!a) return a;
     if (auto why = check_shape(*a, s, name); !why.empty()) return fail(ErrorCode::InvalidArgument, where + ": " + why);
     return a;
@@ -328,7 +329,7 @@ std::string read_outputs(const fs::path& folder, const std::string& where, const
   std::vector<std::string> names{"y"};
   for (const std::string& n : suite_grad_names(s.op, s.same)) names.push_back(n);
   for (const std::string& name : names) {
-    auto a = read_suite_file(folder, output_file(name));
+    auto a = read_suite_file(folder, output_file(name), s.dtype);
     if (!a) return a.error().message;
     if (auto why = check_shape(*a, s, "output " + name); !why.empty()) return where + ": " + why;
     (name == "y" ? produced.y : produced.grads.emplace_back()) = std::move(*a);

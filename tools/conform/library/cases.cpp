@@ -3,6 +3,9 @@
 // same inputs everywhere.
 #include "cases.hpp"
 
+#include "bounds.hpp"  // bounds_domain
+
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -19,19 +22,39 @@ std::uint64_t splitmix64(std::uint64_t x) {
   return x ^ (x >> 31);
 }
 
-int mantissa_bits(DType d) { return d == DType::float32 ? 23 : 52; }
+// Stored significand bits and exponent range of each dtype.
+struct Format {
+  int mantissa_bits, min_exponent, max_exponent;
+};
+Format format(DType d) {
+  switch (d) {
+    case DType::float32: return {23, -126, 127};
+    case DType::float64: return {52, -1022, 1023};
+    case DType::bfloat16: return {7, -126, 127};
+    case DType::float16: return {10, -14, 15};
+  }
+  return {52, -1022, 1023};
+}
 
-// Magnitude in [2^lo, 2^hi): a uniformly drawn exponent, then a uniformly drawn significand.
+// Magnitude in [2^lo, 2^hi): a uniformly drawn exponent, then a uniformly drawn significand of the
+// dtype's width. The range is reference::bounds_domain's, the one the dtype's bounds are stated for
+// (spec/ops.def's, narrowed for float16).
 double domain_value(DType d, int lo, int hi, bool positive_only, std::mt19937_64& rng) {
+  const Format f = format(d);
   const int exponent = lo + static_cast<int>(rng() % static_cast<std::uint64_t>(hi - lo));
-  const int bits = mantissa_bits(d);
+  const int bits = f.mantissa_bits;
   const double significand = 1.0 + std::ldexp(static_cast<double>(rng() >> (64 - bits)), -bits);
-  const double v = std::ldexp(significand, exponent);
+  const double v = round_to(d, std::ldexp(significand, exponent));
   const bool negative = !positive_only && (rng() & 1);
   return negative ? -v : v;
 }
 
+double value_of_bits16(DType d, std::uint16_t b) {
+  return d == DType::bfloat16 ? static_cast<double>(bfloat16::from_bits(b)) : static_cast<double>(float16::from_bits(b));
+}
+
 double random_bits_value(DType d, std::mt19937_64& rng) {
+  if (is_16bit(d)) return value_of_bits16(d, static_cast<std::uint16_t>(rng() >> 48));
   if (d == DType::float32) {
     const auto b = static_cast<std::uint32_t>(rng() >> 32);
     float f;
@@ -42,6 +65,23 @@ double random_bits_value(DType d, std::mt19937_64& rng) {
   double v;
   std::memcpy(&v, &b, sizeof v);
   return v;
+}
+
+// The dtype's value next to `v` (a value of it) toward `toward`.
+double next_value(DType d, double v, double toward) {
+  switch (d) {
+    case DType::float32: return static_cast<double>(std::nextafter(static_cast<float>(v), static_cast<float>(toward)));
+    case DType::float64: return std::nextafter(v, toward);
+    case DType::bfloat16:
+    case DType::float16: break;
+  }
+  if (v == toward || std::isnan(v) || std::isnan(toward)) return v == toward ? v : v + toward;
+  // The 16-bit formats order their magnitudes by their bits: one step of the bits is one value.
+  const double smallest = std::ldexp(1.0, format(d).min_exponent - format(d).mantissa_bits);
+  if (v == 0) return toward > 0 ? smallest : -smallest;
+  const std::uint16_t bits = d == DType::bfloat16 ? bfloat16(v).bits : float16(v).bits;
+  const bool away_from_zero = (toward > v) == (v > 0);
+  return value_of_bits16(d, static_cast<std::uint16_t>(away_from_zero ? bits + 1 : bits - 1));
 }
 
 Batch empty_batch(Op op, DType dtype, const Scalars& s) {
@@ -76,9 +116,7 @@ void put_kink(Kink kink, DType dtype, double lo, double hi, std::uint64_t pick, 
     case Kink::bounds: {
       const double bound = (pick & 1) ? hi : lo;
       const double toward = (pick & 2) ? HUGE_VAL : -HUGE_VAL;
-      const double neighbour = dtype == DType::float32
-                                   ? static_cast<double>(std::nextafter(static_cast<float>(bound), static_cast<float>(toward)))
-                                   : std::nextafter(bound, toward);
+      const double neighbour = next_value(dtype, bound, toward);
       in[0].back() = (pick & 4) ? neighbour : bound;
       break;
     }
@@ -86,6 +124,16 @@ void put_kink(Kink kink, DType dtype, double lo, double hi, std::uint64_t pick, 
 }
 
 }  // namespace
+
+std::optional<DType> dtype_from_name(const std::string& name) {
+  for (DType d : kDTypes)
+    if (name == dtype_name(d)) return d;
+  if (name == "f32") return DType::float32;
+  if (name == "f64") return DType::float64;
+  if (name == "bf16") return DType::bfloat16;
+  if (name == "f16") return DType::float16;
+  return std::nullopt;
+}
 
 std::vector<Scalars> default_scalar_sets(Op op) {
   const ScalarSets& sets = op_info(op).run_scalars;
@@ -118,10 +166,10 @@ Batch domain_batch(Op op, DType dtype, const Scalars& s, std::int64_t n, std::mt
   std::vector<std::vector<double>> in(static_cast<std::size_t>(info.arity));
   std::vector<double> g;
   const double lo = round_to(dtype, s.s0), hi = round_to(dtype, s.s1);
+  const reference::DomainLog2 domain = reference::bounds_domain(info, dtype);
   for (std::int64_t i = 0; i < n; ++i) {
-    for (auto& v : in)
-      v.push_back(domain_value(dtype, info.domain_log2_lo, info.domain_log2_hi, info.positive_only, rng));
-    g.push_back(domain_value(dtype, info.domain_log2_lo, info.domain_log2_hi, false, rng));
+    for (auto& v : in) v.push_back(domain_value(dtype, domain.lo, domain.hi, info.positive_only, rng));
+    g.push_back(domain_value(dtype, domain.lo, domain.hi, false, rng));
     if (rng() % 8 != 0) continue;
     put_kink(info.kink, dtype, lo, hi, rng(), in);
   }
@@ -178,21 +226,35 @@ Batch tiled(const Batch& b, std::int64_t n) {
 }
 
 std::vector<double> special_values(DType dtype) {
-  const bool f32 = dtype == DType::float32;
-  const double denorm = f32 ? std::numeric_limits<float>::denorm_min() : std::numeric_limits<double>::denorm_min();
-  const double tiny = f32 ? std::numeric_limits<float>::min() : std::numeric_limits<double>::min();
-  const double huge = f32 ? std::numeric_limits<float>::max() : std::numeric_limits<double>::max();
+  const Format f = format(dtype);
+  const double denorm = std::ldexp(1.0, f.min_exponent - f.mantissa_bits);
+  const double tiny = std::ldexp(1.0, f.min_exponent);
+  const double huge = std::ldexp(2.0 - std::ldexp(1.0, -f.mantissa_bits), f.max_exponent);
   const double inf = HUGE_VAL, nan = std::numeric_limits<double>::quiet_NaN();
   return {0.0, -0.0, denorm, -denorm, tiny, -tiny, huge, -huge, inf, -inf, nan,
           1.0, -1.0, 0.5, -0.5, 2.0, -2.0, 3.0, -3.0, 20.0, -20.0, 100.0, -100.0,
           round_to(dtype, 1e-30), round_to(dtype, -1e-30)};
 }
 
+namespace {
+template <class T>
+HostArray narrowed(const Shape& shape, const std::vector<double>& values) {
+  std::vector<T> out;
+  out.reserve(values.size());
+  for (double v : values) out.push_back(static_cast<T>(v));  // exact: already values of the dtype
+  return HostArray::of<T>(shape, out);
+}
+}  // namespace
+
 HostArray host_array(DType dtype, const std::vector<double>& values) {
   const Shape shape{static_cast<std::int64_t>(values.size())};
-  if (dtype == DType::float64) return HostArray::of<double>(shape, values);
-  std::vector<float> f(values.begin(), values.end());
-  return HostArray::of<float>(shape, f);
+  switch (dtype) {
+    case DType::float32: return narrowed<float>(shape, values);
+    case DType::float64: return HostArray::of<double>(shape, values);
+    case DType::bfloat16: return narrowed<bfloat16>(shape, values);
+    case DType::float16: return narrowed<float16>(shape, values);
+  }
+  return {};
 }
 
 }  // namespace tapewise::conform

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -57,5 +58,7 @@ std::vector<double> special_values(DType dtype);
 
 // A 1-D host array of the dtype from doubles (each must be representable; NaN becomes a quiet NaN).
 HostArray host_array(DType dtype, const std::vector<double>& values);
+// "float32"/"f32", "float64"/"f64", "bfloat16"/"bf16" or "float16"/"f16"; nullopt for anything else.
+std::optional<DType> dtype_from_name(const std::string& name);
 
 }  // namespace tapewise::conform

@@ -3,6 +3,7 @@
 #include "exec.hpp"
 
 #include "backends/engine.hpp"
+#include "cases.hpp"  // host_array
 
 #include <algorithm>
 #include <chrono>
@@ -12,13 +13,7 @@ namespace tapewise::conform {
 
 namespace {
 
-HostArray scalar_array(DType dtype, double v) {
-  if (dtype == DType::float32) {
-    const float f = static_cast<float>(v);
-    return HostArray::of<float>(Shape{1}, std::span<const float>(&f, 1));
-  }
-  return HostArray::of<double>(Shape{1}, std::span<const double>(&v, 1));
-}
+HostArray scalar_array(DType dtype, double v) { return host_array(dtype, {round_to(dtype, v)}); }
 
 [[nodiscard]] Result<std::vector<Buffer>> upload_all(Backend& backend, std::span<const HostArray> inputs) {
   std::vector<Buffer> in;

@@ -51,7 +51,9 @@ std::vector<std::string> Row::failed_checks() const {
 std::string Row::missing_evidence(bool special_points_graded) const {
   if (forward.values == 0) return "no forward value graded against the reference";
   if (vjp.values == 0) return "no gradient graded against the reference";
-  if (special_points_graded && special.total == 0) return "no special point graded";
+  // spec/special_points has no 16-bit rows yet (commands.hpp: require_rows_for): a bfloat16 or
+  // float16 row rests on its graded random cases and the fused == staged comparison.
+  if (special_points_graded && special.total == 0 && !is_16bit(dtype)) return "no special point graded";
   return "";
 }
 
@@ -112,13 +114,11 @@ void grade_against_reference(const Batch& batch, const NodeOutputs& produced, Ro
   }
 }
 
-bool same_bits(double a, double b, DType dtype) {
-  if (std::isnan(a) && std::isnan(b)) return true;
-  if (dtype == DType::float32) {
-    const float fa = static_cast<float>(a), fb = static_cast<float>(b);
-    return std::memcmp(&fa, &fb, sizeof fa) == 0;
-  }
-  return std::memcmp(&a, &b, sizeof a) == 0;
+// a and b are values of the dtype widened exactly, so the doubles compare as the dtype's bits would
+// (every dtype's value maps to one double; the sign tells the zeros apart).
+bool same_bits(double a, double b, DType /*dtype*/) {
+  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
+  return std::signbit(a) == std::signbit(b) && a == b;
 }
 
 void compare_paths(const Batch& batch, const NodeOutputs& fused, const NodeOutputs& staged,

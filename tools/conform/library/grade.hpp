@@ -78,7 +78,8 @@ struct Row {
   std::vector<std::string> failed_checks() const;
   bool conforms() const { return failed_checks().empty(); }
   // Why this row cannot support a "conforms": no forward value or no gradient graded against the
-  // reference, or (when the run grades special points) no special point. Empty when it can.
+  // reference, or (when the run grades special points) no special point — except for bfloat16 and
+  // float16, which spec/special_points does not cover yet. Empty when it can.
   std::string missing_evidence(bool special_points_graded) const;
 };
 

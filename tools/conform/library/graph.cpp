@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backends/engine.hpp"  // staged_vjp
+#include "cases.hpp"           // host_array
 #include "dag.hpp"
 #include "files.hpp"
 #include "json_io.hpp"
@@ -43,17 +44,18 @@ std::string number(double v) {
 std::optional<double> read_literal(const std::string& text, DType dtype) {
   if (text.empty() || std::isspace(static_cast<unsigned char>(text[0]))) return std::nullopt;
   char* end = nullptr;
-  const double v = dtype == DType::float32 ? static_cast<double>(std::strtof(text.c_str(), &end))
+  // float32 and the 16-bit dtypes read through strtof: a 16-bit literal is R16(R32(text)), as ATen
+  // builds a c10::Half or c10::BFloat16 from a float (spec/conventions.md §0.3).
+  const double v = dtype != DType::float64 ? static_cast<double>(std::strtof(text.c_str(), &end))
                                            : std::strtod(text.c_str(), &end);
   if (end != text.c_str() + text.size()) return std::nullopt;
-  return v;
+  return round_to(dtype, v);
 }
 
 // The bits of `v` in the dtype, NaN matching NaN.
 bool identical(double a, double b, DType dtype) {
   if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
-  if (dtype == DType::float32) return std::signbit(a) == std::signbit(b) && static_cast<float>(a) == static_cast<float>(b);
-  return std::signbit(a) == std::signbit(b) && a == b;
+  return std::signbit(a) == std::signbit(b) && round_to(dtype, a) == round_to(dtype, b);
 }
 
 namespace {
@@ -430,11 +432,11 @@ std::string scalar_list(const OpInfo& info) {
 }
 
 [[nodiscard]] Result<DType> read_dtype(const GraphJson& doc) {
-  if (!doc.contains("dtype")) return bad_graph("missing key 'dtype' (float32 or float64)");
+  if (!doc.contains("dtype")) return bad_graph("missing key 'dtype' (float32, float64, bfloat16 or float16)");
   const GraphJson& d = doc["dtype"];
-  if (d == "float32") return DType::float32;
-  if (d == "float64") return DType::float64;
-  return bad_graph("dtype " + quote(d) + " is not float32 or float64");
+  for (DType dtype : kDTypes)
+    if (d == dtype_name(dtype)) return dtype;
+  return bad_graph("dtype " + quote(d) + " is not float32, float64, bfloat16 or float16");
 }
 
 [[nodiscard]] Result<void> check_header(const GraphJson& doc) {
@@ -511,9 +513,9 @@ Result<Graph> parse_graph(const std::string& json_text) {
 namespace {
 
 HostArray host_array(DType dtype, const Shape& shape, const Values& values) {
-  if (dtype == DType::float64) return HostArray::of<double>(shape, values);
-  const std::vector<float> narrow(values.begin(), values.end());  // exact: already float32 values
-  return HostArray::of<float>(shape, narrow);
+  HostArray h = conform::host_array(dtype, values);  // exact: already values of the dtype
+  h.shape = shape;
+  return h;
 }
 
 Values widen(const HostArray& h) {
@@ -697,8 +699,10 @@ LocalCheck grade_vjp(const Graph& g, const GraphNode& n, const Production& p, st
 }
 
 double add_in_dtype(double a, double b, DType dtype) {
-  if (dtype == DType::float32) return static_cast<double>(static_cast<float>(a) + static_cast<float>(b));
-  return a + b;
+  if (dtype == DType::float64) return a + b;
+  // float32's add; for a 16-bit dtype, float32's add rounded once to 16 bits (ATen's Half and
+  // BFloat16 add, spec/conventions.md §0.3).
+  return round_to(dtype, static_cast<double>(static_cast<float>(a) + static_cast<float>(b)));
 }
 
 // The slots the tape's accumulation rules (spec §2) build from the production's own contributions,

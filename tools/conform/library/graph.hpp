@@ -25,7 +25,7 @@
 // {
 //   "schema": "tapewise-conform.graph/1",          required, exactly this
 //   "description": "text",                          optional, ignored
-//   "dtype": "float32" | "float64",                 required, the dtype of every leaf, node and seed
+//   "dtype": "float32" | "float64" | "bfloat16" | "float16",  required, the dtype of every leaf, node and seed
 //   "leaves": [                                     required, at least one
 //     {"name": "x", "values": [NUMBER, ...],        values: C order, count = the shape's element count
 //      "shape": [2, 3],                             optional; default [len(values)]

@@ -141,8 +141,10 @@ const Json* member(const Json& object, const char* key) {
   s.op = *op;
   auto dtype = string_field(entry, "dtype", where);
   TAPEWISE_CHECK(dtype);
-  if (*dtype != "float32" && *dtype != "float64") return bad(where, "dtype '" + escaped_prefix(*dtype) + "' is not float32 or float64");
-  s.dtype = *dtype == "float32" ? DType::float32 : DType::float64;
+  const std::optional<DType> named = dtype_from_name(*dtype);
+  if (!named || *dtype != dtype_name(*named))  // the file's names are dtype_name's, no aliases
+    return bad(where, "dtype '" + escaped_prefix(*dtype) + "' is not float32, float64, bfloat16 or float16");
+  s.dtype = *named;
   auto kind = string_field(entry, "kind", where);
   TAPEWISE_CHECK(kind);
   if (*kind != "special" && *kind != "random") return bad(where, "kind '" + escaped_prefix(*kind) + "' is not special or random");

@@ -1,5 +1,7 @@
 // tools/conform/library/npy.cpp — the .npy reader and writer (format spec: numpy.lib.format). The header is a
 // Python dict literal; we parse exactly the three keys numpy writes and reject everything else.
+// numpy has no bfloat16: a bfloat16 array is written as its bits, '<u2', and such a file is read back
+// as bfloat16 only where the caller expects bfloat16 (npy.hpp).
 #include "npy.hpp"
 
 #include <algorithm>
@@ -15,7 +17,7 @@
 namespace tapewise::conform {
 
 static_assert(std::endian::native == std::endian::little,
-              "tapewise's host arrays are little-endian, as '<f4'/'<f8' files are");
+              "tapewise's host arrays are little-endian, as '<f2'/'<f4'/'<f8'/'<u2' files are");
 
 namespace {
 
@@ -127,7 +129,7 @@ bool within_element_limit(const Shape& shape) {
   return true;
 }
 
-[[nodiscard]] Result<Header> parse_header(std::string_view text, const std::string& what) {
+[[nodiscard]] Result<Header> parse_header(std::string_view text, const std::string& what, bool u2_is_bfloat16) {
   if (text.empty() || text.back() != '\n') return bad(what, "header does not end with a newline");
   text.remove_suffix(1);
   HeaderParser p(text);
@@ -170,10 +172,18 @@ bool within_element_limit(const Shape& shape) {
     h.dtype = DType::float32;
   } else if (*descr == "<f8") {
     h.dtype = DType::float64;
-  } else if (*descr == ">f4" || *descr == ">f8") {
-    return bad(what, "dtype '" + *descr + "' is big-endian; tapewise reads '<f4' or '<f8'");
+  } else if (*descr == "<f2") {
+    h.dtype = DType::float16;
+  } else if (*descr == "<u2" && u2_is_bfloat16) {
+    h.dtype = DType::bfloat16;
+  } else if (*descr == "<u2") {
+    return bad(what, "dtype '<u2' is read only as bfloat16 bits, where bfloat16 is expected (--dtype bfloat16)");
+  } else if (*descr == ">f2" || *descr == ">f4" || *descr == ">f8" || *descr == ">u2") {
+    return bad(what, "dtype '" + *descr + "' is big-endian; tapewise reads '<f2', '<f4', '<f8' or '<u2'");
   } else {
-    return bad(what, "dtype '" + *descr + "' is not supported; tapewise reads '<f4' (float32) or '<f8' (float64)");
+    return bad(what, "dtype '" + *descr +
+                         "' is not supported; tapewise reads '<f4' (float32), '<f8' (float64), '<f2' (float16) or "
+                         "'<u2' (bfloat16 bits)");
   }
   if (*fortran_order)
     return bad(what, "array is in Fortran order; write it C-contiguous (numpy.ascontiguousarray)");
@@ -228,7 +238,7 @@ constexpr std::size_t kMaxPrefix = kMagicSize + 2 + 4;
 
 // Magic, version, header length and header, from `lead`: the whole file, or its first
 // kMaxPrefix + kMaxNpyHeaderBytes bytes.
-[[nodiscard]] Result<Layout> parse_layout(std::span<const std::byte> lead, const std::string& what) {
+[[nodiscard]] Result<Layout> parse_layout(std::span<const std::byte> lead, const std::string& what, bool u2_is_bfloat16) {
   if (lead.size() < kMagicSize || std::memcmp(lead.data(), kMagic, kMagicSize) != 0)
     return bad(what, "not a .npy file (bad magic; expected \\x93NUMPY)");
   if (lead.size() < kMagicSize + 2) return bad(what, "truncated before the version bytes");
@@ -246,7 +256,7 @@ constexpr std::size_t kMaxPrefix = kMagicSize + 2 + 4;
   if (lead.size() - prefix < header_size) return bad(what, "truncated in the header");
   const std::string_view header_text(reinterpret_cast<const char*>(lead.data() + prefix), header_size);
   TAPEWISE_CHECK(check_header_bytes(header_text, what));
-  auto header = parse_header(header_text, what);
+  auto header = parse_header(header_text, what, u2_is_bfloat16);
   TAPEWISE_CHECK(header);
   Layout layout;
   layout.header = *header;
@@ -269,8 +279,8 @@ constexpr std::size_t kMaxPrefix = kMagicSize + 2 + 4;
 
 }  // namespace
 
-Result<HostArray> parse_npy(std::span<const std::byte> file, const std::string& what) {
-  auto layout = parse_layout(file, what);
+Result<HostArray> parse_npy(std::span<const std::byte> file, const std::string& what, bool u2_is_bfloat16) {
+  auto layout = parse_layout(file, what, u2_is_bfloat16);
   TAPEWISE_CHECK(layout);
   TAPEWISE_CHECK(check_data_size(*layout, file.size() - layout->data_offset, what));
   HostArray out;
@@ -281,12 +291,12 @@ Result<HostArray> parse_npy(std::span<const std::byte> file, const std::string& 
   return out;
 }
 
-Result<HostArray> read_npy(const std::string& path) {
+Result<HostArray> read_npy(const std::string& path, bool u2_is_bfloat16) {
   auto file = RegularFile::open(path);
   TAPEWISE_CHECK(file);
   std::vector<std::byte> lead(static_cast<std::size_t>(std::min<std::uint64_t>(file->size(), kMaxPrefix + kMaxNpyHeaderBytes)));
   TAPEWISE_CHECK(file->read_at(0, lead));
-  auto layout = parse_layout(lead, path);
+  auto layout = parse_layout(lead, path, u2_is_bfloat16);
   TAPEWISE_CHECK(layout);
   TAPEWISE_CHECK(check_data_size(*layout, file->size() - layout->data_offset, path));
   HostArray out;
@@ -297,8 +307,18 @@ Result<HostArray> read_npy(const std::string& path) {
   return out;
 }
 
+const char* descr_of(DType dtype) {
+  switch (dtype) {
+    case DType::float32: return "<f4";
+    case DType::float64: return "<f8";
+    case DType::bfloat16: return "<u2";  // its bits: numpy has no bfloat16
+    case DType::float16: return "<f2";
+  }
+  return "?";
+}
+
 std::vector<std::byte> encode_npy(const HostArray& array) {
-  std::string header = std::string("{'descr': '") + (array.dtype == DType::float32 ? "<f4" : "<f8") +
+  std::string header = std::string("{'descr': '") + descr_of(array.dtype) +
                        "', 'fortran_order': False, 'shape': " + shape_tuple(array.shape) + ", }";
   const bool v2 = header.size() + 1 + kMagicSize + 4 > 65535;
   const std::size_t prefix = kMagicSize + 2 + (v2 ? 4 : 2);

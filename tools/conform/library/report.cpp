@@ -259,7 +259,9 @@ std::string short_value(double v, DType dtype) {
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
   char buf[64];
-  const auto r = dtype == DType::float32 ? std::to_chars(buf, buf + sizeof buf, static_cast<float>(v))
+  // The shortest text that reads back as the value: float's for float32 and the 16-bit dtypes (whose
+  // values are floats, read back through float as R16(R32(text)) is), double's for float64.
+  const auto r = dtype != DType::float64 ? std::to_chars(buf, buf + sizeof buf, static_cast<float>(v))
                                          : std::to_chars(buf, buf + sizeof buf, v);
   return std::string(buf, r.ptr);
 }
