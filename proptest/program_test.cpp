@@ -37,12 +37,12 @@ struct TensorType {
   DType dtype;
 };
 
-// Sizes around kSmall: a scalar, empty, at and above the threshold, two dtypes.
+// Sizes around kSmall: a scalar, empty, at and above the threshold, every dtype.
 const std::vector<TensorType>& tensor_types() {
   static const std::vector<TensorType> types{
       {Shape{5}, DType::float32}, {Shape{2, 3}, DType::float32}, {Shape{}, DType::float32},
       {Shape{0}, DType::float32}, {Shape{3}, DType::float64},    {Shape{kSmall}, DType::float64},
-      {Shape{kSmall + 3}, DType::float32},
+      {Shape{kSmall + 3}, DType::float32}, {Shape{7}, DType::bfloat16}, {Shape{kSmall + 1}, DType::float16},
   };
   return types;
 }
@@ -51,7 +51,21 @@ const std::vector<TensorType>& tensor_types() {
 // round differently when added in another order, which exposes any change of accumulation order.
 template <class T>
 rc::Gen<T> tape_value() {
-  return rc::gen::weightedOneOf<T>({{1, any_float<T>()}, {2, in_domain<T>(-3, 3, false)}});
+  if constexpr (kIs16BitType<T>) {
+    return rc::gen::weightedOneOf<T>({{1, any_float<T>()}, {2, rc::gen::map(in_domain<float>(-3, 3, false), [](float f) { return T(f); })}});
+  } else {
+    return rc::gen::weightedOneOf<T>({{1, any_float<T>()}, {2, in_domain<T>(-3, 3, false)}});
+  }
+}
+
+// Moderate values: magnitudes in [2^-2, 2^2) with full mantissas (a 16-bit format's rounded from float32's).
+template <class T>
+rc::Gen<T> moderate_value() {
+  if constexpr (kIs16BitType<T>) {
+    return rc::gen::map(in_domain<float>(-2, 2, false), [](float f) { return T(f); });
+  } else {
+    return in_domain<T>(-2, 2, false);
+  }
 }
 
 // (if / else, not ?: — a generator throws to stop a case, and g++ 12 then destroys the ?:'s
@@ -60,6 +74,8 @@ template <class Make>
 HostArray values_of(const TensorType& type, Make&& make) {
   const auto n = static_cast<std::size_t>(type.shape.numel());
   if (type.dtype == DType::float32) return HostArray::of<float>(type.shape, *rc::gen::container<std::vector<float>>(n, make.template operator()<float>()));
+  if (type.dtype == DType::bfloat16) return HostArray::of<bfloat16>(type.shape, *rc::gen::container<std::vector<bfloat16>>(n, make.template operator()<bfloat16>()));
+  if (type.dtype == DType::float16) return HostArray::of<float16>(type.shape, *rc::gen::container<std::vector<float16>>(n, make.template operator()<float16>()));
   return HostArray::of<double>(type.shape, *rc::gen::container<std::vector<double>>(n, make.template operator()<double>()));
 }
 
@@ -68,7 +84,7 @@ HostArray random_values(const TensorType& type) {
 }
 
 HostArray moderate_values(const TensorType& type) {
-  return values_of(type, []<class T>() { return in_domain<T>(-2, 2, false); });
+  return values_of(type, []<class T>() { return moderate_value<T>(); });
 }
 
 struct DagNode {
@@ -212,12 +228,20 @@ Outcome record_and_differentiate(const std::shared_ptr<Backend>& be, std::int64_
 // Bit for bit, where any NaN matches any NaN (the project's AgreeUpToNaN): which NaN an IEEE
 // operation returns when both operands are NaN is the operand order the compiler happened to pick
 // on x86 (it treats + and * as commutative), so NaN payloads and signs are not part of the promise.
+bool same_at(const HostArray& a, const HostArray& b, std::int64_t i) {
+  switch (a.dtype) {
+    case DType::float32: return same_bits(a.at<float>(i), b.at<float>(i));
+    case DType::float64: return same_bits(a.at<double>(i), b.at<double>(i));
+    case DType::bfloat16: return same_bits(a.at<bfloat16>(i), b.at<bfloat16>(i));
+    case DType::float16: return same_bits(a.at<float16>(i), b.at<float16>(i));
+  }
+  return false;
+}
+
 bool agree(const HostArray& a, const HostArray& b) {
   if (a.shape != b.shape || a.dtype != b.dtype || a.bytes.size() != b.bytes.size()) return false;
-  for (std::int64_t i = 0; i < a.numel(); ++i) {
-    const bool same = a.dtype == DType::float32 ? same_bits(a.at<float>(i), b.at<float>(i)) : same_bits(a.at<double>(i), b.at<double>(i));
-    if (!same) return false;
-  }
+  for (std::int64_t i = 0; i < a.numel(); ++i)
+    if (!same_at(a, b, i)) return false;
   return true;
 }
 
@@ -226,8 +250,7 @@ std::string first_difference(const HostArray& a, const HostArray& b) {
   if (a.shape != b.shape || a.dtype != b.dtype) return "shapes or dtypes differ";
   const std::size_t width = dtype_size(a.dtype);
   for (std::int64_t i = 0; i < a.numel(); ++i) {
-    const bool same = a.dtype == DType::float32 ? same_bits(a.at<float>(i), b.at<float>(i)) : same_bits(a.at<double>(i), b.at<double>(i));
-    if (same) continue;
+    if (same_at(a, b, i)) continue;
     auto hex = [&](const HostArray& h) {
       std::uint64_t v = 0;
       std::memcpy(&v, &h.bytes[static_cast<std::size_t>(i) * width], width);
@@ -410,7 +433,7 @@ TEST(KeepInRegisters, UnwantedChainGradientsNeverReachMemory) {
 // passing g once (not g * 0.5 twice) into a slot that holds other contributions.
 TEST_P(Programs, ManyContributionsAccumulateInTheTapesOrder) {
   EXPECT_TRUE(rc::check("fan-in", [&] {
-    const TensorType type{Shape{*rc::gen::inRange<std::int64_t>(1, 6)}, *rc::gen::elementOf(std::vector<DType>{DType::float32, DType::float64})};
+    const TensorType type{Shape{*rc::gen::inRange<std::int64_t>(1, 6)}, *rc::gen::elementOf(std::vector<DType>(std::begin(kDTypes), std::end(kDTypes)))};
     std::vector<DagNode> dag(2);
     for (DagNode& leaf : dag) leaf.leaf = moderate_values(type);
     std::vector<NodeId> unsummed;
