@@ -158,7 +158,7 @@ def make_answered_vectors(tmp: str) -> str:
     folder = make_vectors(tmp)
     for suite in json.load(open(os.path.join(folder, "index.json")))["suites"]:
         d = os.path.join(folder, suite["id"])
-        args = ["eval", suite["op"], "--backend", "cpu", "--prefix", "out_", "--out", d]
+        args = ["eval", suite["op"], "--backend", "cpu", "--prefix", "out_", "--out", d, "--dtype", suite["dtype"]]
         for name, f in suite["inputs"].items():
             args += ["--" + name, os.path.join(d, f)]
         if suite.get("same"):

@@ -54,7 +54,7 @@ import json, subprocess, sys
 conform, folder = sys.argv[1], sys.argv[2]
 for s in json.load(open(folder + "/index.json"))["suites"]:
     d = folder + "/" + s["id"]
-    args = [conform, "eval", s["op"], "--backend", "cpu", "--prefix", "out_", "--out", d]
+    args = [conform, "eval", s["op"], "--backend", "cpu", "--prefix", "out_", "--out", d, "--dtype", s["dtype"]]
     for name, f in s["inputs"].items():
         args += ["--" + name, d + "/" + f]
     if s.get("same"):

@@ -26,7 +26,10 @@ import tapewise
 from . import _files
 
 VECTORS_SCHEMA = "tapewise-conform.vectors/1"
-_NUMPY_DTYPES = {"float32": np.dtype("<f4"), "float64": np.dtype("<f8")}
+# A suite's arrays as numpy holds them: numpy has no bfloat16, so a bfloat16 suite's files (and the
+# arrays answer_vectors hands over and takes back) are its bits as uint16, as the C++ runner writes them.
+_NUMPY_DTYPES = {"float32": np.dtype("<f4"), "float64": np.dtype("<f8"), "float16": np.dtype("<f2"),
+                 "bfloat16": np.dtype("<u2")}
 
 # fn(op, inputs, g, scalars, same) -> {"y": ..., "dx" | "da", "db": ...}
 AnswerFn = Callable[[str, Dict[str, np.ndarray], np.ndarray, Dict[str, float], bool], Mapping[str, Any]]
@@ -252,7 +255,7 @@ def _suite_of(root: str, entry: Any, where: str) -> _Suite:
         raise VectorsIndexError(f"{where}: 'op' {op!r} is not a node")
     dtype = _field(entry, "dtype", str, where)
     if dtype not in _NUMPY_DTYPES:
-        raise VectorsIndexError(f"{where}: 'dtype' {dtype!r} is not float32 or float64")
+        raise VectorsIndexError(f"{where}: 'dtype' {dtype!r} is not float32, float64, float16 or bfloat16")
     same = entry.get("same", False)
     if not isinstance(same, bool) or (same and nodes[op][0] != 2):
         raise VectorsIndexError(f"{where}: 'same' is not a boolean, or is true for a unary op")
@@ -315,7 +318,8 @@ def _write(suite: _Suite, name: str, value: Any) -> None:
 def answer_vectors(vectors_dir: str, fn: AnswerFn) -> Dict[str, Any]:
     """Answers every suite of a `tapewise-conform vectors` folder in place: for each suite, calls
     fn(op, inputs, g, scalars, same) with inputs {"x"} or {"a", "b"} (only {"a"} for `same` suites,
-    whose "da" is the total gradient of op(a, a)) as 1-D arrays of the suite's dtype, g likewise and
+    whose "da" is the total gradient of op(a, a)) as 1-D arrays of the suite's dtype (a bfloat16
+    suite's as uint16 arrays of bfloat16 bits, in and out: numpy has no bfloat16), g likewise and
     scalars {name: float}; fn returns {"y", "dx"} or {"y", "da", "db"} ("db" unused for `same`
     suites). Writes the suite's out_*.npy (1-D, its dtype). Returns {"suites", "answered", "errors":
     [{"suite", "error"}]}; a suite whose fn raised has no out files (grade with check()).
@@ -347,6 +351,9 @@ def tapewise_answer(backend: tapewise.Backend, path: str = "fused") -> AnswerFn:
 
     def answer(op: str, inputs: Dict[str, np.ndarray], g: np.ndarray, scalars: Dict[str, float],
                same: bool) -> Dict[str, np.ndarray]:
+        if g.dtype == _NUMPY_DTYPES["bfloat16"]:
+            raise TypeError("tapewise_answer: a bfloat16 suite's arrays are uint16 bits, which a tape does not "
+                            "take; answer it with `tapewise-conform eval --dtype bfloat16`")
         tape = tapewise.Tape(backend)
         names = list(inputs)
         ids = {n: tape.leaf(inputs[n], copy=True) for n in names}

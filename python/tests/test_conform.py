@@ -114,6 +114,27 @@ def test_vectors_answered_by_tapewise_conform(tmp_path):
     assert report["summary"]["conforms"] is True, report["summary"]
 
 
+def test_16bit_vectors_float16_answered_by_tapewise_bfloat16_as_bits(tmp_path):
+    binary = _binary()
+    folder = str(tmp_path / "f16")
+    conform.export_vectors(folder, ops=["mul", "sin", "max"], dtype="float16", cases=100, seed=4, binary=binary)
+    summary = conform.answer_vectors(folder, conform.tapewise_answer(tapewise.cpu()))
+    assert summary["errors"] == [] and summary["answered"] == summary["suites"] > 0
+    assert conform.check(folder, binary=binary)["summary"]["conforms"] is True
+    # bfloat16 suites hand their arrays over as uint16 bits; tapewise_answer says how to answer them.
+    folder = str(tmp_path / "bf16")
+    conform.export_vectors(folder, ops=["mul"], dtype="bfloat16", cases=20, seed=4, binary=binary)
+    seen = []
+    def expected_answer(op, inputs, g, scalars, same):
+        seen.append(g.dtype)
+        raise ValueError("not answered")
+    conform.answer_vectors(folder, expected_answer)
+    assert seen and set(seen) == {np.dtype("<u2")}
+    summary = conform.answer_vectors(folder, conform.tapewise_answer(tapewise.cpu()))
+    assert summary["answered"] == 0 and summary["errors"]
+    assert all("eval --dtype bfloat16" in e["error"] for e in summary["errors"])
+
+
 def test_check_graph_grades_a_composite_and_rejects_a_bad_one():
     binary = _binary()
     graph = {"schema": "tapewise-conform.graph/1", "dtype": "float64",

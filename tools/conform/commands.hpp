@@ -36,7 +36,8 @@ struct Selection {
 // the prover's SMT encodings have no 16-bit rows yet.
 inline constexpr DType kFloatAndDoubleDTypes[] = {DType::float32, DType::float64};
 // ops: "" or "all" for every node, else a comma-separated list of node names; dtype: "all" (or "")
-// for every dtype in `covered`, else one of them by name (cases.hpp: dtype_from_name).
+// for every dtype in `covered`, else those of them named (one, or a comma-separated list; cases.hpp:
+// dtype_from_name), in the order of `covered`.
 [[nodiscard]] Result<Selection> parse_selection(const std::string& ops, const std::string& dtype,
                                                 std::span<const DType> covered = kDTypes);
 [[nodiscard]] Result<BackendChoice> parse_backend(const std::string& name);

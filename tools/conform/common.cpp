@@ -38,17 +38,28 @@ Result<Selection> parse_selection(const std::string& ops, const std::string& dty
     for (const OpInfo& info : kOps)
       if (chosen[static_cast<std::size_t>(info.op)]) s.ops.push_back(info.op);
   }
-  const std::optional<DType> one = dtype_from_name(dtype);
   if (dtype.empty() || dtype == "all") {
     s.dtypes.assign(covered.begin(), covered.end());
-  } else if (one && std::find(covered.begin(), covered.end(), *one) != covered.end()) {
-    s.dtypes = {*one};
-  } else {
-    std::string names;
-    for (DType d : covered) names += std::string(dtype_name(d)) + ", ";
-    return fail(ErrorCode::InvalidArgument, "--dtype: '" + escaped_prefix(dtype) + "' is not " + names + "or all" +
-                                                (one ? " (this subcommand does not cover it)" : ""));
+    return s;
   }
+  // A dtype or a comma-separated list of them ("float32,float64"), in the order of `covered`.
+  std::vector<bool> wanted(covered.size(), false);
+  std::stringstream list(dtype);
+  std::string name;
+  while (std::getline(list, name, ',')) {
+    const std::optional<DType> one = dtype_from_name(name);
+    const auto at = one ? std::find(covered.begin(), covered.end(), *one) : covered.end();
+    if (at == covered.end()) {
+      std::string names;
+      for (DType d : covered) names += std::string(dtype_name(d)) + ", ";
+      return fail(ErrorCode::InvalidArgument, "--dtype: '" + escaped_prefix(name) + "' is not " + names + "or all" +
+                                                  (one ? " (this subcommand does not cover it)" : ""));
+    }
+    wanted[static_cast<std::size_t>(at - covered.begin())] = true;
+  }
+  for (std::size_t k = 0; k < covered.size(); ++k)
+    if (wanted[k]) s.dtypes.push_back(covered[k]);
+  if (s.dtypes.empty()) return fail(ErrorCode::InvalidArgument, "--dtype: '" + escaped_prefix(dtype) + "' names no dtype");
   return s;
 }
 

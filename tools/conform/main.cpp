@@ -100,7 +100,8 @@ Subcommand add_run(CLI::App& app, CommonText& t) {
   auto json = std::make_shared<std::string>(), junit = std::make_shared<std::string>();
   CLI::App* run = app.add_subcommand("run", "every node on the production backend vs the reference (default)");
   run->add_option("--ops", t.ops, "comma-separated node names, or all")->capture_default_str();
-  run->add_option("--dtype", t.dtype, "float32, float64, bfloat16, float16 or all")->capture_default_str();
+  run->add_option("--dtype", t.dtype, "float32, float64, bfloat16, float16, a comma-separated list of them, or all")
+      ->capture_default_str();
   run->add_option("--backend", t.backend, "auto (CUDA where present, else CPU), cpu or cuda")->capture_default_str();
   run->add_option("--cases", t.cases, "random cases per node and dtype (0 to 10^8; a pass needs at least 1)")
       ->type_name("N")
@@ -200,7 +201,8 @@ Subcommand add_vectors(CLI::App& app, CommonText& t) {
   vectors->add_option("dir", o->dir, "output folder")->required();
   vectors->add_option("--ops", t.ops, "comma-separated node names, or all");
   vectors->add_option("--dtype", t.dtype,
-                      "float32, float64, bfloat16, float16 or all (.npy: float16 as '<f2', bfloat16 as its bits, '<u2')");
+                      "float32, float64, bfloat16, float16, a comma-separated list of them, or all (.npy: float16 "
+                      "as '<f2', bfloat16 as its bits, '<u2')");
   vectors->add_option("--cases", t.cases,
                       "random cases per node and dtype (0 to 10^8; check passes only with at least 1)")
       ->type_name("N");
