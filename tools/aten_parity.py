@@ -80,6 +80,22 @@ def staging_mismatches(ops):
     return problems
 
 
+def compared_ops(ops, names, error):
+    """(the nodes to compare, the names of those TorchLean lacks) of the table `ops`, restricted to
+    `names` ("all" or a comma-separated list); `error(message)` reports an unknown name or a table
+    whose aten_parity column and this script's stagings disagree (and does not return)."""
+    if names != "all":
+        wanted = names.split(",")
+        unknown = set(wanted) - {o["name"] for o in ops}
+        if unknown:
+            error(f"unknown nodes: {', '.join(sorted(unknown))}")
+        ops = [o for o in ops if o["name"] in wanted]
+    problems = staging_mismatches(ops)
+    if problems:
+        error("the op table's aten_parity and tools/aten_parity.py's stagings disagree for: " + "; ".join(problems))
+    return [o for o in ops if o["aten_parity"] != "none"], [o["name"] for o in ops if o["aten_parity"] == "none"]
+
+
 def kink_points(op):
     """The values spec/ops.def's `kink` names for a unary node: ±0 (zero, and by default), or the
     run sets' bounds (bounds). Ties (binary nodes) are made in make_inputs."""
@@ -415,18 +431,7 @@ def main(argv=None):
     args = p.parse_args(argv)
     np.seterr(all="ignore")  # overflow, NaN and division by zero are among the inputs on purpose
 
-    ops = read_ops(args.conform, args.ops_json)
-    if args.ops != "all":
-        wanted = args.ops.split(",")
-        unknown = set(wanted) - {o["name"] for o in ops}
-        if unknown:
-            p.error(f"unknown nodes: {', '.join(sorted(unknown))}")
-        ops = [o for o in ops if o["name"] in wanted]
-    problems = staging_mismatches(ops)
-    if problems:
-        p.error("the op table's aten_parity and this script's stagings disagree for: " + "; ".join(problems))
-    not_compared = [o["name"] for o in ops if o["aten_parity"] == "none"]
-    ops = [o for o in ops if o["aten_parity"] != "none"]
+    ops, not_compared = compared_ops(read_ops(args.conform, args.ops_json), args.ops, p.error)
     dtypes = [np.float32, np.float64] if args.dtype == "all" else [np.dtype(args.dtype).type]
     lib = {"torch": lambda: TorchLib(args.device), "numpy": NumpyLib, "libm": LibmLib}[args.lib]()
     if args.lib == "torch":
