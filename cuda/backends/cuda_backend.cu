@@ -186,13 +186,13 @@ struct KernelLaunch {
     if constexpr (sizeof(T) == 2) {
       return launch<Fn, T, 128, 1>(fn, n, ins, outs, vectorized, what);
     } else {
-    switch (shape == MapShape::tuned ? TunedShape<Fn>::value : shape) {
-      case MapShape::t128v1: return launch<Fn, T, 128, 1>(fn, n, ins, outs, vectorized, what);
-      case MapShape::t128v2: return launch<Fn, T, 128, 2>(fn, n, ins, outs, vectorized, what);
-      case MapShape::tuned:  // TunedShape never answers tuned
-      case MapShape::t256v4: return launch<Fn, T, 256, 4>(fn, n, ins, outs, vectorized, what);
-    }
-    return fail(ErrorCode::InvalidArgument, std::string(what) + ": unknown launch shape");
+      switch (shape == MapShape::tuned ? TunedShape<Fn>::value : shape) {
+        case MapShape::t128v1: return launch<Fn, T, 128, 1>(fn, n, ins, outs, vectorized, what);
+        case MapShape::t128v2: return launch<Fn, T, 128, 2>(fn, n, ins, outs, vectorized, what);
+        case MapShape::tuned:  // TunedShape never answers tuned
+        case MapShape::t256v4: return launch<Fn, T, 256, 4>(fn, n, ins, outs, vectorized, what);
+      }
+      return fail(ErrorCode::InvalidArgument, std::string(what) + ": unknown launch shape");
     }
   }
 
