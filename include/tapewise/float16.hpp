@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 
+/// Marks the conversions host-and-device functions under nvcc, plain inline functions elsewhere.
 #if defined(__CUDACC__)
 #define TAPEWISE_HD __host__ __device__ __forceinline__
 #else
