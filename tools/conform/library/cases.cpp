@@ -125,15 +125,6 @@ void put_kink(Kink kink, DType dtype, double lo, double hi, std::uint64_t pick, 
 
 }  // namespace
 
-std::optional<DType> dtype_from_name(const std::string& name) {
-  for (DType d : kDTypes)
-    if (name == dtype_name(d)) return d;
-  if (name == "f32") return DType::float32;
-  if (name == "f64") return DType::float64;
-  if (name == "bf16") return DType::bfloat16;
-  if (name == "f16") return DType::float16;
-  return std::nullopt;
-}
 
 std::vector<Scalars> default_scalar_sets(Op op) {
   const ScalarSets& sets = op_info(op).run_scalars;

@@ -59,6 +59,14 @@ std::vector<double> special_values(DType dtype);
 // A 1-D host array of the dtype from doubles (each must be representable; NaN becomes a quiet NaN).
 HostArray host_array(DType dtype, const std::vector<double>& values);
 // "float32"/"f32", "float64"/"f64", "bfloat16"/"bf16" or "float16"/"f16"; nullopt for anything else.
-std::optional<DType> dtype_from_name(const std::string& name);
+inline std::optional<DType> dtype_from_name(const std::string& name) {
+  for (DType d : kDTypes)
+    if (name == dtype_name(d)) return d;
+  if (name == "f32") return DType::float32;
+  if (name == "f64") return DType::float64;
+  if (name == "bf16") return DType::bfloat16;
+  if (name == "f16") return DType::float16;
+  return std::nullopt;
+}
 
 }  // namespace tapewise::conform
