@@ -213,6 +213,32 @@ TEST_F(Cli, CasesAreBoundedAndNamedPlainly) {
   EXPECT_LT(r.err.size(), 200u) << "no 309-digit range: " << r.err;
 }
 
+// A list of nodes or dtypes: every item must name one; an empty value or a stray comma is refused
+// (it once meant "all"), and a dtype a subcommand does not cover is named as such.
+TEST_F(Cli, NodeAndDtypeListsRefuseEmptyAndUnknownItems) {
+  for (const std::string command : {"run --backend cpu --cases 4", "vectors v --cases 4", "audit --backend cpu"}) {
+    expect_usage_error(command + " --ops relu --dtype ''", "--dtype: the value is empty");
+    expect_usage_error(command + " --ops relu --dtype float32,", "--dtype: 'float32,' has an empty item");
+    expect_usage_error(command + " --ops relu --dtype ,float64", "has an empty item");
+    expect_usage_error(command + " --ops relu --dtype float32,,float64", "has an empty item");
+    expect_usage_error(command + " --ops relu --dtype float8", "--dtype: 'float8' is not float32, float64");
+    expect_usage_error(command + " --ops '' --dtype float32", "--ops: the value is empty");
+    expect_usage_error(command + " --ops relu, --dtype float32", "--ops: 'relu,' has an empty item");
+    expect_usage_error(command + " --ops relu,sine --dtype float32", "unknown node 'sine'; did you mean 'sin'?");
+  }
+  expect_usage_error("audit --backend cpu --ops relu --dtype float32,bfloat16", "(this subcommand does not cover it)");
+  expect_usage_error("sweep --backend cpu --ops neg --dtype float16 --range 0:16", "(this subcommand does not cover it)");
+  expect_usage_error("sweep --backend cpu --ops neg --dtype float32, --range 0:16", "has an empty item");
+  EXPECT_TRUE(strays().empty());
+  // Repeats and short names are one dtype each; the rows follow the table's order, not the list's.
+  const Ran r = conform("run --ops relu --backend cpu --cases 4 --dtype f16,float32,float16 --json rows.json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const Json rows = Json::parse(std::ifstream(path("rows.json")))["rows"];
+  ASSERT_EQ(rows.size(), 2u) << rows.dump();
+  EXPECT_EQ(rows[0]["dtype"], "float32");
+  EXPECT_EQ(rows[1]["dtype"], "float16");
+}
+
 TEST_F(Cli, NegativeSeedsAreRefused) {
   expect_usage_error("run --ops relu --backend cpu --cases 10 --seed -1", "--seed: -1 is negative");
   expect_usage_error("vectors v --ops relu --cases 10 --seed -1", "--seed: -1 is negative");

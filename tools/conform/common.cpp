@@ -13,54 +13,80 @@ namespace tapewise::conform {
 
 namespace fs = std::filesystem;
 
-Result<Selection> parse_selection(const std::string& ops, const std::string& dtype, std::span<const DType> covered) {
-  Selection s;
-  if (ops.empty() || ops == "all") {
-    for (const OpInfo& info : kOps) s.ops.push_back(info.op);
-  } else {
-    std::vector<bool> chosen(kOpCount, false);
-    std::stringstream list(ops);
-    std::string name;
-    while (std::getline(list, name, ',')) {
-      const auto op = op_from_name(name);
-      if (!op) {
-        std::string known;
-        std::vector<std::string> names;
-        for (const OpInfo& info : kOps) {
-          known += std::string(known.empty() ? "" : ", ") + info.name;
-          names.emplace_back(info.name);
-        }
-        return fail(ErrorCode::InvalidArgument, "--ops: unknown node '" + escaped_prefix(name) + "'" +
-                                                    did_you_mean(name, names) + " (nodes: " + known + ")");
+namespace {
+// The comma-separated items of an --ops or --dtype value. An empty value or item is refused: a
+// stray or trailing comma is a typo, not a request for everything.
+Result<std::vector<std::string>> list_items(const std::string& flag, const std::string& text) {
+  if (text.empty()) return fail(ErrorCode::InvalidArgument, flag + ": the value is empty (name one, a comma-separated list, or all)");
+  std::vector<std::string> items;
+  for (std::size_t start = 0;;) {
+    const std::size_t comma = text.find(',', start);
+    items.push_back(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (items.back().empty())
+      return fail(ErrorCode::InvalidArgument, flag + ": '" + escaped_prefix(text) + "' has an empty item (a stray comma?)");
+    if (comma == std::string::npos) return items;
+    start = comma + 1;
+  }
+}
+
+Result<std::vector<Op>> parse_ops(const std::string& ops) {
+  std::vector<Op> chosen_ops;
+  if (ops == "all") {
+    for (const OpInfo& info : kOps) chosen_ops.push_back(info.op);
+    return chosen_ops;
+  }
+  auto names = list_items("--ops", ops);
+  if (!names) return tl::unexpected(names.error());
+  std::vector<bool> chosen(kOpCount, false);
+  for (const std::string& name : *names) {
+    const auto op = op_from_name(name);
+    if (!op) {
+      std::string known;
+      std::vector<std::string> known_names;
+      for (const OpInfo& info : kOps) {
+        known += std::string(known.empty() ? "" : ", ") + info.name;
+        known_names.emplace_back(info.name);
       }
-      chosen[static_cast<std::size_t>(*op)] = true;
+      return fail(ErrorCode::InvalidArgument, "--ops: unknown node '" + escaped_prefix(name) + "'" +
+                                                  did_you_mean(name, known_names) + " (nodes: " + known + ")");
     }
-    for (const OpInfo& info : kOps)
-      if (chosen[static_cast<std::size_t>(info.op)]) s.ops.push_back(info.op);
+    chosen[static_cast<std::size_t>(*op)] = true;
   }
-  if (dtype.empty() || dtype == "all") {
-    s.dtypes.assign(covered.begin(), covered.end());
-    return s;
-  }
-  // A dtype or a comma-separated list of them ("float32,float64"), in the order of `covered`.
+  for (const OpInfo& info : kOps)
+    if (chosen[static_cast<std::size_t>(info.op)]) chosen_ops.push_back(info.op);
+  return chosen_ops;
+}
+
+// A dtype or a comma-separated list of them ("float32,float64"), in the order of `covered`.
+Result<std::vector<DType>> parse_dtypes(const std::string& dtype, std::span<const DType> covered) {
+  if (dtype == "all") return std::vector<DType>(covered.begin(), covered.end());
+  auto names = list_items("--dtype", dtype);
+  if (!names) return tl::unexpected(names.error());
   std::vector<bool> wanted(covered.size(), false);
-  std::stringstream list(dtype);
-  std::string name;
-  while (std::getline(list, name, ',')) {
+  for (const std::string& name : *names) {
     const std::optional<DType> one = dtype_from_name(name);
     const auto at = one ? std::find(covered.begin(), covered.end(), *one) : covered.end();
     if (at == covered.end()) {
-      std::string names;
-      for (DType d : covered) names += std::string(dtype_name(d)) + ", ";
-      return fail(ErrorCode::InvalidArgument, "--dtype: '" + escaped_prefix(name) + "' is not " + names + "or all" +
+      std::string known;
+      for (DType d : covered) known += std::string(dtype_name(d)) + ", ";
+      return fail(ErrorCode::InvalidArgument, "--dtype: '" + escaped_prefix(name) + "' is not " + known + "or all" +
                                                   (one ? " (this subcommand does not cover it)" : ""));
     }
     wanted[static_cast<std::size_t>(at - covered.begin())] = true;
   }
+  std::vector<DType> dtypes;
   for (std::size_t k = 0; k < covered.size(); ++k)
-    if (wanted[k]) s.dtypes.push_back(covered[k]);
-  if (s.dtypes.empty()) return fail(ErrorCode::InvalidArgument, "--dtype: '" + escaped_prefix(dtype) + "' names no dtype");
-  return s;
+    if (wanted[k]) dtypes.push_back(covered[k]);
+  return dtypes;
+}
+}  // namespace
+
+Result<Selection> parse_selection(const std::string& ops, const std::string& dtype, std::span<const DType> covered) {
+  auto chosen_ops = parse_ops(ops);
+  if (!chosen_ops) return tl::unexpected(chosen_ops.error());
+  auto dtypes = parse_dtypes(dtype, covered);
+  if (!dtypes) return tl::unexpected(dtypes.error());
+  return Selection{std::move(*chosen_ops), std::move(*dtypes)};
 }
 
 Result<BackendChoice> parse_backend(const std::string& name) {
