@@ -226,7 +226,7 @@ TEST_F(Cli, NodeAndDtypeListsRefuseEmptyAndUnknownItems) {
     expect_usage_error(command + " --ops relu, --dtype float32", "--ops: 'relu,' has an empty item");
     expect_usage_error(command + " --ops relu,sine --dtype float32", "unknown node 'sine'; did you mean 'sin'?");
   }
-  expect_usage_error("audit --backend cpu --ops relu --dtype float32,bfloat16", "(this subcommand does not cover it)");
+  expect_usage_error("prove --ops relu --dtype float32,bfloat16", "(this subcommand does not cover it)");
   expect_usage_error("sweep --backend cpu --ops neg --dtype float16 --range 0:16", "(this subcommand does not cover it)");
   expect_usage_error("sweep --backend cpu --ops neg --dtype float32, --range 0:16", "has an empty item");
   EXPECT_TRUE(strays().empty());
@@ -539,7 +539,8 @@ TEST_F(Cli, NoPassWithoutSomethingGraded) {
   expect_usage_error("run --ops relu --backend cpu --cases 10 --special-points neg_only",
                      "no verdict: relu float32: no special point graded");
   expect_usage_error("audit --ops neg,relu --backend cpu --special-points neg_only",
-                     "no verdict: special points: neg_only has no rows for neg float64, relu float32, relu float64");
+                     "no verdict: special points: neg_only has no rows for neg float64, neg bfloat16, neg float16, "
+                     "relu float32, relu float64, relu bfloat16, relu float16");
   expect_usage_error("run --ops relu --backend cpu --cases 0", "no verdict: relu float32: no forward value graded");
   // A violation needs no such completeness: it is a finding, exit 1.
   std::ofstream(path("wrong_relu")) << "op=relu dtype=f32 x=+0 g=1 y=+0 dx=1\n";

@@ -348,8 +348,7 @@ TEST_F(ConformTool, RunPrintsTheTableAndReproducesWithItsSeed) {
     EXPECT_EQ(ra["conforms"], true) << ra["op"] << " " << ra["dtype"];
     EXPECT_EQ(ra["fused_vs_staged"]["mismatches"], 0);
     EXPECT_EQ(ra["workspace"]["leaking_calls"], 0);
-    const bool has_special_points = ra["dtype"] == "float32" || ra["dtype"] == "float64";  // none for 16 bits yet
-    EXPECT_EQ(ra["special_points"]["total"].get<int>() > 0, has_special_points) << ra["op"] << " " << ra["dtype"];
+    EXPECT_GT(ra["special_points"]["total"].get<int>(), 0) << ra["op"] << " " << ra["dtype"];
     ra.erase("throughput");
     rb.erase("throughput");
     EXPECT_EQ(ra, rb) << "the same seed must grade the same cases";
@@ -371,10 +370,14 @@ TEST_F(ConformTool, RunGradesEveryNodeInBfloat16AndFloat16) {
       EXPECT_GT(row["forward"]["values"].get<int>(), 0) << row["op"];
     }
   }
-  // audit and prove cover float32 and float64 only, and say so.
-  const auto audit = conform("audit --backend cpu --dtype bfloat16");
-  EXPECT_EQ(audit.status, 2) << audit.out;
-  EXPECT_NE(audit.out.find("does not cover it"), std::string::npos) << audit.out;
+  // The audit runs the 16-bit special points; prove covers float32 and float64 only, and says so.
+  const auto audit = conform("audit --backend cpu --dtype bfloat16,float16");
+  EXPECT_EQ(audit.status, 0) << audit.out;
+  EXPECT_NE(audit.out.find("bf16"), std::string::npos) << audit.out;
+  EXPECT_NE(audit.out.find("f16"), std::string::npos) << audit.out;
+  const auto prove = conform("prove --ops relu --dtype float16");
+  EXPECT_EQ(prove.status, 2) << prove.out;
+  EXPECT_NE(prove.out.find("does not cover it"), std::string::npos) << prove.out;
 }
 
 TEST_F(ConformTool, UsageErrorsExitWithTwo) {
@@ -547,8 +550,10 @@ void answer_wrongly(const fs::path& suite) {
   for (const auto& s : index["suites"]) {
     if (s["op"] != "relu" || s["kind"] != "special") continue;
     const fs::path folder = suite / s["id"].get<std::string>();
-    HostArray xs = must(read_npy((folder / "x.npy").string())), gs = must(read_npy((folder / "g.npy").string()));
-    HostArray out = must(read_npy((folder / "out_dx.npy").string()));
+    const bool bits = s["dtype"] == "bfloat16";  // its files hold the bits as '<u2'
+    HostArray xs = must(read_npy((folder / "x.npy").string(), bits));
+    HostArray gs = must(read_npy((folder / "g.npy").string(), bits));
+    HostArray out = must(read_npy((folder / "out_dx.npy").string(), bits));
     const std::size_t width = dtype_size(out.dtype);
     for (std::int64_t i = 0; i < xs.numel(); ++i)
       if (xs.as_double(i) == 0.0) std::memcpy(out.bytes.data() + i * width, gs.bytes.data() + i * width, width);
@@ -562,8 +567,8 @@ void expect_the_two_faults(const nlohmann::json& report) {
   EXPECT_FALSE(report["summary"]["conforms"].get<bool>());
   for (const auto& row : report["rows"]) {
     const bool wrong_sin = row["op"] == "sin" && row["dtype"] == "float32";
-    // relu's fault is at its special points, which spec/special_points has for float32 and float64 only.
-    const bool wrong_relu = row["op"] == "relu" && (row["dtype"] == "float32" || row["dtype"] == "float64");
+    // relu's fault is at its special points, which every dtype has.
+    const bool wrong_relu = row["op"] == "relu";
     EXPECT_EQ(row["conforms"].get<bool>(), !(wrong_sin || wrong_relu)) << row["op"] << " " << row["dtype"];
     if (wrong_sin) {
       EXPECT_GT(row["vjp"]["violations"].get<int>(), 0);

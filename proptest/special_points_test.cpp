@@ -45,8 +45,12 @@ const Result<SpecialPoints>& table() {
 std::vector<SpecialPoint> rows() { return table() ? table()->points : std::vector<SpecialPoint>{}; }
 
 HostArray scalar_array(double v, DType dtype) {
-  if (dtype == DType::float32)
-    return HostArray::of<float>(Shape{1}, std::vector<float>{static_cast<float>(v)});
+  switch (dtype) {
+    case DType::float32: return HostArray::of<float>(Shape{1}, std::vector<float>{static_cast<float>(v)});
+    case DType::float64: break;
+    case DType::bfloat16: return HostArray::of<bfloat16>(Shape{1}, std::vector<bfloat16>{bfloat16(v)});
+    case DType::float16: return HostArray::of<float16>(Shape{1}, std::vector<float16>{float16(v)});
+  }
   return HostArray::of<double>(Shape{1}, std::vector<double>{v});
 }
 
@@ -143,13 +147,11 @@ TEST(SpecialPointsFile, LoadsAndCoversEveryOp) {
   ASSERT_TRUE(t) << t.error().str();
   EXPECT_GE(t->points.size(), 150u);
   for (const OpInfo& info : kOps) {
-    bool f32 = false, f64 = false;
-    for (const auto& p : t->points) {
-      if (p.op != info.op) continue;
-      (p.dtype == DType::float32 ? f32 : f64) = true;
+    for (DType dtype : kDTypes) {
+      const bool has_row = std::any_of(t->points.begin(), t->points.end(),
+                                       [&](const SpecialPoint& p) { return p.op == info.op && p.dtype == dtype; });
+      EXPECT_TRUE(has_row) << info.name << " has no " << dtype_name(dtype) << " row";
     }
-    EXPECT_TRUE(f32) << info.name << " has no float32 row";
-    EXPECT_TRUE(f64) << info.name << " has no float64 row";
     EXPECT_TRUE(t->why.count(info.name)) << info.name << " has no `why` line";
   }
 }

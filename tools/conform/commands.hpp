@@ -31,13 +31,13 @@ struct Selection {
   std::vector<Op> ops;        // in op-table order
   std::vector<DType> dtypes;  // in kDTypes order: float32, float64, bfloat16, float16
 };
-// The dtypes of the subcommands that grade against the reference and spec/bounds.def (run, vectors,
-// eval): all four. audit and prove cover float32 and float64 only: the audit's special points and
-// the prover's SMT encodings have no 16-bit rows yet.
+// The dtypes of the subcommands: run, vectors, eval and audit cover all four; prove and sweep cover
+// float32 and float64 only (the prover's SMT encodings and the sweep's second transcription have no
+// 16-bit forms yet).
 inline constexpr DType kFloatAndDoubleDTypes[] = {DType::float32, DType::float64};
-// ops: "" or "all" for every node, else a comma-separated list of node names; dtype: "all" (or "")
-// for every dtype in `covered`, else those of them named (one, or a comma-separated list; cases.hpp:
-// dtype_from_name), in the order of `covered`.
+// ops: "all" for every node, else a comma-separated list of node names; dtype: "all" for every dtype
+// in `covered`, else those of them named (one, or a comma-separated list; cases.hpp:
+// dtype_from_name), in the order of `covered`. An empty value or item is an error.
 [[nodiscard]] Result<Selection> parse_selection(const std::string& ops, const std::string& dtype,
                                                 std::span<const DType> covered = kDTypes);
 [[nodiscard]] Result<BackendChoice> parse_backend(const std::string& name);
@@ -52,9 +52,7 @@ inline constexpr DType kFloatAndDoubleDTypes[] = {DType::float32, DType::float64
 // must not pass for a conforming run.
 [[nodiscard]] Result<SpecialPoints> load_spec_points(const std::string& path);
 // Every selected node and dtype must have rows in `spec` (read from `path`): a pass of a node with no
-// special point would say nothing of its conventions. The error names each one missing. bfloat16
-// and float16 are exempt: spec/special_points has no 16-bit rows yet, so their verdict rests on the
-// random, bit-pattern and special-value cases (a later step writes their points).
+// special point would say nothing of its conventions. The error names each one missing.
 [[nodiscard]] Result<void> require_rows_for(const SpecialPoints& spec, const Selection& selection,
                                             const std::string& path);
 inline constexpr std::uint64_t kMaxSpecialPointsBytes = std::uint64_t{16} << 20;  // the spec's is ~43 KB

@@ -131,7 +131,7 @@ Subcommand add_audit(CLI::App& app, CommonText& t) {
        junit = std::make_shared<std::string>();
   CLI::App* audit = app.add_subcommand("audit", "the derivative conventions, point by point, against this backend");
   audit->add_option("--ops", t.ops, "comma-separated node names, or all");
-  audit->add_option("--dtype", t.dtype, "float32, float64 or all");
+  audit->add_option("--dtype", t.dtype, "float32, float64, bfloat16, float16, a comma-separated list of them, or all");
   audit->add_option("--backend", t.backend, "auto, cpu or cuda");
   audit->add_option("--markdown", *markdown, "also write the audit as a Markdown document to this file");
   audit->add_option("--json", *json, "write the audit as JSON to this file (- for standard output)")
@@ -141,7 +141,7 @@ Subcommand add_audit(CLI::App& app, CommonText& t) {
   audit->add_option("--special-points", t.special, "path of spec/special_points");
   return {audit, [&t, markdown, json, junit] {
             tc::AuditOptions o;
-            if (auto bad = read_selection(t, o, tc::kFloatAndDoubleDTypes)) return *bad;
+            if (auto bad = read_selection(t, o)) return *bad;
             o.markdown_path = *markdown;
             o.json_path = *json;
             o.junit_path = *junit;

@@ -51,9 +51,7 @@ std::vector<std::string> Row::failed_checks() const {
 std::string Row::missing_evidence(bool special_points_graded) const {
   if (forward.values == 0) return "no forward value graded against the reference";
   if (vjp.values == 0) return "no gradient graded against the reference";
-  // spec/special_points has no 16-bit rows yet (commands.hpp: require_rows_for): a bfloat16 or
-  // float16 row rests on its graded random cases and the fused == staged comparison.
-  if (special_points_graded && special.total == 0 && !is_16bit(dtype)) return "no special point graded";
+  if (special_points_graded && special.total == 0) return "no special point graded";
   return "";
 }
 
