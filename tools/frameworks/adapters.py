@@ -72,17 +72,27 @@ class TorchAdapter:
         self.torch._dynamo.reset()
         return self.torch.compile(fn, fullgraph=True, dynamic=False)
 
-    def evaluate(self, op, scalars, same, inputs, g):
+    def tensor(self, a, dtype):
+        """A suite's array as a tensor of its dtype on the device (bfloat16: from its uint16 bits)."""
+        if dtype == "bfloat16":
+            return self.torch.from_numpy(a.view(np.int16).copy()).view(self.torch.bfloat16).to(self.device)
+        return self.torch.tensor(a, device=self.device)
+
+    def array(self, t, dtype):
+        """A tensor back as the suite's numpy array (bfloat16: its uint16 bits)."""
+        t = t.detach().cpu()
+        return t.view(self.torch.int16).numpy().view(np.uint16) if dtype == "bfloat16" else t.numpy()
+
+    def evaluate(self, op, scalars, same, inputs, g, dtype):
         """[y, grads...] as numpy arrays; `same` feeds one leaf as both operands (total gradient)."""
         torch = self.torch
         fn = self.function(op, scalars)
-        leaves = [torch.tensor(a, device=self.device, requires_grad=True) for a in inputs]
+        leaves = [self.tensor(a, dtype).requires_grad_() for a in inputs]
         args = [leaves[0], leaves[0]] if same else leaves
         y = fn(*args)
-        seed = torch.tensor(g, device=self.device)
-        grads = torch.autograd.grad(y, leaves, grad_outputs=seed, allow_unused=True)
+        grads = torch.autograd.grad(y, leaves, grad_outputs=self.tensor(g, dtype), allow_unused=True)
         grads = [torch.zeros_like(leaf) if d is None else d for leaf, d in zip(leaves, grads)]
-        return [t.detach().cpu().numpy() for t in [y, *grads]]
+        return [self.array(t, dtype) for t in [y, *grads]]
 
     def info(self):
         torch = self.torch
@@ -111,7 +121,7 @@ class JaxAdapter:
         self.name = "jax-jit" if jit else "jax"
         self.ops = jax_op_table()
 
-    def evaluate(self, op, scalars, same, inputs, g):
+    def evaluate(self, op, scalars, same, inputs, g, dtype):
         jax = self.jax
         plain = natural_op(self.ops, self.name, op)
         f = (lambda a: plain(a, a, scalars)) if same else (lambda *xs: plain(*xs, scalars))
@@ -123,8 +133,13 @@ class JaxAdapter:
 
         if self.jit:
             vjp = jax.jit(vjp)
+        # bfloat16 arrives and leaves as its uint16 bits (numpy has no bfloat16): bitcasts, no rounding.
+        bits = dtype == "bfloat16"
+        bitcast = jax.lax.bitcast_convert_type
         args = [jax.device_put(a, self.jax_device) for a in (*inputs, g)]
-        return [np.asarray(v) for v in vjp(*args)]
+        if bits:
+            args = [bitcast(a, jax.numpy.bfloat16) for a in args]
+        return [np.asarray(bitcast(v, jax.numpy.uint16) if bits else v) for v in vjp(*args)]
 
     def info(self):
         import jaxlib
@@ -150,7 +165,7 @@ def probe_scalar_rounding(adapter):
     x = np.array([3.0], dtype=np.float32)
     g = np.array([1.0], dtype=np.float32)
     try:
-        y = adapter.evaluate("scale", {"c": 1.0 + 2.0**-24}, False, [x], g)[0]
+        y = adapter.evaluate("scale", {"c": 1.0 + 2.0**-24}, False, [x], g, "float32")[0]
     except Exception as e:  # noqa: BLE001 (recorded, not fatal)
         return {"result": "probe failed", "error": repr(e)}
     if y[0] == np.float32(3.0):
@@ -162,12 +177,29 @@ def probe_scalar_rounding(adapter):
     return {"probe": "float32 x=3 * c=1+2^-24", "y": float(y[0]).hex(), "result": verdict}
 
 
+def probe_bfloat16_scalar(adapter):
+    """The same on bfloat16, x = 3 times c = 1 + 2^-8 + 2^-30: the spec's R(c) = R16(R32(c)) = 1 gives 3;
+    multiplying by R32(c) = 1 + 2^-8 in float32 and rounding the product gives 3 + 2^-6; rounding c
+    once to bfloat16 (1 + 2^-7) gives 3 + 2^-5."""
+    x = np.array([0x4040], np.uint16)  # 3 (bfloat16 bits: the top half of float32's)
+    g = np.array([0x3F80], np.uint16)  # 1
+    try:
+        y = int(adapter.evaluate("scale", {"c": 1.0 + 2.0**-8 + 2.0**-30}, False, [x], g, "bfloat16")[0][0])
+    except Exception as e:  # noqa: BLE001 (recorded, not fatal)
+        return {"result": "probe failed", "error": repr(e)}
+    verdicts = {0x4040: "rounded to bfloat16 through float32 first, like the spec's R(c)",
+                0x4041: "not rounded first: the product of x and R32(c), rounded once (differs from R(c))",
+                0x4042: "rounded once to bfloat16 (1 + 2^-7; differs from R(c) = R16(R32(c)))"}
+    return {"probe": "bfloat16 x=3 * c=1+2^-8+2^-30", "y_bits": f"0x{y:04x}", "result": verdicts.get(y, "unexpected value")}
+
+
 def answer_suite(adapter, answered_dir, suite):
     """Answers one suite; returns None, or the error text (and leaves no outputs) when it fails."""
     suites.remove_outputs(answered_dir, suite)
     try:
         inputs, g = suites.load_inputs(answered_dir, suite)
-        values = adapter.evaluate(suite["op"], suites.suite_scalars(suite), suite.get("same", False), inputs, g)
+        values = adapter.evaluate(suite["op"], suites.suite_scalars(suite), suite.get("same", False), inputs, g,
+                                  suite["dtype"])
         suites.write_outputs(answered_dir, suite, dict(zip(suites.output_names(suite), values)))
         return None
     except Exception as e:  # noqa: BLE001 (a framework failure is reported per suite)
@@ -192,6 +224,7 @@ def answer_folder(adapter, answered_dir, command=None):
         "platform": platform.platform(),
         "scalars": "passed as Python floats (double), as a user would",
         "scalar_rounding": probe_scalar_rounding(adapter),
+        "scalar_rounding_bfloat16": probe_bfloat16_scalar(adapter),
         "suites": len(index["suites"]),
         "suites_answered": len(index["suites"]) - len(errors),
         "errors": errors,

@@ -15,9 +15,11 @@ import numpy as np
 VECTORS_SCHEMA = "tapewise-conform.vectors/1"
 INDEX_FILE = "index.json"
 IMPLEMENTATION_FILE = "implementation.json"
-# The audit's dtypes: a 16-bit suite (tapewise-conform vectors --dtype bfloat16|float16) is refused
-# by name here, not misread (bfloat16 files hold bits as '<u2').
-DTYPES = {"float32": np.dtype("<f4"), "float64": np.dtype("<f8")}
+# Each dtype's .npy storage. numpy has no bfloat16: its files hold the bits as '<u2' (as
+# tapewise-conform vectors writes them), and this module hands bfloat16 arrays around as those uint16
+# bits; the adapters convert them to and from the framework's own bfloat16.
+DTYPES = {"float32": np.dtype("<f4"), "float64": np.dtype("<f8"), "float16": np.dtype("<f2"),
+          "bfloat16": np.dtype("<u2")}
 
 
 def read_index(vectors_dir):
@@ -57,8 +59,7 @@ def output_names(suite):
 def load_array(folder, filename, dtype_name):
     """One .npy file of a suite, checked to be 1-D and of the suite's dtype."""
     if dtype_name not in DTYPES:
-        raise ValueError(f"{folder}: a {dtype_name} suite; the framework audit reads float32 and float64 "
-                         "(export with --dtype float32,float64)")
+        raise ValueError(f"{folder}: a {dtype_name!r} suite; the framework audit reads {', '.join(DTYPES)}")
     a = np.load(os.path.join(folder, filename))
     if a.dtype != DTYPES[dtype_name] or a.ndim != 1:
         raise ValueError(f"{folder}/{filename}: {a.dtype} {a.shape}, the suite is 1-D {dtype_name}")
@@ -90,7 +91,8 @@ def load_outputs(answered_dir, suite):
 
 
 def write_outputs(answered_dir, suite, values):
-    """Writes {output name: array} as the suite's out_*.npy: 1-D, little-endian, the suite's dtype."""
+    """Writes {output name: array} as the suite's out_*.npy: 1-D, little-endian, the suite's dtype
+    (bfloat16: its uint16 bits)."""
     folder = os.path.join(answered_dir, suite["id"])
     dtype = DTYPES[suite["dtype"]]
     for name in output_names(suite):

@@ -155,6 +155,17 @@ def vectors(tmp_path_factory):
     return d
 
 
+@pytest.fixture(scope="session")
+def vectors16(tmp_path_factory):
+    """The same kinds of suite in bfloat16 and float16 (bfloat16's files hold its bits as '<u2'): nodes
+    whose special points take no scalar beyond float16's range (which PyTorch refuses to convert)."""
+    conform_binary()
+    d = str(tmp_path_factory.mktemp("vectors16") / "v")
+    r = run_conform("vectors", d, "--cases", "64", "--ops", "add,mul,neg,sqrt,max,relu,exp", "--dtype", "bfloat16,float16")
+    assert r.returncode == 0, r.stderr
+    return d
+
+
 def echo_answer(vectors_dir, answered_dir):
     """An 'implementation' that writes the expected values: it must conform and show no difference."""
     suites.copy_vectors(vectors_dir, answered_dir)
@@ -238,6 +249,45 @@ def test_diff_classifies_perturbed_outputs_and_fails_on_unclassified(vectors, tm
     assert diff.main([vectors, answered, "--json", out_json, "--summary-only"]) == 1
     with open(out_json) as f:
         assert json.load(f)["unclassified"] > 0
+
+
+def test_16bit_suites_echo_conforms_and_are_left_to_check(vectors16, tmp_path):
+    index = suites.read_index(vectors16)
+    assert {s["dtype"] for s in index["suites"]} == {"bfloat16", "float16"}
+    assert {s["dtype"] for s in index["suites"] if s.get("kind") == "special"} == {"bfloat16", "float16"}
+    answered = str(tmp_path / "echo")
+    echo_answer(vectors16, answered)
+    bf16 = next(s for s in index["suites"] if s["dtype"] == "bfloat16")
+    f16 = next(s for s in index["suites"] if s["dtype"] == "float16")
+    assert suites.load_inputs(answered, bf16)[1].dtype == np.uint16  # the bits
+    assert suites.load_inputs(answered, f16)[1].dtype == np.float16
+    r = run_conform("check", answered, "--json", str(tmp_path / "check.json"))
+    assert r.returncode == 0, r.stdout[-3000:]
+    # diff.py classifies float32 and float64 only: a folder of 16-bit suites alone has nothing for it.
+    assert diff.main([vectors16, answered, "--summary-only"]) == 2
+
+
+@pytest.mark.parametrize("framework", ["jax", "torch"])
+def test_adapters_answer_16bit_suites_and_exact_ops_pass(vectors16, tmp_path, framework):
+    pytest.importorskip(framework, reason=f"{framework} is not installed here")
+    answered = str(tmp_path / framework)
+    suites.copy_vectors(vectors16, answered)
+    info = adapters.answer_folder(adapters.make_adapter(framework, "cpu"), answered)
+    assert info["errors"] == []
+    probe = info["scalar_rounding_bfloat16"]["result"]
+    assert probe != "probe failed" and probe != "unexpected value", info["scalar_rounding_bfloat16"]
+    if framework == "torch":  # spec/conventions.md 0.3: a Python scalar multiplies in float32, rounded once
+        assert probe.startswith("not rounded first"), probe
+    report_path = str(tmp_path / "check.json")
+    r = run_conform("check", answered, "--json", report_path)
+    assert r.returncode in (0, 1), r.stderr
+    with open(report_path) as f:
+        rows = {(row["op"], row["dtype"]): row for row in json.load(f)["rows"]}
+    assert len(rows) == 14
+    for op in EXACT_OPS:
+        for dtype in ("bfloat16", "float16"):
+            row = rows[(op, dtype)]
+            assert row["forward"]["violations"] == 0 and row["vjp"]["violations"] == 0, (op, dtype, row["failed_checks"])
 
 
 def test_missing_outputs_are_reported(vectors, tmp_path):
