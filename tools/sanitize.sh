@@ -2,7 +2,7 @@
 # tools/sanitize.sh — builds the CPU library, the tests and tapewise-conform with AddressSanitizer and
 # UndefinedBehaviorSanitizer (g++, build-asan/), runs the CPU test suite and the runner on a sample
 # (run, audit, and a vectors -> eval -> check round trip in a temp folder), and fails on any report.
-# Installs nothing. A full build takes about half an hour on two busy cores; the tests about 5 minutes.
+# Installs nothing. On two cores (2026-12-02): the build about 4 minutes, the tests and the runner about 2.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -11,9 +11,11 @@ build="$root/build-asan"
 start=$SECONDS
 
 # ASan needs the dynamic C++ runtime (TAPEWISE_STATIC_RUNTIME=OFF); a smaller RapidCheck budget
-# keeps the instrumented suite fast.
+# keeps the instrumented suite fast. -O1 -g1 (file and line in every report, no variable locations):
+# ASan's recommended optimisation, and the build is the step's largest share.
 CC=gcc CXX=g++ cmake -S "$root" -B "$build" -G Ninja -DTAPEWISE_CUDA=OFF -DTAPEWISE_SANITIZE=ON \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTAPEWISE_STATIC_RUNTIME=OFF \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1" \
   -DTAPEWISE_RC_PARAMS="seed=20261130 max_success=100" >/dev/null
 # Everything: ctest also runs the example and C-API executables the suite defines.
 ninja -C "$build" -j2

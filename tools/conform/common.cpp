@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <filesystem>
 #include <limits>
-#include <sstream>
 
 #include "commands.hpp"
 #include "files.hpp"
