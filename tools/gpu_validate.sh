@@ -70,7 +70,7 @@ sweeps() {
 # The framework audit (tools/frameworks/README.md): every framework answers the same vectors.
 frameworks() {
   local conform="$PWD/$bin/tapewise-conform" fw="$work/frameworks" rc=0 name
-  # All four dtypes: check grades every suite; diff.py classifies the float32 and float64 special points.
+  # All four dtypes: check grades every suite, diff.py classifies every special point's differences.
   "$conform" vectors "$fw/vectors" --cases "${FRAMEWORK_CASES:-2000}" --seed 20261201 >/dev/null || return 1
   python3 tools/frameworks/answer.py --framework jax --from "$fw/vectors" "$fw/jax" || rc=1
   python3 tools/frameworks/answer.py --framework torch --device cpu --from "$fw/vectors" "$fw/torch-cpu" || rc=1

@@ -19,7 +19,10 @@ CLASSES = {
 
 STAGING_MAX_ULPS = 4  # "a few ULPs": more than this between finite values is not a rounding-order effect
 
-UINT = {np.dtype("<f4"): np.uint32, np.dtype("<f8"): np.uint64}
+UINT = {np.dtype("<f2"): np.uint16, np.dtype("<f4"): np.uint32, np.dtype("<f8"): np.uint64}
+# bfloat16 has no numpy dtype: its values travel as the float32 values they widen to (exactly), and
+# its ULP is 2^16 of float32's, the low half of the bits being zero.
+ULP_SHIFT = {"bfloat16": 16}
 
 
 @dataclass
@@ -32,6 +35,7 @@ class Point:
     scalars: dict = field(default_factory=dict)  # {name: R(value)}, numpy scalars of dtype
     raw_scalars: dict = field(default_factory=dict)  # {name: value} as the suite gives it (double)
     same: bool = False
+    fmt: str = ""         # the suite's dtype name; "bfloat16" points carry float32 values
 
 
 # --- bit-level helpers --------------------------------------------------------------------------------
@@ -58,9 +62,9 @@ def ordered(v):
     return -magnitude if sign else magnitude
 
 
-def ulp_distance(a, b):
-    """Representable values between two finite floats of one dtype (+0 and -0 are 0 apart)."""
-    return abs(ordered(a) - ordered(b))
+def ulp_distance(a, b, fmt=""):
+    """Representable values of the format between two finite floats (+0 and -0 are 0 apart)."""
+    return abs(ordered(a) - ordered(b)) >> ULP_SHIFT.get(fmt, 0)
 
 
 def is_subnormal(v):
@@ -145,26 +149,38 @@ def framework_family(name):
 
 # |x| beyond which the spec's staging is saturated (1 + exp(-|x|) rounds to 1, tanh rounds to ±1, exp
 # over/underflows), per dtype; the frameworks use other formulas (log1p, logaddexp, a threshold of 20)
-# that saturate elsewhere.
-TAILS = {
-    "softplus": (15.0, 35.0, "the spec's log(1 + exp(-|x|)) is exactly 0 or x past |x| ~ 16.6 (f32), 36.7 (f64); "
-                             "log1p, logaddexp and PyTorch's threshold 20 are not"),
-    "safeLog": (15.0, 35.0, "softplus saturates (exactly 0 below -16.6 in f32), so R(eps) alone decides"),
-    "sigmoid": (15.0, 35.0, "sigmoid saturates to 0 or 1; 1 - y cancels"),
-    "silu": (15.0, 35.0, "sigmoid saturates to 0 or 1"),
-    "tanh": (9.0, 19.0, "tanh saturates to ±1; 1 - y*y cancels"),
-    "gelu": (9.0, 19.0, "tanh saturates to ±1; the cubic term may overflow"),
-    "exp": (87.0, 708.0, "exp overflows to inf or underflows to 0"),
+# that saturate elsewhere. The 16-bit formats saturate early: 1 + e rounds to 1 once e <= 2^-8
+# (bfloat16) or 2^-11 (float16), |x| >= 5.55 or 7.62; tanh rounds to ±1 from 3.47 or 4.51; float16's
+# exp overflows past 11.09.
+SATURATING = {"softplus": "logistic", "safeLog": "logistic", "sigmoid": "logistic", "silu": "logistic",
+              "tanh": "tanh", "gelu": "tanh", "exp": "exp"}
+TAIL_LIMITS = {  # float32, float64, bfloat16, float16
+    "logistic": {"float32": 15.0, "float64": 35.0, "bfloat16": 5.5, "float16": 7.5},
+    "tanh": {"float32": 9.0, "float64": 19.0, "bfloat16": 3.4, "float16": 4.4},
+    "exp": {"float32": 87.0, "float64": 708.0, "bfloat16": 87.0, "float16": 11.0},
+}
+TAIL_TEXT = {
+    "softplus": "the spec's log(1 + exp(-|x|)) is exactly 0 or x past its dtype's limit (|x| ~ 16.6 in f32, 36.7 "
+                "in f64); log1p, logaddexp and PyTorch's threshold 20 are not",
+    "safeLog": "softplus saturates (exactly 0 below its dtype's limit), so R(eps) alone decides",
+    "sigmoid": "sigmoid saturates to 0 or 1; 1 - y cancels",
+    "silu": "sigmoid saturates to 0 or 1",
+    "tanh": "tanh saturates to ±1; 1 - y*y cancels",
+    "gelu": "tanh saturates to ±1; the cubic term may overflow",
+    "exp": "exp overflows to inf or underflows to 0",
 }
 
 
+def dtype_name_of(p):
+    return p.fmt or {np.dtype("<f4"): "float32", np.dtype("<f8"): "float64", np.dtype("<f2"): "float16"}[p.dtype]
+
+
 def tail_of(p):
-    tail = TAILS.get(p.op)
+    kind = SATURATING.get(p.op)
     x = p.inputs.get("x")
-    if tail is None or x is None or not np.isfinite(x):
+    if kind is None or x is None or not np.isfinite(x):
         return None
-    limit = tail[0] if p.dtype == np.dtype("<f4") else tail[1]
-    return tail[2] if abs(x) >= limit else None
+    return TAIL_TEXT[p.op] if abs(x) >= TAIL_LIMITS[kind][dtype_name_of(p)] else None
 
 
 # --- the classifier ---------------------------------------------------------------------------------------
@@ -209,7 +225,7 @@ def classify(p, output, spec, got, framework):
         return "nan-inf", "NaN or infinite upstream g"
     if any(is_subnormal(v) for v in [*ops, *upstream, spec, got]):
         return "saturation", "subnormal operand or result (flushed to zero, FTZ/DAZ)"
-    if np.isfinite(spec) and np.isfinite(got) and ulp_distance(spec, got) <= STAGING_MAX_ULPS:
+    if np.isfinite(spec) and np.isfinite(got) and ulp_distance(spec, got, p.fmt) <= STAGING_MAX_ULPS:
         return "staging", f"finite, at most {STAGING_MAX_ULPS} ULP apart (rounding order)"
     tail = tail_of(p)
     if tail:

@@ -30,34 +30,52 @@ DIFF_SCHEMA = "tapewise-frameworks.diff/1"
 
 # --- reading --------------------------------------------------------------------------------------------
 
-# The dtypes classify.py reasons about (ULP distances, saturated tails, subnormals). The 16-bit
-# special suites are graded bit for bit by `tapewise-conform check`; their differences are not
-# classified here yet (numpy has no bfloat16, and the tails are float32's and float64's).
-CLASSIFIED_DTYPES = ("float32", "float64")
-
-
 def diffed(suite):
-    return suite.get("kind") == "special" and suite["dtype"] in CLASSIFIED_DTYPES
+    return suite.get("kind") == "special"
+
+
+def values(a, dtype_name):
+    """A suite's array as numpy values: bfloat16's uint16 bits become the float32 values they widen to
+    (exactly; numpy has no bfloat16), every other dtype is itself."""
+    if dtype_name != "bfloat16" or a is None:
+        return a
+    return (a.astype(np.uint32) << 16).view(np.float32)
+
+
+def rounded_scalar(v, dtype_name):
+    """R(v) in the dtype, as the spec rounds a scalar: once, or R16(R32(v)) for the 16-bit formats."""
+    with np.errstate(over="ignore"):  # R(1e300) = inf in float32 is the point of such rows
+        if dtype_name == "float64":
+            return np.float64(v)
+        f = np.float32(v)
+        if dtype_name == "float16":
+            return np.float16(f)
+        if dtype_name == "bfloat16":
+            u = int(np.array(f).view(np.uint32))
+            if not np.isnan(f):  # round to nearest even at bit 16 (a carry into the exponent is right)
+                u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
+            return np.array(u, dtype=np.uint32).view(np.float32)[()]
+        return f
 
 
 def special_points(vectors_dir, index):
-    """Every element of every float32 and float64 special suite, in index order: one dict per row of
-    spec/special_points."""
+    """Every element of every special suite, in index order: one dict per row of spec/special_points."""
     points = []
     for suite in index["suites"]:
         if not diffed(suite):
             continue
+        name = suite["dtype"]
         inputs, g = suites.load_inputs(vectors_dir, suite)
-        expected = suites.load_expected(vectors_dir, suite)
-        dtype = suites.DTYPES[suite["dtype"]]
-        with np.errstate(over="ignore"):  # R(1e300) = inf in float32 is the point of such rows
-            scalars = {n: dtype.type(v) for n, v in suites.suite_scalars(suite).items()}
+        inputs, g = [values(a, name) for a in inputs], values(g, name)
+        expected = {n: values(e, name) for n, e in suites.load_expected(vectors_dir, suite).items()}
+        scalars = {n: rounded_scalar(v, name) for n, v in suites.suite_scalars(suite).items()}
+        dtype = np.dtype(np.float32) if name == "bfloat16" else suites.DTYPES[name]
         rows = suite.get("rows", [])
         for i in range(suite["count"]):
             row = rows[i] if i < len(rows) else {"line": 0, "note": ""}
             point = classify.Point(op=suite["op"], dtype=dtype, g=g[i], scalars=scalars,
                                    raw_scalars=suites.suite_scalars(suite), same=suite.get("same", False),
-                                   inputs={n: a[i] for n, a in zip(suites.input_names(suite), inputs)})
+                                   inputs={n: a[i] for n, a in zip(suites.input_names(suite), inputs)}, fmt=name)
             points.append({"suite": suite, "index": i, "line": row["line"], "note": row["note"], "point": point,
                            "spec": {n: e[i] for n, e in expected.items()}})
     return points
@@ -79,7 +97,8 @@ def load_frameworks(answered_dirs):
         if labels[label] > 1:
             label = f"{label}#{labels[label]}"
         index = suites.read_index(d)
-        outputs = {s["id"]: suites.load_outputs(d, s) for s in index["suites"] if diffed(s)}
+        outputs = {s["id"]: {n: values(a, s["dtype"]) for n, a in suites.load_outputs(d, s).items()}
+                   for s in index["suites"] if diffed(s)}
         frameworks.append({"label": label, "name": info.get("framework", label), "dir": d, "info": info,
                            "outputs": outputs})
     return frameworks
@@ -273,12 +292,8 @@ def main(argv=None):
         print(f"diff.py: {e}", file=sys.stderr)
         return 2
     if not points:
-        print(f"diff.py: {args.vectors} has no float32 or float64 special suites", file=sys.stderr)
+        print(f"diff.py: {args.vectors} has no special suites", file=sys.stderr)
         return 2
-    skipped = sum(1 for s in index["suites"] if s.get("kind") == "special" and not diffed(s))
-    if skipped:
-        print(f"diff.py: {skipped} bfloat16/float16 special suites left to check's bit-for-bit grading "
-              "(not classified here)", file=sys.stderr)
     compare(points, frameworks)
     diffs = differences(points, frameworks)
     nodes = node_summary(points, frameworks, diffs)

@@ -251,7 +251,7 @@ def test_diff_classifies_perturbed_outputs_and_fails_on_unclassified(vectors, tm
         assert json.load(f)["unclassified"] > 0
 
 
-def test_16bit_suites_echo_conforms_and_are_left_to_check(vectors16, tmp_path):
+def test_16bit_suites_echo_conforms_in_check_and_diff(vectors16, tmp_path):
     index = suites.read_index(vectors16)
     assert {s["dtype"] for s in index["suites"]} == {"bfloat16", "float16"}
     assert {s["dtype"] for s in index["suites"] if s.get("kind") == "special"} == {"bfloat16", "float16"}
@@ -263,8 +263,24 @@ def test_16bit_suites_echo_conforms_and_are_left_to_check(vectors16, tmp_path):
     assert suites.load_inputs(answered, f16)[1].dtype == np.float16
     r = run_conform("check", answered, "--json", str(tmp_path / "check.json"))
     assert r.returncode == 0, r.stdout[-3000:]
-    # diff.py classifies float32 and float64 only: a folder of 16-bit suites alone has nothing for it.
-    assert diff.main([vectors16, answered, "--summary-only"]) == 2
+    out_json = str(tmp_path / "diff.json")
+    assert diff.main([vectors16, answered, "--json", out_json, "--summary-only"]) == 0
+    with open(out_json) as f:
+        report = json.load(f)
+    assert report["differences"] == [] and sum(n["points"] for n in report["nodes"]) > 0
+
+
+def test_16bit_points_carry_their_values_and_ulps():
+    """bfloat16 travels as the float32 values its bits widen to; its ULP is 2^16 of float32's; a scalar
+    rounds through float32 (R16(R32(c))), so 1 + 2^-8 + 2^-30 is a bfloat16 tie that rounds to 1."""
+    bits = np.array([0x3F80, 0x3F81, 0x8000, 0x7F80], dtype=np.uint16)
+    v = diff.values(bits, "bfloat16")
+    assert v.dtype == np.float32 and list(v[:2]) == [1.0, 1.0 + 2.0**-7] and np.signbit(v[2]) and np.isinf(v[3])
+    assert classify.ulp_distance(v[0], v[1], "bfloat16") == 1
+    assert classify.ulp_distance(np.float16(1), np.float16(1 + 2.0**-10), "float16") == 1
+    assert diff.rounded_scalar(1 + 2.0**-8 + 2.0**-30, "bfloat16") == 1.0
+    assert diff.rounded_scalar(1 + 2.0**-8 + 2.0**-9, "bfloat16") == 1.0 + 2.0**-7
+    assert np.isinf(diff.rounded_scalar(1e5, "float16")) and diff.rounded_scalar(0.1, "float16") == np.float16(0.1)
 
 
 @pytest.mark.parametrize("framework", ["jax", "torch"])
@@ -288,6 +304,7 @@ def test_adapters_answer_16bit_suites_and_exact_ops_pass(vectors16, tmp_path, fr
         for dtype in ("bfloat16", "float16"):
             row = rows[(op, dtype)]
             assert row["forward"]["violations"] == 0 and row["vjp"]["violations"] == 0, (op, dtype, row["failed_checks"])
+    assert diff.main([vectors16, answered, "--summary-only"]) == 0, "unclassified differences"
 
 
 def test_missing_outputs_are_reported(vectors, tmp_path):
