@@ -12,6 +12,7 @@
 
 #include "tapewise/core.hpp"
 #include "tapewise/op.hpp"
+#include "format.hpp"  // FloatFormat, format_of
 
 namespace tapewise::reference {
 
@@ -31,13 +32,6 @@ void release_thread_caches();
 
 // Exact conversions (a float or double is always representable at 256 bits).
 Real real(double v);
-// A dtype's binary format: significand bits p (with the implicit one), emin and emax.
-struct FloatFormat {
-  int precision;
-  int min_exponent;  // exponent of the smallest normal value
-  int max_exponent;  // exponent of the largest finite value
-};
-FloatFormat format_of(DType dtype);
 
 // The value rounded once, to nearest-even, to the dtype (subnormals and overflow included),
 // widened back to double.

@@ -4,6 +4,7 @@
 #include "cases.hpp"
 
 #include "bounds.hpp"  // bounds_domain
+#include "format.hpp"  // format_of
 
 #include <algorithm>
 #include <charconv>
@@ -22,27 +23,15 @@ std::uint64_t splitmix64(std::uint64_t x) {
   return x ^ (x >> 31);
 }
 
-// Stored significand bits and exponent range of each dtype.
-struct Format {
-  int mantissa_bits, min_exponent, max_exponent;
-};
-Format format(DType d) {
-  switch (d) {
-    case DType::float32: return {23, -126, 127};
-    case DType::float64: return {52, -1022, 1023};
-    case DType::bfloat16: return {7, -126, 127};
-    case DType::float16: return {10, -14, 15};
-  }
-  return {52, -1022, 1023};
-}
+// Stored significand bits (the implicit one aside) of each dtype.
+int stored_bits(DType d) { return reference::format_of(d).precision - 1; }
 
 // Magnitude in [2^lo, 2^hi): a uniformly drawn exponent, then a uniformly drawn significand of the
 // dtype's width. The range is reference::bounds_domain's, the one the dtype's bounds are stated for
 // (spec/ops.def's, narrowed for float16).
 double domain_value(DType d, int lo, int hi, bool positive_only, std::mt19937_64& rng) {
-  const Format f = format(d);
   const int exponent = lo + static_cast<int>(rng() % static_cast<std::uint64_t>(hi - lo));
-  const int bits = f.mantissa_bits;
+  const int bits = stored_bits(d);
   const double significand = 1.0 + std::ldexp(static_cast<double>(rng() >> (64 - bits)), -bits);
   const double v = round_to(d, std::ldexp(significand, exponent));
   const bool negative = !positive_only && (rng() & 1);
@@ -77,7 +66,7 @@ double next_value(DType d, double v, double toward) {
   }
   if (v == toward || std::isnan(v) || std::isnan(toward)) return v == toward ? v : v + toward;
   // The 16-bit formats order their magnitudes by their bits: one step of the bits is one value.
-  const double smallest = std::ldexp(1.0, format(d).min_exponent - format(d).mantissa_bits);
+  const double smallest = std::ldexp(1.0, reference::format_of(d).min_exponent - stored_bits(d));
   if (v == 0) return toward > 0 ? smallest : -smallest;
   const std::uint16_t bits = d == DType::bfloat16 ? bfloat16(v).bits : float16(v).bits;
   const bool away_from_zero = (toward > v) == (v > 0);
@@ -217,10 +206,11 @@ Batch tiled(const Batch& b, std::int64_t n) {
 }
 
 std::vector<double> special_values(DType dtype) {
-  const Format f = format(dtype);
-  const double denorm = std::ldexp(1.0, f.min_exponent - f.mantissa_bits);
+  const reference::FloatFormat f = reference::format_of(dtype);
+  const int bits = stored_bits(dtype);
+  const double denorm = std::ldexp(1.0, f.min_exponent - bits);
   const double tiny = std::ldexp(1.0, f.min_exponent);
-  const double huge = std::ldexp(2.0 - std::ldexp(1.0, -f.mantissa_bits), f.max_exponent);
+  const double huge = std::ldexp(2.0 - std::ldexp(1.0, -bits), f.max_exponent);
   const double inf = HUGE_VAL, nan = std::numeric_limits<double>::quiet_NaN();
   return {0.0, -0.0, denorm, -denorm, tiny, -tiny, huge, -huge, inf, -inf, nan,
           1.0, -1.0, 0.5, -0.5, 2.0, -2.0, 3.0, -3.0, 20.0, -20.0, 100.0, -100.0,
