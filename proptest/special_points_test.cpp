@@ -19,6 +19,7 @@
 
 #include <tapewise/tapewise.hpp>
 
+#include "cases.hpp"  // host_array
 #include "special_points.hpp"
 #include "test_support.hpp"
 
@@ -44,15 +45,8 @@ const Result<SpecialPoints>& table() {
 
 std::vector<SpecialPoint> rows() { return table() ? table()->points : std::vector<SpecialPoint>{}; }
 
-HostArray scalar_array(double v, DType dtype) {
-  switch (dtype) {
-    case DType::float32: return HostArray::of<float>(Shape{1}, std::vector<float>{static_cast<float>(v)});
-    case DType::float64: break;
-    case DType::bfloat16: return HostArray::of<bfloat16>(Shape{1}, std::vector<bfloat16>{bfloat16(v)});
-    case DType::float16: return HostArray::of<float16>(Shape{1}, std::vector<float16>{float16(v)});
-  }
-  return HostArray::of<double>(Shape{1}, std::vector<double>{v});
-}
+// One element of the row's dtype (the runner's own conversion: the values are already the dtype's).
+HostArray scalar_array(double v, DType dtype) { return conform::host_array(dtype, {v}); }
 
 std::string describe_row(const SpecialPoint& p) {
   const OpInfo& info = op_info(p.op);
