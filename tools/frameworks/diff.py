@@ -30,10 +30,6 @@ DIFF_SCHEMA = "tapewise-frameworks.diff/1"
 
 # --- reading --------------------------------------------------------------------------------------------
 
-def diffed(suite):
-    return suite.get("kind") == "special"
-
-
 def values(a, dtype_name):
     """A suite's array as numpy values: bfloat16's uint16 bits become the float32 values they widen to
     (exactly; numpy has no bfloat16), every other dtype is itself."""
@@ -62,7 +58,7 @@ def special_points(vectors_dir, index):
     """Every element of every special suite, in index order: one dict per row of spec/special_points."""
     points = []
     for suite in index["suites"]:
-        if not diffed(suite):
+        if suite.get("kind") != "special":
             continue
         name = suite["dtype"]
         inputs, g = suites.load_inputs(vectors_dir, suite)
@@ -98,7 +94,7 @@ def load_frameworks(answered_dirs):
             label = f"{label}#{labels[label]}"
         index = suites.read_index(d)
         outputs = {s["id"]: {n: values(a, s["dtype"]) for n, a in suites.load_outputs(d, s).items()}
-                   for s in index["suites"] if diffed(s)}
+                   for s in index["suites"] if s.get("kind") == "special"}
         frameworks.append({"label": label, "name": info.get("framework", label), "dir": d, "info": info,
                            "outputs": outputs})
     return frameworks
