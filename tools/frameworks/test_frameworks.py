@@ -261,6 +261,9 @@ def test_16bit_suites_echo_conforms_in_check_and_diff(vectors16, tmp_path):
     f16 = next(s for s in index["suites"] if s["dtype"] == "float16")
     assert suites.load_inputs(answered, bf16)[1].dtype == np.uint16  # the bits
     assert suites.load_inputs(answered, f16)[1].dtype == np.float16
+    # An answer in the wrong 16-bit carrier is refused, not reinterpreted: float16 values are not bfloat16 bits.
+    with pytest.raises(TypeError):
+        suites.write_outputs(answered, bf16, {n: np.zeros(bf16["count"], np.float16) for n in suites.output_names(bf16)})
     r = run_conform("check", answered, "--json", str(tmp_path / "check.json"))
     assert r.returncode == 0, r.stdout[-3000:]
     out_json = str(tmp_path / "diff.json")
@@ -281,6 +284,11 @@ def test_16bit_points_carry_their_values_and_ulps():
     assert diff.rounded_scalar(1 + 2.0**-8 + 2.0**-30, "bfloat16") == 1.0
     assert diff.rounded_scalar(1 + 2.0**-8 + 2.0**-9, "bfloat16") == 1.0 + 2.0**-7
     assert np.isinf(diff.rounded_scalar(1e5, "float16")) and diff.rounded_scalar(0.1, "float16") == np.float16(0.1)
+    # Hostile scalars: NaN stays NaN, a finite double past the range is inf, -0 keeps its sign.
+    assert np.isnan(diff.rounded_scalar(float("nan"), "bfloat16"))
+    assert diff.rounded_scalar(1e300, "bfloat16") == np.inf and diff.rounded_scalar(-1e300, "float16") == -np.inf
+    assert diff.rounded_scalar(float.fromhex("0x1.ffp127"), "bfloat16") == np.inf  # the tie above the largest: to even, inf
+    assert np.signbit(diff.rounded_scalar(-0.0, "bfloat16")) and np.signbit(diff.rounded_scalar(-0.0, "float16"))
 
 
 @pytest.mark.parametrize("framework", ["jax", "torch"])
