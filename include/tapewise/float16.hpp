@@ -37,6 +37,15 @@ TAPEWISE_HD float bits_float(std::uint32_t u) {
 #endif
 }
 
+// float -> bfloat16 bits in integer arithmetic, round to nearest even; a NaN stays a (quiet) NaN,
+// overflow gives ±inf. The host's conversion, and the device's for constants (see bfloat16(double)).
+TAPEWISE_HD std::uint16_t bfloat16_bits_arithmetic(float f) {
+  const std::uint32_t u = float_bits(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((u >> 16) | 0x0040u);
+  const std::uint32_t rounded = u + 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<std::uint16_t>(rounded >> 16);
+}
+
 // float -> bfloat16 bits, round to nearest even; a NaN stays a (quiet) NaN, overflow gives ±inf.
 TAPEWISE_HD std::uint16_t bfloat16_bits(float f) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -48,22 +57,14 @@ TAPEWISE_HD std::uint16_t bfloat16_bits(float f) {
   asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(packed) : "f"(0.0f), "f"(f));
   return static_cast<std::uint16_t>(packed);
 #else
-  const std::uint32_t u = float_bits(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((u >> 16) | 0x0040u);
-  const std::uint32_t rounded = u + 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<std::uint16_t>(rounded >> 16);
+  return bfloat16_bits_arithmetic(f);
 #endif
 }
 TAPEWISE_HD float bfloat16_value(std::uint16_t b) { return bits_float(std::uint32_t{b} << 16); }
 
-// float -> IEEE binary16 bits, round to nearest even (subnormals included); NaN stays a quiet NaN.
-TAPEWISE_HD std::uint16_t float16_bits(float f) {
-#if defined(__CUDA_ARCH__)
-  // One instruction on the GPU, subnormals included (no .ftz); a NaN becomes the canonical NaN.
-  std::uint16_t h;
-  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
-  return h;
-#else
+// float -> IEEE binary16 bits in integer arithmetic, round to nearest even (subnormals included);
+// NaN stays a quiet NaN. The host's conversion, and the device's for constants (see float16(double)).
+TAPEWISE_HD std::uint16_t float16_bits_arithmetic(float f) {
   const std::uint32_t u = float_bits(f);
   const auto sign = static_cast<std::uint16_t>((u >> 16) & 0x8000u);
   const std::uint32_t a = u & 0x7fffffffu;
@@ -77,7 +78,28 @@ TAPEWISE_HD std::uint16_t float16_bits(float f) {
   // (0.5 has ulp 2^-24 in float32), and its low bits are then the subnormal's significand.
   const float shifted = bits_float(a) + 0.5f;
   return static_cast<std::uint16_t>(sign | (float_bits(shifted) - 0x3f000000u));
+}
+
+// float -> IEEE binary16 bits, round to nearest even (subnormals included); NaN stays a quiet NaN.
+TAPEWISE_HD std::uint16_t float16_bits(float f) {
+#if defined(__CUDA_ARCH__)
+  // One instruction on the GPU, subnormals included (no .ftz); a NaN becomes the canonical NaN.
+  std::uint16_t h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+#else
+  return float16_bits_arithmetic(f);
 #endif
+}
+// IEEE binary16 bits -> float, exactly, in integer arithmetic: the host's conversion, and the
+// device's for constants (see float16::operator double).
+TAPEWISE_HD float float16_value_arithmetic(std::uint16_t h) {
+  const std::uint32_t sign = std::uint32_t{h & 0x8000u} << 16;
+  const std::uint32_t exponent = (h >> 10) & 0x1fu, significand = h & 0x3ffu;
+  if (exponent == 0x1fu) return bits_float(sign | 0x7f800000u | (significand << 13));
+  if (exponent != 0) return bits_float(sign | ((exponent + 112u) << 23) | (significand << 13));
+  const float magnitude = static_cast<float>(significand) * 5.9604644775390625e-8f;  // * 2^-24, exact
+  return sign ? -magnitude : magnitude;
 }
 TAPEWISE_HD float float16_value(std::uint16_t h) {
 #if defined(__CUDA_ARCH__)
@@ -85,12 +107,7 @@ TAPEWISE_HD float float16_value(std::uint16_t h) {
   asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));  // exact
   return f;
 #else
-  const std::uint32_t sign = std::uint32_t{h & 0x8000u} << 16;
-  const std::uint32_t exponent = (h >> 10) & 0x1fu, significand = h & 0x3ffu;
-  if (exponent == 0x1fu) return bits_float(sign | 0x7f800000u | (significand << 13));
-  if (exponent != 0) return bits_float(sign | ((exponent + 112u) << 23) | (significand << 13));
-  const float magnitude = static_cast<float>(significand) * 5.9604644775390625e-8f;  // * 2^-24, exact
-  return sign ? -magnitude : magnitude;
+  return float16_value_arithmetic(h);
 #endif
 }
 }  // namespace detail
@@ -101,10 +118,13 @@ struct bfloat16 {
   bfloat16() = default;
   /// f rounded to nearest even.
   TAPEWISE_HD explicit bfloat16(float f) : bits(detail::bfloat16_bits(f)) {}
-  /// d rounded to float32, then to bfloat16 (as c10::BFloat16 converts a double).
-  TAPEWISE_HD explicit bfloat16(double d) : bfloat16(static_cast<float>(d)) {}
-  /// i converted exactly to float32 (|i| < 2^24), then rounded.
-  TAPEWISE_HD explicit bfloat16(int i) : bfloat16(static_cast<float>(i)) {}
+  /// d rounded to float32, then to bfloat16 (as c10::BFloat16 converts a double). In integer
+  /// arithmetic, the same rounding as the float conversion: the kernels' constants (T(0.5), gelu's)
+  /// are doubles and ints, which the compiler folds this way, where the GPU's cvt instruction (inline
+  /// assembly, opaque to it) would run for every element.
+  TAPEWISE_HD explicit bfloat16(double d) : bits(detail::bfloat16_bits_arithmetic(static_cast<float>(d))) {}
+  /// i converted exactly to float32 (|i| < 2^24), then rounded (in integer arithmetic, as a double).
+  TAPEWISE_HD explicit bfloat16(int i) : bits(detail::bfloat16_bits_arithmetic(static_cast<float>(i))) {}
   /// The value, exactly.
   TAPEWISE_HD explicit operator float() const { return detail::bfloat16_value(bits); }
   /// The value as a double, exactly.
@@ -123,14 +143,17 @@ struct float16 {
   float16() = default;
   /// f rounded to nearest even.
   TAPEWISE_HD explicit float16(float f) : bits(detail::float16_bits(f)) {}
-  /// d rounded to float32, then to float16 (as c10::Half converts a double).
-  TAPEWISE_HD explicit float16(double d) : float16(static_cast<float>(d)) {}
-  /// i converted exactly to float32 (|i| < 2^24), then rounded.
-  TAPEWISE_HD explicit float16(int i) : float16(static_cast<float>(i)) {}
+  /// d rounded to float32, then to float16 (as c10::Half converts a double). In integer
+  /// arithmetic, the same rounding as the float conversion: the kernels' constants (T(0.5), gelu's)
+  /// are doubles and ints, which the compiler folds this way, where the GPU's cvt instruction (inline
+  /// assembly, opaque to it) would run for every element.
+  TAPEWISE_HD explicit float16(double d) : bits(detail::float16_bits_arithmetic(static_cast<float>(d))) {}
+  /// i converted exactly to float32 (|i| < 2^24), then rounded (in integer arithmetic, as a double).
+  TAPEWISE_HD explicit float16(int i) : bits(detail::float16_bits_arithmetic(static_cast<float>(i))) {}
   /// The value, exactly.
   TAPEWISE_HD explicit operator float() const { return detail::float16_value(bits); }
-  /// The value as a double, exactly.
-  TAPEWISE_HD explicit operator double() const { return static_cast<double>(detail::float16_value(bits)); }
+  /// The value as a double, exactly (in integer arithmetic, for constants: see float16(double)).
+  TAPEWISE_HD explicit operator double() const { return static_cast<double>(detail::float16_value_arithmetic(bits)); }
   /// The element with these bits.
   TAPEWISE_HD static float16 from_bits(std::uint16_t b) {
     float16 v;
