@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 
 #include <atomic>
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -25,6 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bounds.hpp"
+#include "cases.hpp"  // host_array
 #include "measure.hpp"
 #include "reference.hpp"
 #include "sweep_reference.hpp"
@@ -40,13 +42,12 @@ namespace sw = conform::sweep;
 constexpr std::int64_t kCasesPerUnaryNode = 60000;
 constexpr std::int64_t kCasesPerOtherJob = 4000;
 
-// The dtype a sweep JSON node names; the sweep covers float32 and float64 (a 16-bit name here would
-// be a sweep this test does not know how to read, and fails).
+// The dtype a sweep JSON node names.
 DType json_dtype(const nlohmann::json& node) {
   const std::string name = node.at("dtype").get<std::string>();
   for (DType d : kDTypes)
-    if (name == dtype_name(d) && !is_16bit(d)) return d;
-  ADD_FAILURE() << "sweep JSON node with dtype '" << name << "': the sweep covers float32 and float64";
+    if (name == dtype_name(d)) return d;
+  ADD_FAILURE() << "sweep JSON node with dtype '" << name << "': not a dtype";
   return DType::float32;
 }
 
@@ -54,10 +55,12 @@ sw::Job job_for(Op op, DType dtype, double s0, double s1) {
   const OpInfo& info = op_info(op);
   sw::Job j;
   j.op = op;
-  j.is_f64 = dtype == DType::float64;
+  j.dtype = dtype;
   j.arity = info.arity;
-  j.kind = j.is_f64 ? sw::CaseKind::float64_random
-                    : (info.arity == 1 ? sw::CaseKind::float32_exhaustive : sw::CaseKind::float32_pairs);
+  j.kind = dtype == DType::float64 ? sw::CaseKind::float64_random
+           : is_16bit(dtype)       ? sw::CaseKind::bits16_exhaustive
+           : info.arity == 1       ? sw::CaseKind::float32_exhaustive
+                                   : sw::CaseKind::float32_pairs;
   // R(c), rounded by MPFR's own conversion (an out-of-line call). With the inline round_to here,
   // GCC 12.2 (-O2 and -O3) compiled this test's float32 jobs with c unrounded: the object had no
   // float conversion and a constant table holding 0.37 as a double, so the sweep reference used
@@ -69,8 +72,9 @@ sw::Job job_for(Op op, DType dtype, double s0, double s1) {
   j.scalar1_raw = s1;
   j.pair_log2 = 16;
   j.seed = 7;
-  j.domain_lo = info.domain_log2_lo;
-  j.domain_hi = info.domain_log2_hi;
+  const ref::DomainLog2 domain = ref::bounds_domain(info, dtype);
+  j.domain_lo = domain.lo;
+  j.domain_hi = domain.hi;
   j.positive_only = info.positive_only;
   return j;
 }
@@ -83,9 +87,15 @@ std::vector<Scalars> run_scalar_sets(Op op) {
 // The first of them (the witnesses' and the single-set tests').
 Scalars scalars_for(Op op) { return run_scalar_sets(op).front(); }
 
-// Case k: half random bit patterns (every exponent), half in-domain values; float32 for float32 jobs.
+// Case k: half random bit patterns (every exponent), half in-domain values; values of the job's dtype.
 sw::Inputs inputs_for(const sw::Job& j, std::uint64_t k) {
   const auto index = static_cast<std::uint32_t>(sw::splitmix64(k * 2654435761u + 11));
+  if (j.kind == sw::CaseKind::bits16_exhaustive) {
+    if (k & 1) return sw::case_inputs(j, index);
+    double a, b;
+    sw::case_doubles(j, index, &a, &b);
+    return {ref::round_to_dtype(ref::real(a), j.dtype), ref::round_to_dtype(ref::real(b), j.dtype)};
+  }
   if (j.kind == sw::CaseKind::float32_exhaustive) {
     sw::Inputs in;
     double a, b;
@@ -107,11 +117,11 @@ ref::Real exact_of(Op op, DType d, const Scalars& s, int output, const sw::Input
 // term near roots and the float64 subnormal floor; non-finite results must match exactly.
 bool within_reference_bound(const sw::Job& j, const Scalars& s, int output, const sw::Inputs& in, double g,
                             std::string* why) {
-  const DType d = j.is_f64 ? DType::float64 : DType::float32;
+  const DType d = j.dtype;
   const ref::Real exact = exact_of(j.op, d, s, output, in, g);
   const double rounded = ref::round_to_dtype(exact, d);
   const sw::DD mine = sw::exact_value(j, output, in, g);
-  const double mine_rounded = sw::round_to_format(j.is_f64, mine);
+  const double mine_rounded = sw::round_to_format(d, mine);
   if (!std::isfinite(rounded)) {
     const bool same = std::isnan(rounded) ? std::isnan(mine_rounded) : mine_rounded == rounded;
     if (!same) *why = "non-finite mismatch";
@@ -150,11 +160,11 @@ void run_on_two_threads(Work& work) {
 // Runs the cases of one job on two threads; returns the failures (at most a few described).
 std::int64_t check_job(const sw::Job& j, const Scalars& s, std::int64_t cases, std::vector<std::string>& examples) {
   std::atomic<std::int64_t> failures{0};
-  const DType dtype = j.is_f64 ? DType::float64 : DType::float32;
+  const DType dtype = j.dtype;
   EXPECT_EQ(j.scalar0, ref::round_to_dtype(ref::real(s.s0), dtype)) << op_name(j.op) << ": the job's scalar is not R(c)";
   EXPECT_EQ(j.scalar1, ref::round_to_dtype(ref::real(s.s1), dtype)) << op_name(j.op) << ": the job's scalar is not R(c)";
   std::mutex lock;
-  const double second_g = round_to(j.is_f64 ? DType::float64 : DType::float32, 0.7);
+  const double second_g = round_to(dtype, 0.7);
   auto work = [&](std::int64_t first) {
     ref::ensure_precision();
     for (std::int64_t k = first; k < cases; k += 2) {
@@ -166,7 +176,7 @@ std::int64_t check_job(const sw::Job& j, const Scalars& s, std::int64_t cases, s
         ++failures;
         std::lock_guard<std::mutex> guard(lock);
         if (examples.size() < 6)
-          examples.push_back(std::string(op_name(j.op)) + (j.is_f64 ? " f64" : " f32") + " output " +
+          examples.push_back(std::string(op_name(j.op)) + " " + dtype_name(dtype) + " output " +
                              std::to_string(output) + " a=" + std::to_string(in.a) + " b=" + std::to_string(in.b) +
                              ": " + why);
       }
@@ -189,6 +199,67 @@ TEST(SweepReference, AgreesWithMpfrOnEveryUnaryNodeInFloat32) {
   EXPECT_GE(total, 1000000);
   EXPECT_EQ(failures, 0) << (examples.empty() ? "" : examples.front());
   for (const std::string& e : examples) ADD_FAILURE() << e;
+}
+
+// Every node in both 16-bit formats, at each scalar set the sweep runs (safeLog's eps = 1e-12 rounds to 0
+// in float16, outside its contract, and the sweep leaves it out there).
+TEST(SweepReference, AgreesWithMpfrOnEveryNodeIn16Bit) {
+  std::int64_t jobs = 0, failures = 0;
+  std::vector<std::string> examples;
+  for (DType d : {DType::bfloat16, DType::float16})
+    for (const OpInfo& info : kOps) {
+      if (!sw::has_sweep_reference(info.op)) continue;
+      for (const Scalars& s : run_scalar_sets(info.op)) {
+        if (info.op == Op::safeLog && !(round_to(d, s.s0) > 0)) continue;
+        failures += check_job(job_for(info.op, d, s.s0, s.s1), s, kCasesPerOtherJob, examples);
+        ++jobs;
+      }
+    }
+  EXPECT_GE(jobs, 2 * 23);
+  EXPECT_EQ(failures, 0);
+  for (const std::string& e : examples) ADD_FAILURE() << e;
+}
+
+// The sweep's own 16-bit code (bits16_value, bits16_of, round_to_precision) against the library's
+// conversions (include/tapewise/float16.hpp, a separate implementation) on every bit pattern, and
+// against MPFR's rounding on doubles around every binade's ties, the subnormals and the overflow.
+TEST(SweepReference, SixteenBitValuesAndRoundingAgreeWithTheLibraryAndMpfr) {
+  for (std::uint32_t b = 0; b < 0x10000; ++b) {
+    const auto bits = static_cast<std::uint16_t>(b);
+    const double bf = sw::bits16_value(DType::bfloat16, bits), f16 = sw::bits16_value(DType::float16, bits);
+    const float library_bf = static_cast<float>(std::bit_cast<bfloat16>(bits));
+    const float library_f16 = static_cast<float>(std::bit_cast<float16>(bits));
+    ASSERT_TRUE(std::isnan(library_bf) ? std::isnan(bf) : bf == library_bf) << std::hex << b;
+    ASSERT_TRUE(std::isnan(library_f16) ? std::isnan(f16) : f16 == library_f16) << std::hex << b;
+    if (!std::isnan(bf)) {
+      ASSERT_EQ(sw::bits16_of(DType::bfloat16, bf), bits) << std::hex << b;
+    }
+    if (!std::isnan(f16)) {
+      ASSERT_EQ(sw::bits16_of(DType::float16, f16), bits) << std::hex << b;
+    }
+  }
+  ref::ensure_precision();
+  std::int64_t checked = 0;
+  for (DType d : {DType::bfloat16, DType::float16}) {
+    const sw::Format f = sw::format_of(d);
+    for (int e = f.min_exponent - f.precision - 2; e <= f.max_exponent + 1; ++e)
+      for (std::uint64_t k = 0; k < 128; ++k) {
+        const std::uint64_t h = sw::splitmix64(k * 977 + static_cast<std::uint64_t>(e + 4096));
+        // A random significand (k % 4 == 3), or a tie of the format: exactly on it, or a double above or below.
+        const double odd = 2.0 * static_cast<double>((h >> 40) % (1u << (f.precision - 1))) + 1;
+        const double tie = 1.0 + std::ldexp(odd, -f.precision);
+        const double m = k % 4 == 0 ? tie
+                         : k % 4 == 1 ? std::nextafter(tie, 3.0)
+                         : k % 4 == 2 ? std::nextafter(tie, 0.0)
+                                      : 1.0 + std::ldexp(static_cast<double>(h >> 12), -52);
+        const double v = ((h & 1) ? -1.0 : 1.0) * std::ldexp(m, e);
+        const double mine = sw::round_to_precision(v, f), mpfr = ref::round_to_dtype(ref::real(v), d);
+        ASSERT_TRUE(mine == mpfr && std::signbit(mine) == std::signbit(mpfr))
+            << dtype_name(d) << " v=" << std::hexfloat << v << ": " << mine << " vs MPFR " << mpfr;
+        ++checked;
+      }
+  }
+  EXPECT_GT(checked, 39000);  // 309 binades x 128
 }
 
 TEST(SweepReference, AgreesWithMpfrOnBinaryFloat32AndIeeeFloat64) {
@@ -240,7 +311,7 @@ TEST(SweepReference, AgreesWithMpfrOnEveryFloat64LibmNode) {
           bool ok = within_reference_bound(j, s, output, in, g, &why);
           const ref::Real exact = exact_of(info.op, DType::float64, s, output, in, g);
           const double rounded = ref::round_to_dtype(exact, DType::float64);
-          const double mine = sw::round_to_format(true, sw::exact_value(j, output, in, g));
+          const double mine = sw::round_to_format(DType::float64, sw::exact_value(j, output, in, g));
           // An exact value that MPFR holds as a midpoint (silu's x/2 + x^2/4 at subnormal x, whose x^2
           // term is beyond MPFR's precision) rounds by bits MPFR does not have: no R(exact) to compare.
           const bool midpoint = std::isfinite(rounded) && abs(exact - ref::real(rounded)) * 2 == ref::real(ref::ulp_of(rounded, DType::float64));
@@ -320,7 +391,7 @@ TEST(SweepReference, Float64TinyResultsAreRoundedAndGradedExactly) {
         char where[160];
         std::snprintf(where, sizeof where, "%s output %d a=%a b=%a g=%g: ", op_name(op), output, in.a, in.b, g);
         std::string why;
-        if (sw::round_to_format(true, mine) != rounded) {
+        if (sw::round_to_format(DType::float64, mine) != rounded) {
           fail(where + std::string("rounding differs from MPFR's"));
           continue;
         }
@@ -333,7 +404,7 @@ TEST(SweepReference, Float64TinyResultsAreRoundedAndGradedExactly) {
           for (int step = 0; step < 4; ++step) {
             for (const double produced : {p, 2 * rounded - p}) {
               const ref::ErrorCheck c = ref::check(exact, produced, DType::float64, bound, 1.0);
-              const sw::Graded gv = sw::grade_value(true, mine, produced, sw::Bound{bound.ulp, bound.abs}, 1.0);
+              const sw::Graded gv = sw::grade_value(DType::float64, mine, produced, sw::Bound{bound.ulp, bound.abs}, 1.0);
               if (gv.within != c.within)
                 fail(where + std::string("verdict differs at produced ") + std::to_string(step) + " spacings away");
             }
@@ -362,7 +433,7 @@ TEST(SweepReference, GradingMatchesTheReferenceCheck) {
       const float produced = std::nextafter(static_cast<float>(r), step < 0 ? -HUGE_VALF : HUGE_VALF);
       const float p = step == 0 ? static_cast<float>(r) : produced + static_cast<float>(step - 1) * (produced - static_cast<float>(r));
       const ref::ErrorCheck c = ref::check(exact, p, DType::float32, b, 1.0);
-      const sw::Graded g = sw::grade_value(false, sw::exact_value(j, sw::kY, in, 1.0), p, sw::Bound{b.ulp, b.abs}, 1.0);
+      const sw::Graded g = sw::grade_value(DType::float32, sw::exact_value(j, sw::kY, in, 1.0), p, sw::Bound{b.ulp, b.abs}, 1.0);
       EXPECT_EQ(g.within, c.within) << "x=" << x << " produced=" << p;
       EXPECT_NEAR(g.error_ulps, c.error_ulps, sw::kReferenceUlps) << "x=" << x;
     }
@@ -385,11 +456,13 @@ struct Witness {
 };
 
 double f32_bits(std::uint32_t bits) { return sw::float_from_bits(bits); }
+double bf16_bits(std::uint16_t bits) { return sw::bits16_value(DType::bfloat16, bits); }
+double f16_bits(std::uint16_t bits) { return sw::bits16_value(DType::float16, bits); }
 double f64_bits(std::uint64_t bits) { return sw::double_from_bits(bits); }
 double r07(DType d) { return round_to(d, 0.7); }
 
 std::vector<Witness> witnesses() {
-  const DType f = DType::float32, d = DType::float64;
+  const DType f = DType::float32, d = DType::float64, bf = DType::bfloat16, h = DType::float16;
   return {
       {Op::exp, f, sw::kGradA, r07(f), f32_bits(0x42b1caa0), 0, sw::kCauseOverflow},     // x = 88.9
       {Op::log, f, sw::kGradA, r07(f), f32_bits(0x001915a0), 0, sw::kCauseOverflow},     // x = 2.3e-39
@@ -412,16 +485,30 @@ std::vector<Witness> witnesses() {
       {Op::div, d, sw::kGradB, 1, f64_bits(0x0000002924dee1e3ull), f64_bits(0xbf7ae073b47675f8ull), sw::kCauseUnderflow},
       {Op::div, d, sw::kGradB, r07(d), f64_bits(0xbfcdf545c14595fcull), f64_bits(0x1fdab5c921c4f1edull),
        sw::kCauseOverflow},
+      // The 16-bit ones are the H200 sweep's cause examples (spec/bounds.def's row comments).
+      {Op::exp, bf, sw::kGradA, r07(bf), 89.0, 0, sw::kCauseOverflow},
+      {Op::log, bf, sw::kGradA, r07(bf), -0x1p-128, 0, sw::kCauseOverflow},
+      {Op::inv, bf, sw::kGradA, r07(bf), -0x1p-64, 0, sw::kCauseOverflow},
+      {Op::sigmoid, bf, sw::kY, 1, -89.0, 0, sw::kCauseOverflow},
+      {Op::softplus, bf, sw::kGradA, 1, -89.0, 0, sw::kCauseOverflow},
+      {Op::silu, bf, sw::kY, 1, -93.0, 0, sw::kCauseUnderflow},
+      {Op::gelu, bf, sw::kY, 1, bf16_bits(0x7f7f), 0, sw::kCauseOverflow},
+      {Op::div, bf, sw::kGradB, 1, -0x1p-133, bf16_bits(0xbd84), sw::kCauseUnderflow},
+      {Op::div, bf, sw::kGradB, 1, bf16_bits(0xff6a), bf16_bits(0xbf75), sw::kCauseOverflow},
+      {Op::exp, h, sw::kGradA, r07(h), f16_bits(0x49b9), 0, sw::kCauseOverflow},
+      {Op::log, h, sw::kGradA, r07(h), -0x1p-16, 0, sw::kCauseOverflow},
+      {Op::inv, h, sw::kGradA, r07(h), -0x1p-8, 0, sw::kCauseOverflow},
+      {Op::silu, h, sw::kY, 1, f16_bits(0xcc56), 0, sw::kCauseUnderflow},
+      {Op::gelu, h, sw::kY, 1, 65504.0, 0, sw::kCauseOverflow},
+      {Op::div, h, sw::kGradB, 1, -0x1p-24, f16_bits(0xa606), sw::kCauseUnderflow},
+      {Op::div, h, sw::kGradB, 1, f16_bits(0xfb93), f16_bits(0xbbc9), sw::kCauseOverflow},
   };
 }
 
 // The CPU backend's value of one output at one input (forward, or the fused VJP seeded with g).
 double produced_on_cpu(const Witness& w, const Scalars& s) {
   Tape t(make_cpu_backend());
-  const auto array = [&](double v) {
-    return w.dtype == DType::float32 ? HostArray::of<float>(Shape{1}, std::vector<float>{static_cast<float>(v)})
-                                     : HostArray::of<double>(Shape{1}, std::vector<double>{v});
-  };
+  const auto array = [&](double v) { return conform::host_array(w.dtype, {v}); };
   const NodeId ids[2] = {*t.leaf(array(w.a)), *t.leaf(array(w.b))};
   const auto y = t.apply(w.op, std::span<const NodeId>(ids, static_cast<std::size_t>(op_info(w.op).arity)), s);
   EXPECT_TRUE(y.has_value()) << op_name(w.op);
@@ -455,7 +542,7 @@ TEST(SweepCauses, EveryAcceptedCauseHasAWitnessAboveItsBoundWithThatCause) {
   }
   // Every cause a TAPEWISE_SWEPT row accepts is witnessed, and no witness is of an unaccepted cause.
   for (const OpInfo& info : kOps)
-    for (DType d : kDTypes) {  // a 16-bit row is TAPEWISE_NOT_SWEPT: it accepts nothing, and has no witness
+    for (DType d : kDTypes) {
       const ref::OutsideDomain outside = ref::accepted_outside_domain(info.op, d);
       EXPECT_EQ(ref::accepts_overflow(outside), witnessed.contains({info.op, d, sw::kCauseOverflow}))
           << info.name << " " << dtype_name(d) << ": overflow accepted vs witnessed";
@@ -496,6 +583,8 @@ std::string evidence_of(const nlohmann::json& node) {
   const auto cases = node.at("cases").get<std::uint64_t>();
   const bool full = cases == (std::uint64_t{1} << 32);
   if (method == "every bit pattern" && full) return "exhaustive 2^32";
+  if (method == "every bit pattern" && cases == (std::uint64_t{1} << 16)) return "exhaustive 2^16";
+  if (method == "every pair of bit patterns" && full) return "exhaustive 2^32 pairs";
   if (method.starts_with("every exponent pair") && full) return "2^32 exponent pairs";
   if (method.starts_with("random bit patterns") && full) return "2^32 random";
   if (method.starts_with("random subset")) return std::to_string(cases) + " random";
@@ -600,17 +689,6 @@ TEST(SweepEvidence, EverySweptNodeHasASweepReference) {
           << "reference/sweep_reference.hpp does not transcribe it (has_sweep_reference)";
 }
 
-// The sweep grades float32 and float64 only (reference/sweep_reference.hpp has no 16-bit rounding
-// yet), so each bfloat16 and float16 row of spec/bounds.def carries TAPEWISE_NOT_SWEPT; a
-// TAPEWISE_SWEPT row for one would claim evidence no sweep can produce.
-TEST(SweepEvidence, SixteenBitRowsAreRecordedAsNotSwept) {
-  for (const OpInfo& info : kOps)
-    for (DType d : {DType::bfloat16, DType::float16}) {
-      EXPECT_FALSE(ref::swept(info.op, d).has_value()) << info.name << " " << dtype_name(d);
-      EXPECT_EQ(ref::accepted_outside_domain(info.op, d), ref::OutsideDomain::none) << info.name << " " << dtype_name(d);
-    }
-}
-
 // spec/ops.def's sweep_reference column against the transcription: a `transcribed` node answers
 // (non-NaN) in every switch that grades it, both dtypes, value and every gradient, at in-domain inputs;
 // a `none` node answers NaN there (the switches' default), so the sweep must refuse it.
@@ -630,7 +708,7 @@ bool transcription_answers(Op op, DType dtype) {
 
 TEST(SweepReference, AnswersExactlyForTheTranscribedNodes) {
   for (const OpInfo& info : kOps)
-    for (DType d : {DType::float32, DType::float64})
+    for (DType d : kDTypes)
       EXPECT_EQ(transcription_answers(info.op, d), sw::has_sweep_reference(info.op))
           << info.name << " " << dtype_name(d) << ": spec/ops.def says sweep_reference "
           << sweep_reference_name(info.sweep_reference) << ", but reference/sweep_reference.hpp "
@@ -699,28 +777,20 @@ void expect_binade_maxima(const nlohmann::json& o, bool unary_f32_slice, const s
   for (const auto& v : by_binade.at("negative")) EXPECT_TRUE(v.is_null()) << where << ": " << by_binade.dump();
 }
 
-TEST(SweepTool, CpuSliceReportsEveryOutputAndItsWorstCasesAgreeWithMpfr) {
-  const SweepRun run = run_sweep("--backend cpu --ops scale,sqrt,exp,sigmoid,gelu,mul,div --dtype all --range 0x3f7f0000:0x3f808000 --host-cases 200 --validate 3000");
-  const int status = run.status;
-  const std::string& out = run.out;
-  ASSERT_TRUE(status == 0 || status == 1) << out;
-  ASSERT_FALSE(run.report.is_discarded()) << out;
-  const nlohmann::json& j = run.report;
-  EXPECT_EQ(j.at("schema"), "tapewise-conform.sweep/2");
-  EXPECT_EQ(j.at("backend"), "cpu");
-  EXPECT_EQ(j.at("validation").at("failures"), 0) << j.at("validation").dump();
-  EXPECT_GT(j.at("validation").at("values").get<std::int64_t>(), 0);
-  std::size_t sweeps = 0;  // one per node, dtype and run scalar set (scale has two)
-  for (Op op : {Op::scale, Op::sqrt, Op::exp, Op::sigmoid, Op::gelu, Op::mul, Op::div}) sweeps += 2 * run_scalar_sets(op).size();
-  ASSERT_EQ(j.at("nodes").size(), sweeps);
+// Every node of a sweep report: its outputs complete and consistent (causes and histogram add up,
+// per-binade maxima), each worst case's verdict and R(exact) re-derived with MPFR from the reported
+// bits. Returns whether any output has values above its bound for a cause its row does not accept.
+bool check_report_nodes(const nlohmann::json& j) {
   bool any_violation = false;
   ref::ensure_precision();
   for (const auto& node : j.at("nodes")) {
     const Op op = *op_from_name(node.at("op").get<std::string>());
     const DType d = json_dtype(node);
     const int arity = op_info(op).arity;
-    ASSERT_FALSE(node.contains("error")) << node.dump();
-    ASSERT_EQ(node.at("outputs").size(), static_cast<std::size_t>(1 + 2 * arity));
+    if (node.contains("error") || node.at("outputs").size() != static_cast<std::size_t>(1 + 2 * arity)) {
+      ADD_FAILURE() << "an error, or not one y and two g per input: " << node.dump();
+      return true;
+    }
     for (const auto& o : node.at("outputs")) {
       for (const char* key : {"output", "g", "bound", "max_ulp_domain", "max_ulp_finite", "max_ratio_domain",
                               "above_bound", "above_bound_domain", "above_bound_by_cause", "causes_conform",
@@ -744,7 +814,10 @@ TEST(SweepTool, CpuSliceReportsEveryOutputAndItsWorstCasesAgreeWithMpfr) {
         // Re-derive the verdict from the reported bits with MPFR.
         std::vector<ref::Real> x;
         for (const auto& v : w.at("inputs")) x.push_back(ref::real(from_hex(v.get<std::string>())));
-        ASSERT_EQ(static_cast<int>(x.size()), arity);
+        if (static_cast<int>(x.size()) != arity) {
+          ADD_FAILURE() << "not one input per operand: " << w.dump();
+          return true;
+        }
         const Scalars s{node.at("scalar_values").at(0).get<double>(), node.at("scalar_values").at(1).get<double>()};
         const ref::Real exact = output == 0 ? ref::forward(op, d, s, x) : ref::vjp(op, d, s, x, ref::real(g))[output - 1];
         const double weight = ref::abs_weight(op, d, s, x, ref::real(g), output != 0);
@@ -756,6 +829,24 @@ TEST(SweepTool, CpuSliceReportsEveryOutputAndItsWorstCasesAgreeWithMpfr) {
       }
     }
   }
+  return any_violation;
+}
+
+TEST(SweepTool, CpuSliceReportsEveryOutputAndItsWorstCasesAgreeWithMpfr) {
+  const SweepRun run = run_sweep("--backend cpu --ops scale,sqrt,exp,sigmoid,gelu,mul,div --dtype float32,float64 --range 0x3f7f0000:0x3f808000 --host-cases 200 --validate 3000");
+  const int status = run.status;
+  const std::string& out = run.out;
+  ASSERT_TRUE(status == 0 || status == 1) << out;
+  ASSERT_FALSE(run.report.is_discarded()) << out;
+  const nlohmann::json& j = run.report;
+  EXPECT_EQ(j.at("schema"), "tapewise-conform.sweep/2");
+  EXPECT_EQ(j.at("backend"), "cpu");
+  EXPECT_EQ(j.at("validation").at("failures"), 0) << j.at("validation").dump();
+  EXPECT_GT(j.at("validation").at("values").get<std::int64_t>(), 0);
+  std::size_t sweeps = 0;  // one per node, dtype and run scalar set (scale has two)
+  for (Op op : {Op::scale, Op::sqrt, Op::exp, Op::sigmoid, Op::gelu, Op::mul, Op::div}) sweeps += 2 * run_scalar_sets(op).size();
+  ASSERT_EQ(j.at("nodes").size(), sweeps);
+  const bool any_violation = check_report_nodes(j);
   EXPECT_EQ(status, any_violation ? 1 : 0) << out;
   EXPECT_EQ(j.at("conforms").get<bool>(), !any_violation);
 }
@@ -763,6 +854,36 @@ TEST(SweepTool, CpuSliceReportsEveryOutputAndItsWorstCasesAgreeWithMpfr) {
 // softplus' dx lose their subnormal results to exp(-x) overflowing, silu's y its bits to a subnormal
 // s. Every value above its bound is outside the domain with a cause spec/bounds.def accepts, so the
 // run conforms; the counts by cause add up, and the cause examples are re-checked with MPFR.
+// Both 16-bit formats on the CPU: every input of some unary nodes, and of some binary ones every b
+// at a = 0x3f80 (1 in bfloat16, 1.875 in float16): every output reported with its case count and
+// method, no value above its bound inside the domain or unexplained, the worst cases re-derived with
+// MPFR.
+TEST(SweepTool, SixteenBitCpuSweepsEveryInput) {
+  const std::pair<const char*, const char*> runs[] = {
+      {"--ops sqrt,exp,sigmoid,silu,gelu", "every bit pattern"},
+      {"--ops mul,div,max --range 0x3f800000:0x3f810000", "every pair of bit patterns"}};
+  for (const auto& [ops, method] : runs) {
+    const SweepRun run = run_sweep(std::string("--backend cpu --dtype bfloat16,float16 --validate 3000 ") + ops);
+    ASSERT_TRUE(run.status == 0 || run.status == 1) << run.out;
+    ASSERT_FALSE(run.report.is_discarded()) << run.out;
+    EXPECT_EQ(run.report.at("validation").at("failures"), 0) << run.report.at("validation").dump();
+    EXPECT_EQ(run.report.at("nodes").size(), 2u * (std::string(ops).find("mul") != std::string::npos ? 3 : 5));
+    for (const auto& node : run.report.at("nodes")) {
+      EXPECT_TRUE(is_16bit(json_dtype(node))) << node.at("dtype");
+      EXPECT_EQ(node.at("method"), method);
+      EXPECT_EQ(node.at("cases"), 65536u) << node.at("op");
+      if (std::string(method) == "every bit pattern") {
+        EXPECT_EQ(evidence_of(node), "exhaustive 2^16");
+      }
+      for (const auto& o : node.at("outputs")) {
+        EXPECT_EQ(o.at("above_bound_by_cause").at("in_domain"), 0) << node.at("op") << " " << node.at("dtype");
+        EXPECT_EQ(o.at("above_bound_by_cause").at("unexplained"), 0) << node.at("op") << " " << node.at("dtype");
+      }
+    }
+    check_report_nodes(run.report);
+  }
+}
+
 TEST(SweepTool, CpuSliceOfTheNegativeTailNamesEveryCause) {
   const SweepRun run = run_sweep("--backend cpu --ops sigmoid,silu,softplus --range 0xc2b00000:0xc2d00000 --stride 3 --validate 300");
   const int status = run.status;

@@ -1,7 +1,7 @@
 // reference/sweep_reference.hpp — the sweep's own reference, case generators and per-element
 // grading, as inline functions that nvcc (device and host) and g++ both compile. The reference is a
-// second transcription of each node's real-valued spec (spec/conventions.md): float64 for float32
-// outputs, double-double for the float64 outputs of the IEEE-exact nodes. It includes neither
+// second transcription of each node's real-valued spec (spec/conventions.md): float64 for float32,
+// bfloat16 and float16 outputs, double-double for float64 outputs. It includes neither
 // cuda/ nor reference/: the MPFR reference validates it (proptest/sweep_test.cpp, `sweep` itself).
 #pragma once
 
@@ -39,6 +39,12 @@ namespace tapewise::conform::sweep {
 // root are exact to kReferenceAbsEps * eps (2^-20 of a float32 eps) rather than to 2^-18 ULP.
 // sin and cos have no such issue: the library's result is relative-accurate at float inputs
 // however close to a multiple of pi (the reduction is exact), so their roots are covered.
+//
+// bfloat16 and float16 outputs: the same float64 transcription at the 16-bit inputs (exact in
+// double), with the dtype's scalars and gelu constants R16(R32(c)) (spec/conventions.md §0.3), rounded
+// to 16 bits by round_to_precision (RNE, exact). A 16-bit ULP is at least 2^-11 of the value (2^-8
+// for bfloat16), so the same ~2^-44 relative error is below 2^-33 ULP, and the 16-bit results of
+// interest (>= 2^-133) are normal in double: kReferenceUlps and kReferenceAbsEps hold a fortiori.
 //
 // float64 outputs, double-double. The nodes whose float64 spec is IEEE arithmetic (ieee_float64):
 // neg, scale, abs, sqrt, clamp, relu, inv, add, sub, mul, max, min, div.
@@ -100,6 +106,61 @@ SWEEP_HD double quiet_nan() { return double_from_bits(0x7FF8000000000000ull); }
 SWEEP_HD bool is_nan(double v) { return v != v; }
 SWEEP_HD bool is_finite(double v) { return fabs(v) <= 0x1.fffffffffffffp+1023; }
 
+// --- the dtypes' formats, and the 16-bit values as bits (the sweep's own code: it shares nothing
+// with include/tapewise/float16.hpp, whose conversions it grades) ----------------------------------
+struct Format {
+  int precision, min_exponent, max_exponent;  // significand bits (with the implicit one), emin, emax
+  double eps;
+};
+SWEEP_HD Format format_of(DType d) {
+  switch (d) {
+    case DType::float64: return {53, -1022, 1023, 0x1p-52};
+    case DType::bfloat16: return {8, -126, 127, 0x1p-7};
+    case DType::float16: return {11, -14, 15, 0x1p-10};
+    default: return {24, -126, 127, 0x1p-23};
+  }
+}
+// Spacing of the format at a value (libm-test convention: subnormal spacing at zero).
+SWEEP_HD double ulp_of_value(double v, Format f) {
+  if (is_nan(v)) return v;
+  if (!is_finite(v)) return ldexp(1.0, f.max_exponent - f.precision + 1);
+  int e = v == 0 ? f.min_exponent : ilogb(v);
+  if (e < f.min_exponent) e = f.min_exponent;
+  return ldexp(1.0, e - f.precision + 1);
+}
+// v rounded to nearest, ties to even, to a narrower format than double (subnormals kept, overflow to
+// +-inf). v / spacing is an exact scaling, and rint rounds it to an integer with ties to even (the
+// default rounding mode on the host, rint's on the device); a value that rounds up into the next
+// binade lands on its power of two, and one that rounds to 2^(emax+1) is the overflow.
+SWEEP_HD double round_to_precision(double v, Format f) {
+  if (!is_finite(v) || v == 0) return v;
+  const int spacing_log2 = ilogb(ulp_of_value(v, f));
+  const double r = ldexp(rint(ldexp(v, -spacing_log2)), spacing_log2);
+  return fabs(r) >= ldexp(1.0, f.max_exponent + 1) ? copysign(infinity(), v) : r;
+}
+// A 16-bit pattern's value, exactly.
+SWEEP_HD double bits16_value(DType d, uint16_t bits) {
+  if (d == DType::bfloat16) return float_from_bits(static_cast<uint32_t>(bits) << 16);
+  const int exponent = (bits >> 10) & 31, mantissa = bits & 1023;
+  const double sign = (bits & 0x8000u) ? -1.0 : 1.0;
+  if (exponent == 31) return mantissa ? quiet_nan() : sign * infinity();
+  if (exponent == 0) return sign * ldexp(static_cast<double>(mantissa), -24);
+  return sign * ldexp(static_cast<double>(1024 + mantissa), exponent - 25);
+}
+// The 16-bit pattern of a value the format holds (a value rounded by round_to_precision; NaN gives
+// the quiet NaN 0x7fc0 or 0x7e00).
+SWEEP_HD uint16_t bits16_of(DType d, double v) {
+  if (d == DType::bfloat16) return static_cast<uint16_t>(bits_of_float(static_cast<float>(v)) >> 16);
+  if (is_nan(v)) return 0x7E00u;
+  const uint16_t sign = (v < 0 || (v == 0 && 1 / v < 0)) ? 0x8000u : 0u;
+  const double m = fabs(v);
+  if (m == 0) return sign;
+  if (!is_finite(m)) return sign | 0x7C00u;
+  if (m < 0x1p-14) return sign | static_cast<uint16_t>(ldexp(m, 24));  // subnormal: m / 2^-24
+  const int e = ilogb(m);
+  return sign | static_cast<uint16_t>((e + 15) << 10) | static_cast<uint16_t>(ldexp(m, 10 - e) - 1024);
+}
+
 SWEEP_HD uint64_t splitmix64(uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -112,11 +173,13 @@ enum class CaseKind : int {
   float32_exhaustive,  // unary float32: case index = the input's bit pattern
   float32_pairs,       // binary float32: every exponent pair x 2^pair_log2 random mantissas, signs
   float64_random,      // float64: random bit patterns and in-domain values, half each
+  bits16_exhaustive,   // bfloat16, float16: every input (unary: index = x's 16 bits, 2^16 cases) or
+                       // every pair (binary: index = a's bits << 16 | b's bits, 2^32 cases)
 };
 
 struct Job {
   Op op = Op::add;
-  bool is_f64 = false;
+  DType dtype = DType::float32;
   int arity = 1;
   CaseKind kind = CaseKind::float32_exhaustive;
   double scalar0 = 0, scalar1 = 0;  // R(scalar): already rounded to the dtype
@@ -129,6 +192,9 @@ struct Job {
   // every case of the range; a larger stride samples it evenly (e.g. 256: every exponent, 2^24 cases).
   uint32_t case_lo = 0, case_stride = 1;
 };
+
+SWEEP_HD bool is_float64(const Job& job) { return job.dtype == DType::float64; }
+SWEEP_HD bool is_16bit_dtype(DType d) { return d == DType::bfloat16 || d == DType::float16; }
 
 // The case index at a position of the sweep (see Job::case_stride).
 SWEEP_HD uint32_t case_at(const Job& job, uint64_t position) {
@@ -177,7 +243,7 @@ SWEEP_HD void case_floats(const Job& job, uint32_t index, float* a, float* b) {
 // dd_sincos): a larger exponent is folded into 0..20 (the mantissa and sign kept).
 inline constexpr double kSinCosLimit = 0x1p+20;
 SWEEP_HD double within_reference_range(const Job& job, double v) {
-  if (!job.is_f64 || (job.op != Op::sin && job.op != Op::cos) || !is_finite(v) || fabs(v) < kSinCosLimit) return v;
+  if (!is_float64(job) || (job.op != Op::sin && job.op != Op::cos) || !is_finite(v) || fabs(v) < kSinCosLimit) return v;
   int e = 0;
   const double m = frexp(v, &e);
   return ldexp(m, e % 21);
@@ -187,9 +253,19 @@ SWEEP_HD void case_doubles(const Job& job, uint32_t index, double* a, double* b)
   *a = within_reference_range(job, random_double(job, h));
   *b = random_double(job, splitmix64(h ^ 0x5851F42D4C957F2Dull));
 }
+// bfloat16, float16: the input bit patterns of case `index` (every pattern, NaNs included).
+SWEEP_HD void case_bits16(const Job& job, uint32_t index, uint16_t* a, uint16_t* b) {
+  *a = static_cast<uint16_t>(job.arity == 1 ? index : index >> 16);
+  *b = static_cast<uint16_t>(job.arity == 1 ? 0 : index);
+}
 SWEEP_HD Inputs case_inputs(const Job& job, uint32_t index) {
   Inputs in;
-  if (job.is_f64) {
+  if (job.kind == CaseKind::bits16_exhaustive) {
+    uint16_t a, b;
+    case_bits16(job, index, &a, &b);
+    in.a = bits16_value(job.dtype, a);
+    in.b = bits16_value(job.dtype, b);
+  } else if (is_float64(job)) {
     case_doubles(job, index, &in.a, &in.b);
   } else {
     float a, b;
@@ -231,24 +307,28 @@ SWEEP_HD double fmax_spec(double a, double b) { return is_nan(a) ? b : is_nan(b)
 SWEEP_HD double fmin_spec(double a, double b) { return is_nan(a) ? b : is_nan(b) ? a : (b < a ? b : a); }
 
 // gelu's constants in the dtype (spec/conventions.md §1.22): c = R(0.044715), k = R(sqrt(2/pi)),
-// c3 = R(3 R(c)).
+// c3 = R(3 R(c)); R of a 16-bit dtype is R16(R32(v)) (§0.3).
 struct GeluConstants {
   double c, k, c3;
 };
-SWEEP_HD GeluConstants gelu_constants(bool is_f64) {
-  if (is_f64) return {0.044715, 0.79788456080286535588, 3.0 * 0.044715};
-  const double c = static_cast<float>(0.044715);
-  return {c, static_cast<float>(0.79788456080286535588), static_cast<float>(3.0 * c)};
+SWEEP_HD double constant_in(DType d, double v) {
+  if (d == DType::float64) return v;
+  const double v32 = static_cast<float>(v);
+  return d == DType::float32 ? v32 : round_to_precision(v32, format_of(d));
 }
-SWEEP_HD double gelu_u(double x) {
-  const GeluConstants g = gelu_constants(false);
+SWEEP_HD GeluConstants gelu_constants(DType d) {
+  const double c = constant_in(d, 0.044715);
+  return {c, constant_in(d, 0.79788456080286535588), constant_in(d, 3.0 * c)};
+}
+SWEEP_HD double gelu_u(DType d, double x) {
+  const GeluConstants g = gelu_constants(d);
   return g.k * (x + g.c * x * x * x);
 }
 // 1 + tanh(u) = 2 s(2u); 1 - tanh(u)^2 = 4 s(2u) s(-2u); d/dx = ((1 + t) + x sech^2 k (1 + c3 x^2)) / 2.
-SWEEP_HD double gelu_forward_d(double x) { return x * sigmoid_d(2 * gelu_u(x)); }
-SWEEP_HD double gelu_slope_d(double x) {
-  const GeluConstants g = gelu_constants(false);
-  const double u2 = 2 * gelu_u(x);
+SWEEP_HD double gelu_forward_d(DType d, double x) { return x * sigmoid_d(2 * gelu_u(d, x)); }
+SWEEP_HD double gelu_slope_d(DType d, double x) {
+  const GeluConstants g = gelu_constants(d);
+  const double u2 = 2 * gelu_u(d, x);
   const double sp = sigmoid_d(u2), sm = sigmoid_d(-u2);
   return (2 * sp + x * (4 * sp * sm) * (g.k * (1 + g.c3 * x * x))) / 2;
 }
@@ -256,8 +336,8 @@ SWEEP_HD double silu_slope_d(double x) { return sigmoid_d(x) * (1 + x * sigmoid_
 
 SWEEP_HD double sign_times(double x, double g) { return x > 0 ? g : x < 0 ? -g : 0 * g; }
 
-// y of a unary node at float32 x; s0, s1 are R(scalars).
-SWEEP_HD double unary_forward_f32(Op op, double x, double s0, double s1) {
+// y of a unary node at a float32, bfloat16 or float16 x of dtype d; s0, s1 are R(scalars).
+SWEEP_HD double unary_forward_d(DType d, Op op, double x, double s0, double s1) {
   switch (op) {
     case Op::neg: return -x;
     case Op::scale: return x * s0;  // 24 x 24 bits: exact in double
@@ -274,14 +354,14 @@ SWEEP_HD double unary_forward_f32(Op op, double x, double s0, double s1) {
     case Op::sigmoid: return sigmoid_d(x);
     case Op::tanh: return tanh(x);
     case Op::silu: return x * sigmoid_d(x);
-    case Op::gelu: return gelu_forward_d(x);
+    case Op::gelu: return gelu_forward_d(d, x);
     case Op::softplus: return softplus_d(x);
     default: return quiet_nan();
   }
 }
 
-// dx of a unary node at float32 x with cotangent g.
-SWEEP_HD double unary_vjp_f32(Op op, double x, double g, double s0, double s1) {
+// dx of a unary node at x with cotangent g.
+SWEEP_HD double unary_vjp_d(DType d, Op op, double x, double g, double s0, double s1) {
   switch (op) {
     case Op::neg: return -g;
     case Op::scale: return g * s0;
@@ -298,13 +378,13 @@ SWEEP_HD double unary_vjp_f32(Op op, double x, double g, double s0, double s1) {
     case Op::sigmoid: return g * sigmoid_slope_d(x);
     case Op::tanh: return g * sech2_d(x);
     case Op::silu: return g * silu_slope_d(x);
-    case Op::gelu: return g * gelu_slope_d(x);
+    case Op::gelu: return g * gelu_slope_d(d, x);
     case Op::softplus: return g * sigmoid_d(x);
     default: return quiet_nan();
   }
 }
 
-SWEEP_HD double binary_forward_f32(Op op, double a, double b) {
+SWEEP_HD double binary_forward_d(Op op, double a, double b) {
   switch (op) {
     case Op::add: return a + b;
     case Op::sub: return a - b;
@@ -317,7 +397,7 @@ SWEEP_HD double binary_forward_f32(Op op, double a, double b) {
 }
 
 // da (output 1) or db (output 2) of a binary node; ties and unordered pairs split g in halves.
-SWEEP_HD double binary_vjp_f32(Op op, int output, double a, double b, double g) {
+SWEEP_HD double binary_vjp_d(Op op, int output, double a, double b, double g) {
   const bool first = output == kGradA;
   switch (op) {
     case Op::add: return g;
@@ -670,7 +750,7 @@ SWEEP_HD DD dd_gelu(double x, bool slope, double g) {
     if (!slope) return dd_exact(x > 0 ? x : -0.0);
     return dd_exact(x > 0 ? g : copysign(0.0, -g));
   }
-  const GeluConstants c = gelu_constants(true);
+  const GeluConstants c = gelu_constants(DType::float64);
   const DD x2 = two_prod(x, x);
   const DD u2 = dd_ldexp(dd_mul_d(dd_add_d(dd_mul_d(dd_mul_d(x2, x), c.c), x), c.k), 1);
   const Scaled sp = dd_sigmoid(u2);
@@ -726,40 +806,27 @@ SWEEP_HD DD libm_vjp_f64(Op op, double x, double g, double s0) {
 
 // The exact value of one output at one case, as a double-double (lo = 0 for float32 outputs).
 SWEEP_HD DD exact_value(const Job& job, int output, const Inputs& in, double g) {
-  if (job.is_f64 && ieee_float64(job.op)) {
+  if (is_float64(job) && ieee_float64(job.op)) {
     if (output == kY) return forward_f64(job.op, in.a, in.b, job.scalar0, job.scalar1);
     return vjp_f64(job.op, output, in.a, in.b, g, job.scalar0, job.scalar1);
   }
-  if (job.is_f64 && is_finite(in.a) && is_finite(g)) {
+  if (is_float64(job) && is_finite(in.a) && is_finite(g)) {
     if (output == kY) return libm_forward_f64(job.op, in.a, job.scalar0);
     return libm_vjp_f64(job.op, in.a, g, job.scalar0);
   }
   if (job.arity == 2) {
-    if (output == kY) return dd_exact(binary_forward_f32(job.op, in.a, in.b));
-    return dd_exact(binary_vjp_f32(job.op, output, in.a, in.b, g));
+    if (output == kY) return dd_exact(binary_forward_d(job.op, in.a, in.b));
+    return dd_exact(binary_vjp_d(job.op, output, in.a, in.b, g));
   }
-  if (output == kY) return dd_exact(unary_forward_f32(job.op, in.a, job.scalar0, job.scalar1));
-  return dd_exact(unary_vjp_f32(job.op, in.a, g, job.scalar0, job.scalar1));
+  if (output == kY) return dd_exact(unary_forward_d(job.dtype, job.op, in.a, job.scalar0, job.scalar1));
+  return dd_exact(unary_vjp_d(job.dtype, job.op, in.a, g, job.scalar0, job.scalar1));
 }
 
 // --- grading (spec/bounds.def's rule, as reference/measure.cpp applies it) -------------------------
-struct Format {
-  int precision, min_exponent, max_exponent;
-  double eps;
-};
-SWEEP_HD Format format_of(bool is_f64) {
-  return is_f64 ? Format{53, -1022, 1023, 0x1p-52} : Format{24, -126, 127, 0x1p-23};
-}
-SWEEP_HD double round_to_format(bool is_f64, DD v) {  // float64: hi is R(value) (see DD)
-  return is_f64 ? v.hi : static_cast<double>(static_cast<float>(v.hi));
-}
-// Spacing of the dtype at a dtype value (libm-test convention: subnormal spacing at zero).
-SWEEP_HD double ulp_of_value(double v, Format f) {
-  if (is_nan(v)) return v;
-  if (!is_finite(v)) return ldexp(1.0, f.max_exponent - f.precision + 1);
-  int e = v == 0 ? f.min_exponent : ilogb(v);
-  if (e < f.min_exponent) e = f.min_exponent;
-  return ldexp(1.0, e - f.precision + 1);
+SWEEP_HD double round_to_format(DType d, DD v) {  // float64: hi is R(value) (see DD)
+  if (d == DType::float64) return v.hi;
+  if (d == DType::float32) return static_cast<double>(static_cast<float>(v.hi));
+  return round_to_precision(v.hi, format_of(d));  // 16-bit outputs are doubles (lo = 0)
 }
 
 // The weight w of the abs term: |g| for a VJP (1 forward), times safeLog's amplification
@@ -767,7 +834,7 @@ SWEEP_HD double ulp_of_value(double v, Format f) {
 SWEEP_HD double abs_weight_value(const Job& job, int output, const Inputs& in, double g) {
   const double w = output == kY ? 1.0 : fabs(g);
   if (job.op != Op::safeLog) return w;
-  const double eps = format_of(job.is_f64).eps, e = job.scalar0;
+  const double eps = format_of(job.dtype).eps, e = job.scalar0;
   const double den = softplus_d(in.a) + e;
   const double den_minus = den - 2 * eps;
   const double den_lo = den_minus > e ? den_minus : e;
@@ -804,9 +871,9 @@ SWEEP_HD int bucket_of(double ulps) {
   return kAboveEight;
 }
 
-SWEEP_HD Graded grade_value(bool is_f64, DD exact, double produced, Bound bound, double w) {
-  const Format f = format_of(is_f64);
-  const double rounded = round_to_format(is_f64, exact);
+SWEEP_HD Graded grade_value(DType dtype, DD exact, double produced, Bound bound, double w) {
+  const Format f = format_of(dtype);
+  const double rounded = round_to_format(dtype, exact);
   Graded r;
   if (!is_finite(rounded)) {
     const bool same = is_nan(rounded) ? is_nan(produced) : produced == rounded;
@@ -843,7 +910,9 @@ SWEEP_HD Graded grade_value(bool is_f64, DD exact, double produced, Bound bound,
 // cause, so that none is silent:
 //   in domain    the input is inside the domain: a violation, whatever else holds;
 //   overflow     one of the node's range-limited stages (below) is, exactly, at or beyond the dtype's
-//                overflow threshold: it rounds to ±inf while the exact output is finite;
+//                overflow threshold, or within the staging's rounding error below it (a relative
+//                4 * 2^-p: at most three roundings precede a stage, as div's a / b, / b, * g do): it
+//                rounds to ±inf while the exact output is finite;
 //   underflow    else, one of them is exactly nonzero and below the smallest normal: it loses bits on
 //                the subnormal grid (or becomes 0) that later stages magnify;
 //   unexplained  anything else, non-finite inputs included: a failure like a violation in domain.
@@ -913,7 +982,7 @@ SWEEP_HD void range_limited_stages(const Job& job, int output, const Inputs& in,
       return;
     case Op::gelu: {
       if (x == 0) return;
-      const GeluConstants c = gelu_constants(job.is_f64);
+      const GeluConstants c = gelu_constants(job.dtype);
       if (!vjp) {  // y = (x * (t + 1)) * 0.5, t + 1 = 2 s(2u), u = (x + c x^3) k (u capped: tanh saturates)
         const double lu = lx + log2_one_plus(2 * lx + log2(c.c)) + log2(c.k);
         const double u = copysign(exp2(lu < 1000 ? lu : 1000), x);
@@ -938,9 +1007,15 @@ SWEEP_HD int cause_of(const Job& job, int output, const Inputs& in, double g) {
   if (!inputs_finite(job, in) || !is_finite(g)) return kCauseUnexplained;
   StagingRange r;
   range_limited_stages(job, output, in, g, r);
-  const Format f = format_of(job.is_f64);
-  // Overflow threshold: 2^(emax+1) (1 - 2^-(p+1)), the midpoint above the largest finite value.
-  if (r.max_log2 >= f.max_exponent + 1 + log2(1 - ldexp(1.0, -(f.precision + 1)))) return kCauseOverflow;
+  // sigmoid's stages (sigmoid's and softplus' lists) are inside one ATen op, which for a 16-bit dtype
+  // computes in float32 and rounds only its result (spec/conventions.md §0.3): they leave float32's
+  // range, not the dtype's. Every other listed stage is its own 16-bit rounding.
+  const bool float32_stages = is_16bit_dtype(job.dtype) && (job.op == Op::sigmoid || job.op == Op::softplus);
+  const Format f = format_of(float32_stages ? DType::float32 : job.dtype);
+  // Overflow threshold: 2^(emax+1) (1 - 2^-(p+1)), the midpoint above the largest finite value; the
+  // rounding error of the stages before (see Cause) can carry a stage that far from below it.
+  const double threshold_log2 = f.max_exponent + 1 + log2(1 - ldexp(1.0, -(f.precision + 1)));
+  if (r.max_log2 >= threshold_log2 + log2(1 - 4 * ldexp(1.0, -f.precision))) return kCauseOverflow;
   if (r.min_log2 < f.min_exponent) return kCauseUnderflow;
   return kCauseUnexplained;
 }
@@ -998,7 +1073,7 @@ SWEEP_HD ElementVerdict grade_element(const Job& job, int output, double g, Boun
   const DD exact = exact_value(job, output, in, g);
   const double w = abs_weight_value(job, output, in, g);
   ElementVerdict v;
-  v.graded = grade_value(job.is_f64, exact, produced, bound, w);
+  v.graded = grade_value(job.dtype, exact, produced, bound, w);
   v.domain = in_domain(job, in);
   v.finite_inputs = inputs_finite(job, in);
   v.binade = binade_of(in.a);

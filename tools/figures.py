@@ -33,7 +33,9 @@ SWEEPS = {
     "float32, every bit pattern (unary)": "results/2026-12-01_H200_7370f5c/sweep/sweep_unary_f32.json",
     "float32, 2^32 exponent pairs (binary)": "results/2026-12-01_H200_7370f5c/sweep/sweep_binary_f32.json",
     "float64, 2^32 random cases": "results/2026-12-01_H200_7370f5c/sweep/sweep_f64.json",
+    "bfloat16 and float16, every input (pair)": "results/2026-12-03_H200_sweep_all_dtypes/sweep/sweep_16bit.json",
 }
+SWEEP_16BIT = SWEEPS["bfloat16 and float16, every input (pair)"]
 # Error against input needs the sweep's per-binade maxima, which the H200 sweeps above predate: the
 # H200's exhaustive float32 unary sweep of 2026-12-02 (every bit pattern, CUDA's libdevice) has them.
 BINADES = "results/2026-12-02_H200_sweep_binades/sweep_unary_f32.json"
@@ -218,17 +220,41 @@ def table_sweep(root: Path, path: str) -> str:
     return "\n".join(lines)
 
 
+def table_sweep_16bit(root: Path) -> str:
+    """Both 16-bit formats side by side: the largest ULP error inside the domain (y; the gradients at
+    both g), the share of the bound used, and the values above a bound outside the domains by cause."""
+    per_op = {}
+    for n in load(root, SWEEP_16BIT)["nodes"]:
+        d = per_op.setdefault(n["op"], {}).setdefault(n["dtype"], {"y": 0.0, "d": 0.0, "use": 0.0, "cases": n["cases"], "causes": {}})
+        for o in n["outputs"]:
+            key = "y" if o["g"] is None else "d"
+            d[key] = max(d[key], o["max_ulp_domain"])
+            d["use"] = max(d["use"], o["max_ratio_domain"])
+            for cause, count in o["above_bound_by_cause"].items():
+                if count:
+                    d["causes"][cause] = d["causes"].get(cause, 0) + count
+    lines = ["| node | cases | bfloat16 y | bfloat16 d | used | float16 y | float16 d | used | above bound outside the domain |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for op, formats in per_op.items():
+        b, h = formats["bfloat16"], formats["float16"]
+        causes = "; ".join(f"{name}: " + ", ".join(f"{c} {v:,}" for c, v in d["causes"].items())
+                           for name, d in (("bf16", b), ("f16", h)) if d["causes"]) or "-"
+        cases = "2^16" if b["cases"] == 1 << 16 else f"2^{int(math.log2(b['cases']))}"
+        lines.append(f"| {op} | {cases} | {g3(b['y'])} | {g3(b['d'])} | {b['use']:.0%} | {g3(h['y'])} | {g3(h['d'])} | "
+                     f"{h['use']:.0%} | {causes} |")
+    return "\n".join(lines)
+
+
 def bound_use_grid(root: Path):
     """{(op, column): max error / bound inside the domain}, the columns being dtype × output; a binary
     node's da and db, and a node swept at several scalars, take the larger."""
     grid, ops = {}, []
-    for title, path in SWEEPS.items():
-        dtype = "float64" if "float64" in title else "float32"
+    for path in SWEEPS.values():
         for n in load(root, path)["nodes"]:
             ops.append(n["op"])
             for o in n["outputs"]:
-                output = "y" if o["g"] is None else f"d g={o['g']:.2g}"
-                key = (n["op"], f"{dtype} {output}")
+                output = "y" if o["g"] is None else f"d g={o['g']:.1g}"
+                key = (n["op"], f"{n['dtype']} {output}")
                 grid[key] = max(grid.get(key, 0.0), o["max_ratio_domain"])
     return grid, list(dict.fromkeys(ops))
 
@@ -236,9 +262,10 @@ def bound_use_grid(root: Path):
 def figure_bound_use(root: Path, plt) -> "Figure":
     """Per node, output and dtype, the largest error inside the domain over what its bound allows."""
     grid, ops = bound_use_grid(root)
-    columns = [f"{dtype} {output}" for dtype in ("float32", "float64") for output in ("y", "d g=1", "d g=0.7")]
+    columns = [f"{dtype} {output}" for dtype in ("float32", "float64", "bfloat16", "float16")
+               for output in ("y", "d g=1", "d g=0.7")]
     values = [[grid.get((op, c), float("nan")) for c in columns] for op in ops]
-    fig, ax = plt.subplots(figsize=(7, 8))
+    fig, ax = plt.subplots(figsize=(11, 8))
     image = ax.imshow(values, cmap="viridis", vmin=0, vmax=1, aspect="auto")
     for i, row in enumerate(values):
         for j, v in enumerate(row):
@@ -341,6 +368,7 @@ TABLES = {  # name: (document, function of the root)
     "sweep-unary-f32": ("docs/accuracy.md", lambda root: table_sweep(root, SWEEPS["float32, every bit pattern (unary)"])),
     "sweep-binary-f32": ("docs/accuracy.md", lambda root: table_sweep(root, SWEEPS["float32, 2^32 exponent pairs (binary)"])),
     "sweep-f64": ("docs/accuracy.md", lambda root: table_sweep(root, SWEEPS["float64, 2^32 random cases"])),
+    "sweep-16bit": ("docs/accuracy.md", table_sweep_16bit),
 }
 
 

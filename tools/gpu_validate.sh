@@ -56,7 +56,8 @@ python_checks() {  # the package ($TAPEWISE_WHEEL, else built here from source),
     python3 -P tools/bench/bench_torch_maximum.py --out "$work/python_bench.json"  # -P: the installed package, not the checkout's python/
 }
 # The exhaustive accuracy sweeps (README "Exhaustive accuracy"): every float32 input of each unary
-# node, 2^32 exponent-pair cases per binary float32 node, 2^32 random cases per float64 node.
+# node, 2^32 exponent-pair cases per binary float32 node, 2^32 random cases per float64 node; in
+# bfloat16 and float16 every input of each unary node and every pair of each binary one.
 sweeps() {
   local conform="$PWD/$bin/tapewise-conform" dir="$work/sweep" rc=0
   mkdir -p "$dir"
@@ -64,6 +65,7 @@ sweeps() {
   "$conform" sweep --backend cuda --dtype float32 --ops unary --json "$dir/sweep_unary_f32.json" >"$dir/sweep_unary_f32.txt" 2>&1 || rc=1
   "$conform" sweep --backend cuda --dtype float32 --ops binary --json "$dir/sweep_binary_f32.json" >"$dir/sweep_binary_f32.txt" 2>&1 || rc=1
   "$conform" sweep --backend cuda --dtype float64 --ops all --json "$dir/sweep_f64.json" >"$dir/sweep_f64.txt" 2>&1 || rc=1
+  "$conform" sweep --backend cuda --dtype bfloat16,float16 --ops all --json "$dir/sweep_16bit.json" >"$dir/sweep_16bit.txt" 2>&1 || rc=1
   tail -n 3 "$dir"/sweep_*.txt
   return "$rc"
 }

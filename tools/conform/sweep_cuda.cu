@@ -25,7 +25,12 @@ __global__ void generate_kernel(Job job, std::uint64_t base, std::int64_t n, T* 
   const std::int64_t stride = std::int64_t{gridDim.x} * blockDim.x;
   for (std::int64_t i = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += stride) {
     const std::uint32_t index = case_at(job, base + static_cast<std::uint64_t>(i));
-    if constexpr (sizeof(T) == 4) {
+    if constexpr (sizeof(T) == 2) {  // bfloat16, float16: the bit patterns
+      std::uint16_t ba, bb;
+      case_bits16(job, index, &ba, &bb);
+      a[i] = ba;
+      if (b) b[i] = bb;
+    } else if constexpr (sizeof(T) == 4) {
       float fa, fb;
       case_floats(job, index, &fa, &fb);
       a[i] = fa;
@@ -119,6 +124,13 @@ __device__ void flush_tally(const LocalTally& t, OutputTally* global) {
   }
 }
 
+// An element's value: 16-bit buffers hold bit patterns.
+template <class T>
+__device__ double value_of(const Job& job, T element) {
+  if constexpr (sizeof(T) == 2) return bits16_value(job.dtype, element);
+  else return static_cast<double>(element);
+}
+
 template <class T>
 __global__ void grade_kernel(Job job, OutputRequest request, std::uint64_t base, std::int64_t n,
                              const T* a, const T* b, const T* produced, OutputTally* global) {
@@ -126,9 +138,9 @@ __global__ void grade_kernel(Job job, OutputRequest request, std::uint64_t base,
   const std::int64_t stride = std::int64_t{gridDim.x} * blockDim.x;
   for (std::int64_t i = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += stride) {
     Inputs in;
-    in.a = a[i];
-    in.b = b ? static_cast<double>(b[i]) : 0.0;
-    const ElementVerdict v = grade_element(job, request.output, request.g, request.bound, in, produced[i]);
+    in.a = value_of(job, a[i]);
+    in.b = b ? value_of(job, b[i]) : 0.0;
+    const ElementVerdict v = grade_element(job, request.output, request.g, request.bound, in, value_of(job, produced[i]));
     tally_element(t, global, v, case_at(job, base + static_cast<std::uint64_t>(i)));
   }
   flush_tally(t, global);
@@ -161,12 +173,12 @@ class CudaEngine final : public ChunkEngine {
 
   [[nodiscard]] Result<void> generate(const Job& job, std::uint64_t base, Buffer& a, Buffer* b) override {
     select();
-    if (job.is_f64)
-      generate_kernel<double><<<grid(a.numel()), kThreads, 0, stream_>>>(
-          job, base, a.numel(), static_cast<double*>(a.data()), b ? static_cast<double*>(b->data()) : nullptr);
+    if (is_float64(job))
+      launch_generate<double>(job, base, a, b);
+    else if (is_16bit(job.dtype))
+      launch_generate<std::uint16_t>(job, base, a, b);
     else
-      generate_kernel<float><<<grid(a.numel()), kThreads, 0, stream_>>>(
-          job, base, a.numel(), static_cast<float*>(a.data()), b ? static_cast<float*>(b->data()) : nullptr);
+      launch_generate<float>(job, base, a, b);
     return cuda_check(cudaGetLastError(), "generate kernel");
   }
 
@@ -174,6 +186,9 @@ class CudaEngine final : public ChunkEngine {
     select();
     if (g.dtype() == DType::float64)
       fill_kernel<double><<<grid(g.numel()), kThreads, 0, stream_>>>(static_cast<double*>(g.data()), g.numel(), value);
+    else if (is_16bit(g.dtype()))
+      fill_kernel<std::uint16_t><<<grid(g.numel()), kThreads, 0, stream_>>>(static_cast<std::uint16_t*>(g.data()),
+                                                                             g.numel(), bits16_of(g.dtype(), value));
     else
       fill_kernel<float><<<grid(g.numel()), kThreads, 0, stream_>>>(static_cast<float*>(g.data()), g.numel(),
                                                                      static_cast<float>(value));
@@ -184,14 +199,12 @@ class CudaEngine final : public ChunkEngine {
                                    const Buffer& a, const Buffer* b, const Buffer& produced) override {
     select();
     OutputTally* tally = tallies_ + slot;
-    if (job.is_f64)
-      grade_kernel<double><<<grid(a.numel()), kThreads, 0, stream_>>>(
-          job, request, base, a.numel(), static_cast<const double*>(a.data()),
-          b ? static_cast<const double*>(b->data()) : nullptr, static_cast<const double*>(produced.data()), tally);
+    if (is_float64(job))
+      launch_grade<double>(job, request, base, a, b, produced, tally);
+    else if (is_16bit(job.dtype))
+      launch_grade<std::uint16_t>(job, request, base, a, b, produced, tally);
     else
-      grade_kernel<float><<<grid(a.numel()), kThreads, 0, stream_>>>(
-          job, request, base, a.numel(), static_cast<const float*>(a.data()),
-          b ? static_cast<const float*>(b->data()) : nullptr, static_cast<const float*>(produced.data()), tally);
+      launch_grade<float>(job, request, base, a, b, produced, tally);
     return cuda_check(cudaGetLastError(), "grade kernel");
   }
 
@@ -210,6 +223,19 @@ class CudaEngine final : public ChunkEngine {
 
  private:
   void select() { cudaSetDevice(backend_.device_id()); }
+  // T: the buffers' element type (std::uint16_t for the 16-bit dtypes' bit patterns).
+  template <class T>
+  void launch_generate(const Job& job, std::uint64_t base, Buffer& a, Buffer* b) {
+    generate_kernel<T><<<grid(a.numel()), kThreads, 0, stream_>>>(job, base, a.numel(), static_cast<T*>(a.data()),
+                                                                  b ? static_cast<T*>(b->data()) : nullptr);
+  }
+  template <class T>
+  void launch_grade(const Job& job, const OutputRequest& request, std::uint64_t base, const Buffer& a,
+                    const Buffer* b, const Buffer& produced, OutputTally* tally) {
+    grade_kernel<T><<<grid(a.numel()), kThreads, 0, stream_>>>(
+        job, request, base, a.numel(), static_cast<const T*>(a.data()), b ? static_cast<const T*>(b->data()) : nullptr,
+        static_cast<const T*>(produced.data()), tally);
+  }
   unsigned grid(std::int64_t n) const {
     const std::int64_t needed = (n + kThreads - 1) / kThreads;
     return static_cast<unsigned>(needed < blocks_ ? (needed > 0 ? needed : 1) : blocks_);
