@@ -226,7 +226,7 @@ TEST_F(Cli, NodeAndDtypeListsRefuseEmptyAndUnknownItems) {
     expect_usage_error(command + " --ops relu, --dtype float32", "--ops: 'relu,' has an empty item");
     expect_usage_error(command + " --ops relu,sine --dtype float32", "unknown node 'sine'; did you mean 'sin'?");
   }
-  expect_usage_error("prove --ops relu --dtype float32,bfloat16", "(this subcommand does not cover it)");
+  expect_usage_error("prove --ops relu --dtype float32,bfloat16,", "--dtype: 'float32,bfloat16,' has an empty item");
   EXPECT_EQ(conform("sweep --backend cpu --ops neg --dtype bfloat16,f16 --range 0:16 --validate 100").status, 0);
   expect_usage_error("sweep --backend cpu --ops neg --dtype float32, --range 0:16", "has an empty item");
   EXPECT_TRUE(strays().empty());

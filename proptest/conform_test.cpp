@@ -370,14 +370,32 @@ TEST_F(ConformTool, RunGradesEveryNodeInBfloat16AndFloat16) {
       EXPECT_GT(row["forward"]["values"].get<int>(), 0) << row["op"];
     }
   }
-  // The audit runs the 16-bit special points; prove covers float32 and float64 only, and says so.
+  // The audit runs the 16-bit special points.
   const auto audit = conform("audit --backend cpu --dtype bfloat16,float16");
   EXPECT_EQ(audit.status, 0) << audit.out;
   EXPECT_NE(audit.out.find("bf16"), std::string::npos) << audit.out;
   EXPECT_NE(audit.out.find("f16"), std::string::npos) << audit.out;
-  const auto prove = conform("prove --ops relu --dtype float16");
-  EXPECT_EQ(prove.status, 2) << prove.out;
-  EXPECT_NE(prove.out.find("does not cover it"), std::string::npos) << prove.out;
+}
+
+// prove covers the 16-bit dtypes: a row per node and dtype, every claim proven. scale (its scalar
+// rounded to float32, then to 16 bits) and abs are proven by identical graphs, so no solver runs and
+// the test needs no bitwuzla.
+TEST_F(ConformTool, ProveCoversBfloat16AndFloat16) {
+  const auto prove = conform("prove --ops scale,abs --dtype bf16,float16 --backend cpu --json " + path("p.json"));
+  EXPECT_EQ(prove.status, 0) << prove.out;
+  EXPECT_NE(prove.out.find("bfloat16"), std::string::npos) << prove.out;
+  const nlohmann::json report = nlohmann::json::parse(std::ifstream(path("p.json")));
+  ASSERT_EQ(report["nodes"].size(), 4u) << report.dump(1);
+  const char* expected[][2] = {{"scale", "bfloat16"}, {"scale", "float16"}, {"abs", "bfloat16"}, {"abs", "float16"}};
+  for (std::size_t i = 0; i < 4; ++i) {
+    const auto& node = report["nodes"][i];
+    EXPECT_EQ(node["op"], expected[i][0]);
+    EXPECT_EQ(node["dtype"], expected[i][1]);
+    for (const char* column : {"forward", "vjp", "tape"}) EXPECT_EQ(node["columns"][column]["status"], "proven") << node.dump(1);
+    EXPECT_FALSE(node["claims"].empty());
+  }
+  EXPECT_EQ(report["summary"]["claims_not_proven"], 0);
+  EXPECT_EQ(report["summary"]["model_errors"], 0);
 }
 
 TEST_F(ConformTool, UsageErrorsExitWithTwo) {

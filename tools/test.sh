@@ -38,10 +38,12 @@ python_tests() {
   python3 -m pip install -q --no-build-isolation --config-settings=cmake.define.CMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-90}" . &&
     TAPEWISE_CONFORM="$PWD/$build/bin/tapewise-conform" python3 -m pytest -q -p no:cacheprovider python/tests tools/frameworks
 }
-# The prover: every node's forms proven equal to the spec's staging (tapewise-conform prove, with the
-# ATen formulas' audit), and every seeded mutant of the kernels refuted with a replayed counterexample.
+# The prover: its solver's bfloat16 rounding against an exact one, every node's forms proven equal to
+# the spec's staging in the four dtypes (tapewise-conform prove, with the ATen formulas' audit), and
+# every seeded mutant of the kernels refuted with a replayed counterexample.
 prove_tests() {
-  "$build/bin/tapewise-conform" prove --frameworks --json "$build/prove.json" &&
+  python3 tools/prove/solver.py --self-test &&
+    "$build/bin/tapewise-conform" prove --frameworks --json "$build/prove.json" &&
     python3 tools/prove/mutants.py --build "$build" --out "$build/prove-mutants" --jobs "$(nproc)"
 }
 step ctest ctest --test-dir "$build" --output-on-failure -j2

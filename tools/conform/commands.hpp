@@ -31,9 +31,7 @@ struct Selection {
   std::vector<Op> ops;        // in op-table order
   std::vector<DType> dtypes;  // in kDTypes order: float32, float64, bfloat16, float16
 };
-// The dtypes of the subcommands: run, vectors, eval, audit and sweep cover all four; prove covers
-// float32 and float64 only (the prover's SMT encodings have no 16-bit forms yet).
-inline constexpr DType kFloatAndDoubleDTypes[] = {DType::float32, DType::float64};
+// The dtypes of the subcommands: run, vectors, eval, audit, sweep and prove cover all four.
 // ops: "all" for every node, else a comma-separated list of node names; dtype: "all" for every dtype
 // in `covered`, else those of them named (one, or a comma-separated list; cases.hpp:
 // dtype_from_name), in the order of `covered`. An empty value or item is an error.

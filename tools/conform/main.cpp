@@ -255,7 +255,7 @@ Subcommand add_prove(CLI::App& app, CommonText& t) {
   CLI::App* prove = app.add_subcommand(
       "prove", "prove every node's fused forward and VJP equal to the spec's staging, for every input (SMT)");
   prove->add_option("--ops", t.ops, "comma-separated node names, or all");
-  prove->add_option("--dtype", t.dtype, "float32, float64 or all");
+  prove->add_option("--dtype", t.dtype, "float32, float64, bfloat16, float16, a comma-separated list of them, or all");
   prove->add_option("--backend", t.backend, "where refutations are replayed: auto, cpu or cuda");
   prove->add_option("--json", o->json_path, "write the proof report as JSON to this file (- for standard output)")
       ->type_name("FILE|-");
@@ -265,7 +265,7 @@ Subcommand add_prove(CLI::App& app, CommonText& t) {
   prove->add_option("--timeout", o->timeout_s, "seconds per solver query")->type_name("S")->capture_default_str();
   prove->add_flag("--frameworks", o->frameworks, "also hold PyTorch's ATen backward formulas against the spec");
   return {prove, [&t, o] {
-            auto selection = tc::parse_selection(t.ops, t.dtype, tc::kFloatAndDoubleDTypes);
+            auto selection = tc::parse_selection(t.ops, t.dtype);
             if (!selection) return usage_error(selection.error().message);
             if (t.backend != "auto" && t.backend != "cpu" && t.backend != "cuda")
               return usage_error("--backend: auto, cpu or cuda, not '" + tc::escaped_prefix(t.backend) + "'");

@@ -10,17 +10,24 @@
 #include "backends/engine.hpp"
 #include "kernels/dispatch.hpp"
 #include "kernels/interpreter.hpp"  // run_steps_at
+#include "sym_kernels.hpp"          // after the kernels: Sym16 takes their 16-bit branches
 
 namespace tapewise::prove {
 namespace {
 
+// Calls fn.template operator()<T>() with the symbolic T of the dtype.
 template <class Fn>
 Result<void> with_sym(DType d, Fn&& fn) {
-  if (d == DType::float32) return fn.template operator()<float>();
-  return fn.template operator()<double>();
+  switch (d) {
+    case DType::float32: return fn.template operator()<Sym<float>>();
+    case DType::float64: return fn.template operator()<Sym<double>>();
+    case DType::bfloat16: return fn.template operator()<SymBF16>();
+    case DType::float16: return fn.template operator()<SymF16>();
+  }
+  return fail(ErrorCode::InvalidArgument, "the prover has no symbolic type for this dtype");
 }
 
-// Runs a per-element functor (ForwardFn, VjpFn, PrimFn with T = Sym<F>) on every element, exploring
+// Runs a per-element functor (ForwardFn, VjpFn, PrimFn with a symbolic T) on every element, exploring
 // both outcomes of each comparison: each output element becomes the join of all paths.
 struct SymRunner {
   std::size_t* paths;
@@ -52,8 +59,7 @@ class SymbolicBackend final : public detail::Engine {
 
   [[nodiscard]] Result<void> forward(Op op, const Scalars& s, std::span<const Buffer* const> inputs,
                                      Buffer& out) override {
-    return with_sym(out.dtype(), [&]<class F>() -> Result<void> {
-      using T = Sym<F>;
+    return with_sym(out.dtype(), [&]<class T>() -> Result<void> {
       const T* in[2] = {};
       for (std::size_t i = 0; i < inputs.size(); ++i) in[i] = static_cast<const T*>(inputs[i]->data());
       T* o[1] = {static_cast<T*>(out.data())};
@@ -63,8 +69,7 @@ class SymbolicBackend final : public detail::Engine {
   }
   [[nodiscard]] Result<void> vjp_fused(Op op, const Scalars& s, std::span<const Buffer* const> inputs,
                                        const Buffer& g, std::span<Buffer* const> grads) override {
-    return with_sym(g.dtype(), [&]<class F>() -> Result<void> {
-      using T = Sym<F>;
+    return with_sym(g.dtype(), [&]<class T>() -> Result<void> {
       const T* in[3] = {};
       for (std::size_t i = 0; i < inputs.size(); ++i) in[i] = static_cast<const T*>(inputs[i]->data());
       in[inputs.size()] = static_cast<const T*>(g.data());
@@ -75,8 +80,7 @@ class SymbolicBackend final : public detail::Engine {
     });
   }
   [[nodiscard]] Result<void> prim(Prim p, double c, std::span<const Buffer* const> inputs, Buffer& out) override {
-    return with_sym(out.dtype(), [&]<class F>() -> Result<void> {
-      using T = Sym<F>;
+    return with_sym(out.dtype(), [&]<class T>() -> Result<void> {
       const T* in[2] = {};
       for (std::size_t i = 0; i < inputs.size(); ++i) in[i] = static_cast<const T*>(inputs[i]->data());
       T* o[1] = {static_cast<T*>(out.data())};
@@ -91,8 +95,7 @@ class SymbolicBackend final : public detail::Engine {
       const detail::Piece piece = detail::piece_at(program, first, detail::kStepsPerLaunch);
       first += static_cast<std::size_t>(piece.count);
       if (piece.numel != 1) return fail(ErrorCode::InvalidArgument, "symbolic programs are one element long");
-      auto ok = with_sym(piece.dtype, [&]<class F>() -> Result<void> {
-        using T = Sym<F>;
+      auto ok = with_sym(piece.dtype, [&]<class T>() -> Result<void> {
         std::vector<T*> slots;
         for (int k = 0; k < piece.count; ++k)
           for (void* p : piece.steps[k].out)
@@ -124,7 +127,8 @@ class SymbolicBackend final : public detail::Engine {
   int device_id() const override { return 0; }
 
  protected:
-  // Room for Sym<F> elements (8 or 16 bytes where the dtype has 4 or 8), zeroed: a constant +0.
+  // Room for symbolic elements (8 bytes where the dtype has 2 or 4, 16 where it has 8), zeroed: a
+  // constant +0.
   [[nodiscard]] Result<void*> raw_allocate(std::size_t bytes) override {
     void* p = std::calloc(1, bytes * 4 + 64);
     if (!p) return fail(ErrorCode::OutOfMemory, "symbolic allocation failed");
@@ -157,16 +161,16 @@ class SymEnv final : public Env {
   std::shared_ptr<Backend> backend() override { return be_; }
   Result<Buffer> input(const std::string& name, DType dtype, AllocTag tag) override {
     TAPEWISE_TRY(b, be_->allocate(Shape{1}, dtype, tag));
-    TAPEWISE_CHECK(with_sym(dtype, [&]<class F>() -> Result<void> {
-      *static_cast<Sym<F>*>(b.data()) = Sym<F>::of(graph().var(name, sort_of<F>()));
+    TAPEWISE_CHECK(with_sym(dtype, [&]<class T>() -> Result<void> {
+      *static_cast<T*>(b.data()) = T::of(graph().var(name, T::sort));
       return {};
     }));
     return b;
   }
   Scalars scalars() override { return scalars_for(op_, scalar_sentinel(0), scalar_sentinel(1)); }
   Result<void> output(const std::string& name, const Buffer& buffer) override {
-    return with_sym(buffer.dtype(), [&]<class F>() -> Result<void> {
-      outputs[name] = static_cast<const Sym<F>*>(buffer.data())->node();
+    return with_sym(buffer.dtype(), [&]<class T>() -> Result<void> {
+      outputs[name] = static_cast<const T*>(buffer.data())->node();
       return {};
     });
   }
@@ -188,12 +192,7 @@ class RealEnv final : public Env {
     h.shape = Shape{1};
     h.dtype = dtype;
     h.bytes.resize(dtype_size(dtype));
-    if (dtype == DType::float32) {
-      const auto b32 = static_cast<std::uint32_t>(bits);
-      std::memcpy(h.bytes.data(), &b32, 4);
-    } else {
-      std::memcpy(h.bytes.data(), &bits, 8);
-    }
+    std::memcpy(h.bytes.data(), &bits, h.bytes.size());  // the low bytes: little-endian
     return be_->upload(h, tag);
   }
   Scalars scalars() override {

@@ -10,8 +10,9 @@
 namespace {
 int usage(const char* why) {
   std::cerr << "tapewise-prove: " << why << "\n"
-            << "usage: tapewise-prove [--ops a,b|all] [--dtype float32|float64|all] [--json FILE|-] [--backend auto|cpu|cuda]\n"
-               "                      [--solver solver.py] [--python python3] [--timeout S] [--frameworks]\n";
+            << "usage: tapewise-prove [--ops a,b|all] [--dtype float32,float64,bfloat16,float16|all] [--json FILE|-]\n"
+            << "                      [--backend auto|cpu|cuda]"
+               " [--solver solver.py] [--python python3] [--timeout S] [--frameworks]\n";
   return 2;
 }
 }  // namespace
@@ -43,8 +44,15 @@ int main(int argc, char** argv) {
     if (ops == "all" || ("," + ops + ",").find("," + name + ",") != std::string::npos) o.ops.push_back(kOps[k].op);
   }
   if (o.ops.empty()) return usage("no node selected");
-  if (dtype == "all" || dtype == "float32" || dtype == "f32") o.dtypes.push_back(DType::float32);
-  if (dtype == "all" || dtype == "float64" || dtype == "f64") o.dtypes.push_back(DType::float64);
-  if (o.dtypes.empty()) return usage("--dtype: float32, float64 or all");
+  // Every dtype named (long or short name), in table order.
+  const std::string list = "," + dtype + ",";
+  const char* short_names[] = {"f32", "f64", "bf16", "f16"};
+  for (int k = 0; k < kDTypeCount; ++k) {
+    const std::string name = dtype_name(kDTypes[k]);
+    if (dtype == "all" || list.find("," + name + ",") != std::string::npos ||
+        list.find("," + std::string(short_names[k]) + ",") != std::string::npos)
+      o.dtypes.push_back(kDTypes[k]);
+  }
+  if (o.dtypes.empty()) return usage("--dtype: float32, float64, bfloat16, float16 (comma-separated) or all");
   return prove::prove_command(o);
 }

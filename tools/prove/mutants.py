@@ -7,9 +7,11 @@ the unmutated code is proven (`tapewise-conform prove`, the same prover).
 For each mutant: copies the sources (cuda/, include/, tools/prove/, tools/conform/library/files.hpp) into
 OUT/<mutant>/, applies the one textual change (it must match exactly once), builds tapewise-prove and the
 CPU backend from the copy with the project's floating-point flags (-ffp-contract=off), runs it on the
-mutant's node, and checks the JSON report: every expected (node, dtype) refuted with `differ: true` on
-the replay (the real fused and staged paths' bits differ at the printed inputs), and every dtype the
-mutant cannot change still proven. Translation units the mutant cannot touch are compiled once.
+mutant's node in the dtypes the mutant names, and checks the JSON report: every expected (node, dtype)
+refuted with `differ: true` on the replay (the real fused and staged paths' bits differ at the printed
+inputs), and every dtype the mutant cannot change still proven. Some mutants only change the 16-bit
+paths (bfloat16, float16): float32 and float64 must stay proven under them. Translation units the
+mutant cannot touch are compiled once.
 
     python3 tools/prove/mutants.py --build build --out build/prove-mutants [--jobs 2] [--only NAME]
 
@@ -32,28 +34,43 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 MUTANTS = [
     ("sub-neg", "cuda/kernels/op_math.cuh",
      "{ return {g, T(0) - g}; }", "{ return {g, -g}; }",
-     "sub", ["float32", "float64"], [],
+     "sub", ["float32", "float64", "bfloat16", "float16"], [],
      "sub's db = (+0) - g written -g (differs at g = +0)"),
     ("inv-reassociated", "cuda/kernels/op_math.cuh",
      "    const T r2 = r * r;\n    const T p = g * r2;",
      "    const T gr = g * r;\n    const T p = gr * r;",
-     "inv", ["float32", "float64"], [],
+     "inv", ["float32", "float64", "bfloat16", "float16"], [],
      "inv's p = g * (r * r) reassociated to (g * r) * r"),
     ("gelu-c3-folded", "cuda/kernels/scalar_math.cuh",
      "TW_HD static T c3() { return static_cast<T>(3.0 * static_cast<double>(static_cast<T>(0.044715))); }",
      "TW_HD static T c3() { return static_cast<T>(3.0 * 0.044715); }",
-     "gelu", ["float32"], ["float64"],
-     "gelu's c3 = R(3 * R(c)) folded as R(3 * c): one ulp off in float32 (0x3E095D4F), exact in float64"),
+     "gelu", ["float32"], ["float64", "bfloat16", "float16"],
+     "gelu's c3 = R(3 * R(c)) folded as R(3 * c): one ulp off in float32 (0x3E095D4F), the same value in "
+     "float64, bfloat16 and float16"),
     ("clamp-swapped", "cuda/kernels/op_math.cuh",
      "{ return fmin_(fmax_(x, p.s0), p.s1); }",
      "{ return fmax_(fmin_(x, p.s1), p.s0); }",
-     "clamp", ["float32", "float64"], [],
+     "clamp", ["float32", "float64", "bfloat16", "float16"], [],
      "clamp's forward with its two selects swapped: fmax(fmin(x, hi), lo) (differs when lo > hi, and at NaN x)"),
     ("sigmoid-reassociated", "cuda/kernels/op_math.cuh",
      "    return g * (y * one_minus_y);",
      "    return (g * y) * one_minus_y;",
-     "sigmoid", ["float32", "float64"], [],
+     "sigmoid", ["float32", "float64", "bfloat16", "float16"], [],
      "sigmoid's dx = g * (y * (1 - y)) reassociated as ATen's (g * y) * (1 - y), y = 1 / (1 + exp(-x))"),
+    # Two that only a 16-bit path sees: the same roundings in float32 and float64 (the unmutated
+    # graphs there), one 16-bit rounding more or fewer in bfloat16 and float16.
+    ("sigmoid-y-in-16-bits", "cuda/kernels/op_math.cuh",
+     "    const T y = sigmoid(x);\n    const T one_minus_y = T(1) - y;",
+     "    const T y = T(1) / (T(1) + lm_exp(-x));\n    const T one_minus_y = T(1) - y;",
+     "sigmoid", ["bfloat16", "float16"], ["float32", "float64"],
+     "sigmoid's fused VJP stages y = 1 / (1 + exp(-x)) in the dtype: each stage rounded to 16 bits where "
+     "at::sigmoid keeps float32 and rounds once"),
+    ("silu-s-in-float32", "cuda/kernels/op_math.cuh",
+     "    const T s = sigmoid_split(x);",
+     "    const T s = x > T(0) ? sigmoid(x) : sigmoid_split(x);",
+     "silu", ["bfloat16", "float16"], ["float32", "float64"],
+     "silu's fused VJP takes s = sigmoid(x) for x > 0: float32's three roundings, then one to 16 bits, "
+     "where sigmoid_split rounds exp(-x), 1 + e and the quotient each to 16 bits"),
 ]
 
 COPIED = ["cuda", "include", "tools/prove", "tools/conform/library/files.hpp"]
@@ -157,8 +174,9 @@ def main(argv=None):
             continue
         report_path = os.path.join(src, "prove.json")
         t0 = time.time()
-        run = subprocess.run([exe, "--ops", node, "--backend", "cpu", "--json", report_path, "--solver", args.solver,
-                              "--timeout", args.timeout], capture_output=True, text=True)
+        run = subprocess.run([exe, "--ops", node, "--dtype", ",".join(refute + keep), "--backend", "cpu",
+                              "--json", report_path, "--solver", args.solver, "--timeout", args.timeout],
+                             capture_output=True, text=True)
         seconds = time.time() - t0
         problems = []
         if run.returncode != 1:

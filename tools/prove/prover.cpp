@@ -20,10 +20,12 @@
 #include <random>
 #include <set>
 #include <sstream>
+#include <unordered_map>
 
 #include <nlohmann/json.hpp>
 
 #include "../conform/library/files.hpp"
+#include "eval.hpp"
 #include "forms.hpp"
 #include "frameworks.hpp"
 
@@ -35,27 +37,42 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-const char* sort_name(S s) { return s == S::f32 ? "f32" : s == S::f64 ? "f64" : "b"; }
+S sort_of_dtype(DType d) {
+  switch (d) {
+    case DType::float32: return S::f32;
+    case DType::float64: return S::f64;
+    case DType::bfloat16: return S::bf16;
+    case DType::float16: return S::f16;
+  }
+  return S::f64;
+}
 
 std::string hex_bits(std::uint64_t bits, S s) {
   std::ostringstream o;
-  o << "0x" << std::hex << std::setfill('0') << std::setw(s == S::f32 ? 8 : 16) << bits;
+  o << "0x" << std::hex << std::setfill('0') << std::setw(sort_width(s) / 4) << bits;
   return o.str();
 }
+// The shortest decimal digits that name every value of the sort.
+int digits_of(S s) { return s == S::f64 ? 17 : s == S::f32 ? 9 : 5; }
 std::string describe_bits(std::uint64_t bits, S s) {
   std::ostringstream o;
-  o << hex_bits(bits, s) << " (";
-  if (s == S::f32)
-    o << std::setprecision(9) << from_bits<float>(bits);
-  else
-    o << std::setprecision(17) << from_bits<double>(bits);
-  o << ")";
+  o << hex_bits(bits, s) << " (" << std::setprecision(digits_of(s)) << sort_value(s, bits) << ")";
   return o.str();
+}
+// v rounded to the dtype, as its bits.
+std::uint64_t bits_in(DType d, double v) {
+  switch (d) {
+    case DType::float32: return bits_of(static_cast<float>(v));
+    case DType::float64: return bits_of(v);
+    case DType::bfloat16: return bfloat16(v).bits;
+    case DType::float16: return float16(v).bits;
+  }
+  return 0;
 }
 bool agree_up_to_nan(std::uint64_t a, std::uint64_t b, DType d) {
   if (a == b) return true;
-  if (d == DType::float32) return std::isnan(from_bits<float>(a)) && std::isnan(from_bits<float>(b));
-  return std::isnan(from_bits<double>(a)) && std::isnan(from_bits<double>(b));
+  const S s = sort_of_dtype(d);
+  return std::isnan(sort_value(s, a)) && std::isnan(sort_value(s, b));
 }
 
 // --- the solver process -------------------------------------------------------------------------
@@ -232,10 +249,7 @@ std::string show(NodeId n, int depth = 3) {
   if (node.k == K::var) return g.name(n);
   if (node.k == K::cst) {
     std::ostringstream o;
-    if (node.s == S::f32)
-      o << std::setprecision(9) << from_bits<float>(node.bits);
-    else
-      o << std::setprecision(17) << from_bits<double>(node.bits);
+    o << std::setprecision(digits_of(node.s)) << sort_value(node.s, node.bits);
     return o.str();
   }
   if (depth == 0) return "…";
@@ -356,8 +370,6 @@ struct Replay {
   std::string error;
 };
 
-S sort_of_dtype(DType d) { return d == DType::float32 ? S::f32 : S::f64; }
-
 Bits model_inputs(const json& model) {
   Bits b;
   for (auto it = model.begin(); it != model.end(); ++it)
@@ -402,23 +414,24 @@ Replay replay_claim(const std::shared_ptr<Backend>& backend, const Claim& c, Op 
   r.how = "the solver's model";
   if ((r.differ = outputs_differ(r.lhs, r.rhs, d))) return r;
   std::mt19937_64 rng(0x7a9e5eedull);
-  const int width = d == DType::float32 ? 32 : 64;
+  const int width = sort_width(sort_of_dtype(d));
+  const std::int64_t near = width == 16 ? 100 : 1000;  // ulps: 100 of a 16-bit format span a binade
   for (int attempt = 0; attempt < attempts; ++attempt) {
     Bits in = r.inputs;
     for (auto& [name, bits] : in) {
       if (name == "s0" || name == "s1") continue;
       const int kind = (attempt + static_cast<int>(rng() % 2)) % 4;
       if (kind == 0 || kind == 1) {
-        const std::int64_t step = static_cast<std::int64_t>(rng() % 2001) - 1000;  // nearby: +-1000 ulps
+        const std::int64_t step = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(2 * near + 1)) - near;
         bits = static_cast<std::uint64_t>(static_cast<std::int64_t>(bits) + step);
       } else if (kind == 2) {
         bits = rng();
       } else {  // a value of moderate size, either sign
         const double v = std::ldexp(static_cast<double>(rng() % 1000000) / 1e6 + 1.0, static_cast<int>(rng() % 17) - 8) *
                          ((rng() & 1) ? -1.0 : 1.0);
-        bits = d == DType::float32 ? bits_of(static_cast<float>(v)) : bits_of(v);
+        bits = bits_in(d, v);
       }
-      if (width == 32) bits &= 0xffffffffull;
+      if (width < 64) bits &= (std::uint64_t{1} << width) - 1;
     }
     Bits lhs, rhs;
     if (!run_both(in, lhs, rhs)) return r;
@@ -433,6 +446,93 @@ Replay replay_claim(const std::shared_ptr<Backend>& backend, const Claim& c, Op 
   }
   r.how = "the solver's model and " + std::to_string(attempts) + " nearby and random inputs: the real kernels agree there";
   return r;
+}
+
+// --- the model check ----------------------------------------------------------------------------
+
+// Every scalar set the op table gives the node (run, graded, edge), or one empty set.
+std::vector<Scalars> scalar_sets(Op op) {
+  std::vector<Scalars> sets;
+  for (const ScalarSets* column : {&op_info(op).run_scalars, &op_info(op).graded_scalars, &op_info(op).edge_scalars})
+    for (const Scalars& s : *column) sets.push_back(s);
+  if (sets.empty()) sets.push_back(Scalars{});
+  return sets;
+}
+
+// Input bits for sample i: special values, random bit patterns and values of moderate size.
+Bits sample_inputs(Op op, DType d, int i, std::mt19937_64& rng) {
+  static const double specials[] = {0.0, -0.0, 1.0, -1.0, 0.5, 2.0, -3.5, 1e-3, 1e30, 1e-40, INFINITY, -INFINITY, NAN};
+  const int width = sort_width(sort_of_dtype(d));
+  Bits in;
+  const std::vector<const char*> names =
+      op_info(op).arity == 1 ? std::vector<const char*>{"x", "g"} : std::vector<const char*>{"a", "b", "g"};
+  for (const char* name : names) {
+    const std::uint64_t pick = rng() % 3;
+    if (pick == 0) in[name] = bits_in(d, specials[rng() % std::size(specials)]);
+    else if (pick == 1) in[name] = width == 64 ? rng() : rng() & ((std::uint64_t{1} << width) - 1);
+    else in[name] = bits_in(d, std::ldexp(static_cast<double>(rng() % 1000000) / 1e6 + 1.0, static_cast<int>(rng() % 13) - 6) *
+                                    ((rng() & 1) ? -1.0 : 1.0));
+  }
+  const std::vector<Scalars> sets = scalar_sets(op);
+  const Scalars& s = sets[static_cast<std::size_t>(i) % sets.size()];
+  if (op_info(op).scalar_count() > 0) in["s0"] = std::bit_cast<std::uint64_t>(s.s0);
+  if (op_info(op).scalar_count() > 1) in["s1"] = std::bit_cast<std::uint64_t>(s.s1);
+  return in;
+}
+
+constexpr int kModelSamples = 256;
+
+// The extracted graphs compute what the code computes: each form's outputs, evaluated on the host
+// (eval.hpp, glibc's libm as the CPU backend's) at sample inputs, equal the CPU backend's bits from the
+// same form, up to NaN. Not a proof; it catches a symbolic type recording other operations than the
+// code runs (sym_kernels.hpp's sigmoid, say, after the kernels' 16-bit branch changed). "" or what
+// differed.
+std::string check_model(const Extracted& ex, Op op, DType d, const std::shared_ptr<Backend>& cpu, int samples) {
+  std::mt19937_64 rng(0x6d6f64656cull + static_cast<std::uint64_t>(op) * 8 + static_cast<std::uint64_t>(d));
+  const S sort = sort_of_dtype(d);
+  for (int i = 0; i < samples; ++i) {
+    const Bits in = sample_inputs(op, d, i, rng);
+    std::map<std::string, double> values;
+    for (const auto& [name, bits] : in)
+      values[name] = name[0] == 's' ? std::bit_cast<double>(bits) : sort_value(sort, bits);
+    std::unordered_map<NodeId, double> memo;
+    std::map<std::string, Bits> real;  // by form, without the lanes suffix
+    for (const auto& [form_name, outputs] : ex) {
+      const std::string base = form_name.substr(0, form_name.find('@'));
+      if (!real.count(base)) {
+        auto r = replay(cpu, base, op, d, in);
+        if (!r) return base + " on the CPU backend: " + r.error().message;
+        real[base] = *r;
+      }
+      for (const auto& [output, node] : outputs) {
+        const std::uint64_t model = bits_in(d, evaluate(node, values, memo)), code = real[base].at(output);
+        if (agree_up_to_nan(model, code, d)) continue;
+        std::ostringstream o;
+        o << form_name << " " << output << " at";
+        for (const auto& [name, bits] : in) o << " " << name << "=" << hex_bits(bits, name[0] == 's' ? S::f64 : sort);
+        o << ": the graph gives " << hex_bits(model, sort) << ", the code " << hex_bits(code, sort);
+        return o.str();
+      }
+    }
+  }
+  return "";
+}
+
+// The node's graphs (forms.hpp: extract), checked against the code at sample inputs (check_model)
+// before anything is proved of them; a model error where either fails. *check_s: the check's time.
+Result<Extracted> extract_checked(Op op, DType d, const std::shared_ptr<Backend>& cpu, std::size_t* paths,
+                                  double* check_s) {
+  try {
+    Result<Extracted> extracted = extract(op, d, 0, paths);
+    if (!extracted) return extracted;
+    const auto t = Clock::now();
+    const std::string differ = check_model(*extracted, op, d, cpu, kModelSamples);
+    *check_s = seconds_since(t);
+    if (!differ.empty()) return fail(ErrorCode::InvalidArgument, "model check: " + differ);
+    return extracted;
+  } catch (const ModelError& e) {
+    return fail(ErrorCode::InvalidArgument, std::string("model: ") + e.what());
+  }
 }
 
 // --- the command --------------------------------------------------------------------------------
@@ -511,8 +611,9 @@ int prove_command(const ProveOptions& o) {
                  {"solver", "bitwuzla (PyPI), via " + python + " " + solver_script},
                  {"equality", "AgreeUpToNaN: equal bits, or both NaN"},
                  {"nodes", json::array()}};
+  const std::shared_ptr<Backend> cpu = make_cpu_backend();  // the model check's: glibc's libm, as eval.hpp's
   int proven = 0, failed = 0, model_errors = 0;
-  std::cout << std::left << std::setw(9) << "node" << std::setw(8) << "dtype" << std::setw(11) << "forward"
+  std::cout << std::left << std::setw(9) << "node" << std::setw(10) << "dtype" << std::setw(11) << "forward"
             << std::setw(11) << "vjp" << std::setw(11) << "tape" << std::setw(11) << "repeated" << std::setw(10)
             << "time" << "lemmas\n";
   for (Op op : o.ops) {
@@ -522,18 +623,13 @@ int prove_command(const ProveOptions& o) {
       std::size_t paths = 0;
       json node = {{"op", op_info(op).name}, {"dtype", dtype_name(d)}, {"claims", json::array()}};
       std::vector<ClaimResult> results;
-      Result<Extracted> extracted = [&]() -> Result<Extracted> {
-        try {
-          return extract(op, d, 0, &paths);
-        } catch (const ModelError& e) {
-          return fail(ErrorCode::InvalidArgument, std::string("model: ") + e.what());
-        }
-      }();
-      const double extract_s = seconds_since(t0);
+      double check_s = 0;
+      Result<Extracted> extracted = extract_checked(op, d, cpu, &paths, &check_s);
+      const double extract_s = seconds_since(t0) - check_s;
       if (!extracted) {
         ++model_errors;
         node["error"] = extracted.error().message;
-        std::cout << std::setw(9) << op_info(op).name << std::setw(8) << dtype_name(d) << "ERROR "
+        std::cout << std::setw(9) << op_info(op).name << std::setw(10) << dtype_name(d) << "ERROR "
                   << extracted.error().message << "\n";
         report["nodes"].push_back(node);
         continue;
@@ -566,7 +662,7 @@ int prove_command(const ProveOptions& o) {
       }
       const double total_s = seconds_since(t0);
       std::size_t lemma_count = 0;
-      std::cout << std::setw(9) << op_info(op).name << std::setw(8) << dtype_name(d);
+      std::cout << std::setw(9) << op_info(op).name << std::setw(10) << dtype_name(d);
       json columns = json::object();
       for (const char* column : {"forward", "vjp", "tape", "repeated"}) {
         double s = 0;
@@ -624,6 +720,7 @@ int prove_command(const ProveOptions& o) {
       node["columns"] = columns;
       node["seconds"] = total_s;
       node["extract_seconds"] = extract_s;
+      node["model_check"] = {{"samples", kModelSamples}, {"seconds", check_s}};
       node["paths_explored"] = paths;
       node["graph_nodes"] = graph().size();
       node["lemmas"] = lemma_count;

@@ -1,7 +1,8 @@
-// tools/prove/sym.hpp — the prover's symbolic scalar: Sym<F> (F = float or double) stands where the
-// kernels' T does, so that OpMath<op>, the scalar primitives, the prims, the staged VJPs and the tape
-// program interpreter, compiled with T = Sym<F>, build a hash-consed graph of IEEE operations instead
-// of computing. It is not a second copy of any formula: it only records what the code does.
+// tools/prove/sym.hpp — the prover's symbolic scalars: Sym<F> (F = float or double) and Sym16<Fmt>
+// (bfloat16, float16) stand where the kernels' T does, so that OpMath<op>, the scalar primitives, the
+// prims, the staged VJPs and the tape program interpreter, compiled with T = Sym<F> or Sym16<Fmt>, build
+// a hash-consed graph of IEEE operations instead of computing. It is not a second copy of any formula:
+// it only records what the code does.
 //   - arithmetic (+ - * /, unary -) and lm_* calls make graph nodes; two constants fold on the host in
 //     F (one IEEE rounding, no contraction: the prover is compiled with -ffp-contract=off), except the
 //     libm functions, which never fold (they are uninterpreted);
@@ -10,9 +11,13 @@
 //   - a comparison with a symbolic operand asks the Explorer, which runs the code once per outcome
 //     (re-execution) and joins the results with if-then-else nodes;
 //   - a node's scalars (double) arrive as sentinel NaNs; a conversion of one to T becomes the node
-//     cvt(s0), a free double rounded to the dtype.
+//     cvt(s0), a free double rounded to the dtype;
+//   - Sym16 records the 16-bit path of tapewise/float16.hpp and scalar_math.cuh: each operation is
+//     widen (cvt to float32, exact), float32's operation, round (cvt to 16 bits, RNE); negation and
+//     |x| are the sign-bit operations; constants are converted by the real 16-bit types.
 // Include this header before any tapewise kernel header: std::signbit's overload for Sym must be
-// declared before scalar_math.cuh's templates are.
+// declared before scalar_math.cuh's templates are. Where the kernels are compiled with Sym16, include
+// sym_kernels.hpp after them (the 16-bit dispatch trait).
 #pragma once
 
 #include <bit>
@@ -26,6 +31,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include <tapewise/float16.hpp>
+
 namespace tapewise::prove {
 
 // Node kinds. Values: var, cst, the IEEE operations (RNE), the libm calls (uninterpreted), cvt (RNE
@@ -33,8 +40,27 @@ namespace tapewise::prove {
 // (IEEE comparisons: false when either operand is NaN) and signbit.
 enum class K : std::uint8_t { var, cst, add, sub, mul, div, neg, abs, sqrt, exp, log, sin, cos, tanh, cvt, ite,
                               eq, lt, le, signbit };
-// Sorts: binary32, binary64, boolean.
-enum class S : std::uint8_t { f32, f64, b };
+// Sorts: binary32, binary64, bfloat16 (8-bit exponent, 8-bit significand with the hidden bit), IEEE
+// binary16 (5, 11), boolean.
+enum class S : std::uint8_t { f32, f64, bf16, f16, b };
+
+inline const char* sort_name(S s) {
+  static const char* names[] = {"f32", "f64", "bf16", "f16", "b"};
+  return names[static_cast<int>(s)];
+}
+// A floating-point sort's width in bits.
+inline int sort_width(S s) { return s == S::f64 ? 64 : s == S::f32 ? 32 : 16; }
+// The value of a constant's bits (of a floating-point sort), exactly, as a double.
+inline double sort_value(S s, std::uint64_t bits) {
+  switch (s) {
+    case S::f32: return std::bit_cast<float>(static_cast<std::uint32_t>(bits));
+    case S::f64: return std::bit_cast<double>(bits);
+    case S::bf16: return static_cast<double>(bfloat16::from_bits(static_cast<std::uint16_t>(bits)));
+    case S::f16: return static_cast<double>(float16::from_bits(static_cast<std::uint16_t>(bits)));
+    case S::b: break;
+  }
+  return bits != 0;
+}
 
 inline const char* kind_name(K k) {
   static const char* names[] = {"var", "cst", "add", "sub", "mul", "div", "neg", "abs", "sqrt", "exp",
@@ -113,7 +139,10 @@ class Graph {
     const Node tn = nodes_[t], en = nodes_[e];
     NodeId out;
     const bool opaque = tn.k == K::var || tn.k == K::cst || tn.k == K::ite || tn.s == S::b;
-    if (!opaque && tn.k == en.k && tn.s == en.s && tn.bits == en.bits) {
+    // Two conversions to one sort from different sorts (a scalar's double, a 16-bit value) are not one
+    // context: their children could not share a select.
+    const bool same_children = tn.k != K::cvt || nodes_[tn.a].s == nodes_[en.a].s;
+    if (!opaque && tn.k == en.k && tn.s == en.s && tn.bits == en.bits && same_children) {
       NodeId tc[3] = {tn.a, tn.b, tn.c};
       const NodeId ec[3] = {en.a, en.b, en.c};
       for (int i = 0; i < kind_arity(tn.k); ++i) tc[i] = hoist(p, tc[i], ec[i], memo);
@@ -273,6 +302,7 @@ inline F from_bits(std::uint64_t b) {
 template <class F>
 struct Sym {
   static_assert(std::is_same_v<F, float> || std::is_same_v<F, double>);
+  static constexpr S sort = sort_of<F>();
   F v{};               // the value, while the Sym is a constant not yet in the graph
   std::uint32_t id1 = 0;  // node id + 1; 0: the constant v
 
@@ -412,15 +442,123 @@ inline Sym<F> lm_fabs(Sym<F> x) {
 // AgreeUpToNaN), which every other operation respects; a NaN's sign bit does not, so signbit is
 // only allowed where the decisions so far show its operand is not NaN (fmax_/fmin_ ask it after
 // a == b). Elsewhere the prover stops with a ModelError rather than prove something unsound.
+// `compared`: the node the comparisons saw in x's place (x itself, or x widened to float32).
+inline bool signbit_node(NodeId x, NodeId compared) {
+  Explorer* e = Explorer::active();
+  if (e == nullptr) throw ModelError("signbit of a symbolic value outside an exploration");
+  if (!e->known_not_nan(x) && !e->known_not_nan(compared))
+    throw ModelError("signbit of a value that may be NaN: outside the prover's NaN model");
+  return e->decide(graph().op(K::signbit, S::b, x));
+}
 template <class F>
 inline bool sym_signbit(Sym<F> x) {
   if (x.constant()) return std::signbit(x.v);
-  Explorer* e = Explorer::active();
-  if (e == nullptr) throw ModelError("signbit of a symbolic value outside an exploration");
-  if (!e->known_not_nan(x.node()))
-    throw ModelError("signbit of a value that may be NaN: outside the prover's NaN model");
-  return e->decide(graph().op(K::signbit, S::b, x.node()));
+  return signbit_node(x.node(), x.node());
 }
+
+// --- the 16-bit formats --------------------------------------------------------------------------
+
+// The formats: the real element type (whose conversions fold constants) and the SMT sort.
+struct BF16 {
+  using storage = bfloat16;
+  static constexpr S sort = S::bf16;
+};
+struct F16 {
+  using storage = float16;
+  static constexpr S sort = S::f16;
+};
+
+// The kernels' T for a 16-bit dtype. Each operation is what scalar_math.cuh does for bfloat16 and
+// float16 (ATen's opmath: float32 computes, one rounding to 16 bits), recorded node by node: widen
+// (cvt to f32, exact), the float32 operation of Sym<float> (so two constants fold as float32 folds
+// them), round (cvt to the 16-bit sort, RNE). Negation and |x| are the sign-bit operations the kernels
+// use; comparisons compare the widened values, as the kernels' operators do. The operators are
+// non-template friends: they win over scalar_math.cuh's 16-bit operator templates, which
+// sym_kernels.hpp lets match (kIs16Bit), so the kernels' other 16-bit branches are taken.
+template <class Fmt>
+struct Sym16 {
+  using Storage = typename Fmt::storage;
+  static constexpr S sort = Fmt::sort;
+  std::uint16_t v = 0;    // the constant's bits, while the Sym16 is a constant not yet in the graph
+  std::uint32_t id1 = 0;  // node id + 1; 0: the constant v
+
+  Sym16() = default;
+  // T(u), static_cast<T>(u): Storage(u) converts through float (Storage(double d) is Storage(float(d)),
+  // as c10's types do), so: Sym<float>(u), then rounded to 16 bits. A scalar sentinel becomes
+  // cvt16(cvt32(s0)).
+  template <class U>
+    requires std::is_arithmetic_v<U>
+  explicit Sym16(U u) : Sym16(round(Sym<float>(u))) {}
+
+  static Sym16 from_bits(std::uint16_t bits) {
+    Sym16 s;
+    s.v = bits;
+    return s;
+  }
+  static Sym16 of(NodeId id) {
+    const Node& n = graph()[id];
+    if (n.k == K::cst) return from_bits(static_cast<std::uint16_t>(n.bits));  // comparisons of it fold
+    Sym16 s;
+    s.id1 = id + 1;
+    return s;
+  }
+  bool constant() const { return id1 == 0; }
+  NodeId node() const { return id1 ? id1 - 1 : graph().constant(sort, v); }
+  // static_cast<double>(t): only of a constant (gelu's c3 = R(3 * R(c))), exactly.
+  explicit operator double() const {
+    if (id1 != 0) throw ModelError("a symbolic value converted to double");
+    return static_cast<double>(Storage::from_bits(v));
+  }
+
+  // static_cast<float>(x): exact.
+  friend Sym<float> widen(Sym16 x) {
+    if (x.constant()) return Sym<float>(static_cast<float>(Storage::from_bits(x.v)));
+    return Sym<float>::of(graph().op(K::cvt, S::f32, x.node()));
+  }
+  // Storage(f): f rounded once to the format, RNE (a constant by the real conversion).
+  static Sym16 round(Sym<float> f) {
+    if (f.constant()) return from_bits(Storage(f.v).bits);
+    return of(graph().op(K::cvt, sort, f.node()));
+  }
+
+  friend Sym16 operator+(Sym16 a, Sym16 b) { return round(widen(a) + widen(b)); }
+  friend Sym16 operator-(Sym16 a, Sym16 b) { return round(widen(a) - widen(b)); }
+  friend Sym16 operator*(Sym16 a, Sym16 b) { return round(widen(a) * widen(b)); }
+  friend Sym16 operator/(Sym16 a, Sym16 b) { return round(widen(a) / widen(b)); }
+  friend Sym16 operator-(Sym16 a) {
+    if (a.constant()) return from_bits(static_cast<std::uint16_t>(a.v ^ 0x8000u));
+    return of(graph().op(K::neg, sort, a.node()));
+  }
+  friend bool operator<(Sym16 a, Sym16 b) { return widen(a) < widen(b); }
+  friend bool operator>(Sym16 a, Sym16 b) { return widen(a) > widen(b); }
+  friend bool operator<=(Sym16 a, Sym16 b) { return widen(a) <= widen(b); }
+  friend bool operator>=(Sym16 a, Sym16 b) { return widen(a) >= widen(b); }
+  friend bool operator==(Sym16 a, Sym16 b) { return widen(a) == widen(b); }
+  friend bool operator!=(Sym16 a, Sym16 b) { return widen(a) != widen(b); }
+
+  // scalar_math.cuh's 16-bit libm: float32's function of the widened value, rounded once; sqrt too.
+  friend Sym16 lm_exp(Sym16 x) { return round(prove::lm_exp(widen(x))); }
+  friend Sym16 lm_log(Sym16 x) { return round(prove::lm_log(widen(x))); }
+  friend Sym16 lm_sin(Sym16 x) { return round(prove::lm_sin(widen(x))); }
+  friend Sym16 lm_cos(Sym16 x) { return round(prove::lm_cos(widen(x))); }
+  friend Sym16 lm_tanh(Sym16 x) { return round(prove::lm_tanh(widen(x))); }
+  friend Sym16 lm_sqrt(Sym16 x) { return round(prove::lm_sqrt(widen(x))); }
+  // |x| clears the sign bit.
+  friend Sym16 lm_fabs(Sym16 x) {
+    if (x.constant()) return from_bits(static_cast<std::uint16_t>(x.v & 0x7fffu));
+    return of(graph().op(K::abs, sort, x.node()));
+  }
+  // sign_bit's 16-bit branch reads the sign bit of x's bits; like std::signbit on Sym, only where the
+  // decisions so far show x is not NaN (its comparisons saw x widened).
+  friend bool sign_bit(Sym16 x) {
+    if (x.constant()) return (x.v & 0x8000u) != 0;
+    return signbit_node(x.node(), widen(x).node());
+  }
+};
+using SymBF16 = Sym16<BF16>;
+using SymF16 = Sym16<F16>;
+// The symbolic backend gives each element 4 bytes per byte of its dtype (forms.cpp: raw_allocate).
+static_assert(sizeof(SymBF16) <= 8 && sizeof(SymF16) <= 8 && sizeof(Sym<float>) <= 16 && sizeof(Sym<double>) <= 32);
 
 }  // namespace tapewise::prove
 
