@@ -58,6 +58,22 @@ struct CallerArray {
 
 Shape shape_of(const std::vector<float>& v) { return Shape{static_cast<std::int64_t>(v.size())}; }
 
+#ifdef TAPEWISE_HAS_CUDA
+// 16-bit values in device memory the test owns (cudaMalloc: 256-byte aligned, so data + 1 is not
+// 16-byte aligned).
+struct CallerArray16 {
+  std::uint16_t* data = nullptr;
+  template <class T>
+  explicit CallerArray16(const std::vector<T>& values) {
+    cudaMalloc(reinterpret_cast<void**>(&data), values.size() * 2);
+    cudaMemcpy(data, values.data(), values.size() * 2, cudaMemcpyHostToDevice);
+  }
+  CallerArray16(CallerArray16&& other) noexcept : data(std::exchange(other.data, nullptr)) {}
+  CallerArray16(const CallerArray16&) = delete;
+  ~CallerArray16() { cudaFree(data); }
+};
+#endif
+
 TEST_P(CallerMemory, WrappedLeavesAndSeedsGiveTheSameBitsWithNoCopy) {
   Tape uploaded(backend);
   const NodeId ua = must(uploaded.leaf(host(kA)));
@@ -248,6 +264,63 @@ TEST_P(CallerMemory, GradientsExportWithTheirMemoryAndValuesAsViews) {
 TW_INSTANTIATE_PER_BACKEND(CallerMemory);
 
 #ifdef TAPEWISE_HAS_CUDA
+// The CUDA elementwise kernels' 16-bit frames against the CPU backend, bit for bit up to NaN, for a
+// one-input node, a two-input node and a two-output VJP: at the sizes where a frame changes (a tile
+// is 1,024 elements, 128 threads x 8; whole tiles take the straight path, a partial last tile and the
+// elements past the last whole vector the general one), and one element off 16-byte alignment,
+// where every element is a scalar one. Inputs are every kind of bit pattern, NaNs included.
+template <class T>
+void expect_16bit_frames_match_cpu(Backend& cuda) {
+  auto cpu = make_cpu_backend();
+  for (const std::int64_t n : {1, 7, 8, 9, 1023, 1024, 1025, 1031, 2048 + 9, 5 * 1024 + 3}) {
+    std::vector<std::vector<T>> values(3, std::vector<T>(static_cast<std::size_t>(n) + 1));
+    std::uint32_t state = static_cast<std::uint32_t>(n) * 2654435761u;
+    for (auto& v : values)
+      for (T& x : v) x = T::from_bits(static_cast<std::uint16_t>((state = state * 1664525u + 1013904223u) >> 16));
+    for (const std::int64_t offset : {0, 1}) {
+      const std::string where = std::string(dtype_name(dtype_of<T>::value)) + " n=" + std::to_string(n) +
+                                " offset=" + std::to_string(offset);
+      std::vector<CallerArray16> device;
+      std::vector<Buffer> on_cuda, on_cpu;
+      for (const auto& v : values) {
+        device.emplace_back(v);
+        on_cuda.push_back(must(cuda.wrap(device.back().data + offset, Shape{n}, dtype_of<T>::value)));
+        on_cpu.push_back(must(cpu->upload(host(std::vector<T>(v.begin() + offset, v.begin() + offset + n)))));
+      }
+      for (const Op op : {Op::sin, Op::mul, Op::max}) {
+        const int arity = op_info(op).arity;
+        const Buffer* cuda_in[2] = {&on_cuda[0], &on_cuda[1]};
+        const Buffer* cpu_in[2] = {&on_cpu[0], &on_cpu[1]};
+        const auto inputs = [&](const Buffer* const* in) { return std::span<const Buffer* const>(in, static_cast<std::size_t>(arity)); };
+        std::vector<Buffer> cuda_out, cpu_out;
+        for (int k = 0; k < 3; ++k) {
+          cuda_out.push_back(must(cuda.allocate(Shape{n}, dtype_of<T>::value, AllocTag::workspace)));
+          cpu_out.push_back(must(cpu->allocate(Shape{n}, dtype_of<T>::value, AllocTag::workspace)));
+        }
+        ASSERT_TRUE(cuda.forward(op, Scalars{}, inputs(cuda_in), cuda_out[0])) << where;
+        ASSERT_TRUE(cpu->forward(op, Scalars{}, inputs(cpu_in), cpu_out[0])) << where;
+        Buffer* cuda_grads[2] = {&cuda_out[1], &cuda_out[2]};
+        Buffer* cpu_grads[2] = {&cpu_out[1], &cpu_out[2]};
+        ASSERT_TRUE(cuda.vjp_fused(op, Scalars{}, inputs(cuda_in), on_cuda[2], std::span<Buffer* const>(cuda_grads, arity))) << where;
+        ASSERT_TRUE(cpu->vjp_fused(op, Scalars{}, inputs(cpu_in), on_cpu[2], std::span<Buffer* const>(cpu_grads, arity))) << where;
+        for (int k = 0; k <= arity; ++k) {
+          const HostArray got = must(cuda.download(cuda_out[static_cast<std::size_t>(k)]));
+          const HostArray want = must(cpu->download(cpu_out[static_cast<std::size_t>(k)]));
+          for (std::int64_t i = 0; i < n; ++i)
+            ASSERT_TRUE(same_bits(got.at<T>(i), want.at<T>(i)))
+                << where << " " << op_name(op) << " output " << k << " element " << i;
+        }
+      }
+    }
+  }
+}
+
+TEST(CudaMapKernel, SixteenBitFramesMatchTheCpuAtTileEdgesAndOffsets) {
+  TW_REQUIRE_CUDA(cuda);
+  expect_16bit_frames_match_cpu<bfloat16>(*cuda);
+  expect_16bit_frames_match_cpu<float16>(*cuda);
+}
+
 // The caller's process state: the current device and the default pool's release threshold.
 TEST(CudaCallerState, BackendOnACallersStreamLeavesTheCallersStateAlone) {
   TW_REQUIRE_CUDA(shared);

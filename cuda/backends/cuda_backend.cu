@@ -98,12 +98,63 @@ struct TunedShape<detail::VjpFn<op, T>> {
 
 constexpr std::int64_t kMaxBlocks = std::int64_t{1} << 30;  // tiles beyond this: the grid strides
 
+// One element of the 16-bit straight path's tail (the elements past the last whole vector).
+template <class Fn, class T>
+__device__ __forceinline__ void map_element(const Fn& fn, std::int64_t i, const Pointers<const T, Fn::nin>& in,
+                                            const Pointers<T, Fn::nout>& out) {
+  constexpr int kIn = Fn::nin > 0 ? Fn::nin : 1;
+  T x[kIn];
+  T y[Fn::nout];
+#pragma unroll
+  for (int k = 0; k < Fn::nin; ++k) x[k] = in.p[k][i];
+  fn(x, y);
+#pragma unroll
+  for (int k = 0; k < Fn::nout; ++k) out.p[k][i] = y[k];
+}
+
+// The 16-bit formats' straight path: a block whose tile is whole, in a grid that covers the tensor
+// in one pass (every block but the last, below 2^40 elements), loads its vector, computes, stores,
+// and returns; block 0 also takes the few elements past the last whole vector. Where the elements
+// are 2 bytes and a node's math is short, the general path's frame (the tile loop, its bound checks
+// and the grid-stride tail, ~50 instructions a thread, 6-7 per element) was what separated the
+// one-op forwards from ATen's (Nsight Compute, results/2026-12-03_H200_sweep_all_dtypes/).
+template <class Fn, class T, int Threads>
+__device__ __forceinline__ bool map_whole_tile16(const Fn& fn, std::int64_t n, std::int64_t nvec,
+                                                 const Pointers<const T, Fn::nin>& in, const Pointers<T, Fn::nout>& out) {
+  constexpr int V = 8;
+  constexpr int kIn = Fn::nin > 0 ? Fn::nin : 1;
+  using VecT = Vec<T, V>;
+  const std::int64_t first = std::int64_t{blockIdx.x} * Threads;
+  if (!(first + Threads <= nvec && std::int64_t{gridDim.x} * Threads >= nvec)) return false;
+  const std::int64_t j = first + threadIdx.x;
+  VecT xs[kIn];
+#pragma unroll
+  for (int k = 0; k < Fn::nin; ++k) xs[k] = reinterpret_cast<const VecT*>(in.p[k])[j];
+  VecT ys[Fn::nout];
+#pragma unroll
+  for (int e = 0; e < V; ++e) {
+    T x[kIn];
+    T y[Fn::nout];
+#pragma unroll
+    for (int k = 0; k < Fn::nin; ++k) x[k] = xs[k].v[e];
+    fn(x, y);
+#pragma unroll
+    for (int k = 0; k < Fn::nout; ++k) ys[k].v[e] = y[k];
+  }
+#pragma unroll
+  for (int k = 0; k < Fn::nout; ++k) reinterpret_cast<VecT*>(out.p[k])[j] = ys[k];
+  if (blockIdx.x == 0 && threadIdx.x < n - nvec * V) map_element(fn, nvec * V + threadIdx.x, in, out);
+  return true;
+}
+
 // Block b covers tile b (and b + gridDim.x, ... past kMaxBlocks tiles): thread t takes the tile's
 // vectors t + u * Threads (u < Vectors), coalesced per u. Offsets inside a tile are 32-bit; the
 // tile's base is 64-bit once per block. All loads of a tile precede its first store, so in-place
 // calls (a prim whose output is its input) stay correct: each element is read, then written, by one
 // thread. No instantiation spills (cuobjdump --dump-resource-usage: LOCAL 0; the STACK of sin/cos
-// is their slow path's table).
+// is their slow path's table). The float32 and float64 kernels are this general path alone: passing
+// the vector count from the host instead of `vectorized` made float64 exp's forward 13% slower on
+// the H200 (290 against 256 µs at 2^26, the same run), so their code stays as measured.
 template <class Fn, class T, int Threads, int Vectors>
 __global__ void __launch_bounds__(Threads)
     map_kernel(Fn fn, std::int64_t n, Pointers<const T, Fn::nin> in, Pointers<T, Fn::nout> out,
@@ -112,6 +163,10 @@ __global__ void __launch_bounds__(Threads)
   constexpr int kIn = Fn::nin > 0 ? Fn::nin : 1;
   constexpr std::int64_t kTile = std::int64_t{Threads} * Vectors;
   using VecT = Vec<T, V>;
+  if constexpr (sizeof(T) == 2 && Vectors == 1) {
+    const std::int64_t whole = vectorized ? static_cast<std::int64_t>(static_cast<std::uint64_t>(n) / V) : 0;
+    if (map_whole_tile16<Fn, T, Threads>(fn, n, whole, in, out)) return;
+  }
   const std::int64_t nvec = vectorized ? n / V : 0;
   for (std::int64_t base = std::int64_t{blockIdx.x} * kTile; base < nvec; base += std::int64_t{gridDim.x} * kTile) {
     const int in_tile = static_cast<int>(nvec - base < kTile ? nvec - base : kTile);
