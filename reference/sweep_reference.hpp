@@ -194,7 +194,6 @@ struct Job {
 };
 
 SWEEP_HD bool is_float64(const Job& job) { return job.dtype == DType::float64; }
-SWEEP_HD bool is_16bit_dtype(DType d) { return d == DType::bfloat16 || d == DType::float16; }
 
 // The case index at a position of the sweep (see Job::case_stride).
 SWEEP_HD uint32_t case_at(const Job& job, uint64_t position) {
@@ -926,6 +925,9 @@ inline constexpr double kLog2OfZero = -0x1p+1020;
 
 struct StagingRange {
   double max_log2 = kLog2OfZero, min_log2 = -kLog2OfZero;  // over the exactly nonzero stages
+  // The stages are inside one ATen op that computes in float32 and rounds only its result, for a
+  // 16-bit dtype (at::sigmoid, spec/conventions.md §0.3): they leave float32's range, not the dtype's.
+  bool inside_float32_op = false;
   SWEEP_HD void add(double log2_magnitude) {
     if (log2_magnitude <= kLog2OfZero) return;
     if (log2_magnitude > max_log2) max_log2 = log2_magnitude;
@@ -972,6 +974,7 @@ SWEEP_HD void range_limited_stages(const Job& job, int output, const Inputs& in,
     case Op::sigmoid:  // ATen's sigmoid: e = exp(-x), 1 + e, y = 1 / (1 + e)
     case Op::softplus:  // dx = g * sigmoid(x), the same stages (softplus' y has none)
       if (job.op == Op::softplus && !vjp) return;
+      r.inside_float32_op = true;
       r.add(-x * kLog2E);
       r.add(log2_one_plus(-x * kLog2E));
       return;
@@ -1007,11 +1010,7 @@ SWEEP_HD int cause_of(const Job& job, int output, const Inputs& in, double g) {
   if (!inputs_finite(job, in) || !is_finite(g)) return kCauseUnexplained;
   StagingRange r;
   range_limited_stages(job, output, in, g, r);
-  // sigmoid's stages (sigmoid's and softplus' lists) are inside one ATen op, which for a 16-bit dtype
-  // computes in float32 and rounds only its result (spec/conventions.md §0.3): they leave float32's
-  // range, not the dtype's. Every other listed stage is its own 16-bit rounding.
-  const bool float32_stages = is_16bit_dtype(job.dtype) && (job.op == Op::sigmoid || job.op == Op::softplus);
-  const Format f = format_of(float32_stages ? DType::float32 : job.dtype);
+  const Format f = format_of(is_16bit(job.dtype) && r.inside_float32_op ? DType::float32 : job.dtype);
   // Overflow threshold: 2^(emax+1) (1 - 2^-(p+1)), the midpoint above the largest finite value; the
   // rounding error of the stages before (see Cause) can carry a stage that far from below it.
   const double threshold_log2 = f.max_exponent + 1 + log2(1 - ldexp(1.0, -(f.precision + 1)));

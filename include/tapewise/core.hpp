@@ -54,7 +54,7 @@ inline const char* dtype_name(DType d) {
   return "?";
 }
 /// Whether the dtype is one of the 16-bit formats, whose ops compute in float32 and round once.
-inline bool is_16bit(DType d) { return d == DType::bfloat16 || d == DType::float16; }
+constexpr bool is_16bit(DType d) { return d == DType::bfloat16 || d == DType::float16; }
 
 /// Rounds a host double to the dtype (round-to-nearest-even) and widens it back exactly. float32 and
 /// float64 round once; the 16-bit formats round to float32 first, then to 16 bits, as ATen converts
