@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <map>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
@@ -31,39 +32,32 @@ inline double convert(double v, S from, S to) {
   throw ModelError("a conversion to a boolean");
 }
 
+// One IEEE operation or libm call in F (float: float32's operations and glibc's float functions);
+// nullopt for any other kind.
+template <class F>
+std::optional<double> in_format(K k, F x, F y) {
+  switch (k) {
+    case K::add: return x + y;
+    case K::sub: return x - y;
+    case K::mul: return x * y;
+    case K::div: return x / y;
+    case K::sqrt: return std::sqrt(x);
+    case K::exp: return std::exp(x);
+    case K::log: return std::log(x);
+    case K::sin: return std::sin(x);
+    case K::cos: return std::cos(x);
+    case K::tanh: return std::tanh(x);
+    default: return std::nullopt;
+  }
+}
+
 // One IEEE operation or libm call of sort s on a, b. The 16-bit paths compute in float32: nothing of
 // a 16-bit sort but negation, |x|, selects and conversions is ever recorded.
 inline double arithmetic(K k, S s, double a, double b) {
-  if (s == S::f32) {
-    const float x = static_cast<float>(a), y = static_cast<float>(b);
-    switch (k) {
-      case K::add: return x + y;
-      case K::sub: return x - y;
-      case K::mul: return x * y;
-      case K::div: return x / y;
-      case K::sqrt: return std::sqrt(x);
-      case K::exp: return std::exp(x);
-      case K::log: return std::log(x);
-      case K::sin: return std::sin(x);
-      case K::cos: return std::cos(x);
-      case K::tanh: return std::tanh(x);
-      default: break;
-    }
-  } else if (s == S::f64) {
-    switch (k) {
-      case K::add: return a + b;
-      case K::sub: return a - b;
-      case K::mul: return a * b;
-      case K::div: return a / b;
-      case K::sqrt: return std::sqrt(a);
-      case K::exp: return std::exp(a);
-      case K::log: return std::log(a);
-      case K::sin: return std::sin(a);
-      case K::cos: return std::cos(a);
-      case K::tanh: return std::tanh(a);
-      default: break;
-    }
-  }
+  std::optional<double> r;
+  if (s == S::f32) r = in_format<float>(k, static_cast<float>(a), static_cast<float>(b));
+  if (s == S::f64) r = in_format<double>(k, a, b);
+  if (r) return *r;
   throw ModelError(std::string(kind_name(k)) + " on sort " + sort_name(s) + ": not evaluable");
 }
 
