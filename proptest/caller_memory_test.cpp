@@ -33,8 +33,9 @@ struct CallerArray {
   std::shared_ptr<Backend> backend;
   void* data = nullptr;
   std::size_t bytes = 0;
-  CallerArray(std::shared_ptr<Backend> be, const std::vector<float>& values) : backend(std::move(be)) {
-    bytes = values.size() * sizeof(float);
+  template <class T>
+  CallerArray(std::shared_ptr<Backend> be, const std::vector<T>& values) : backend(std::move(be)) {
+    bytes = values.size() * sizeof(T);
 #ifdef TAPEWISE_HAS_CUDA
     if (backend->kind() == BackendKind::cuda) {
       cudaMalloc(&data, bytes);
@@ -58,21 +59,6 @@ struct CallerArray {
 
 Shape shape_of(const std::vector<float>& v) { return Shape{static_cast<std::int64_t>(v.size())}; }
 
-#ifdef TAPEWISE_HAS_CUDA
-// 16-bit values in device memory the test owns (cudaMalloc: 256-byte aligned, so data + 1 is not
-// 16-byte aligned).
-struct CallerArray16 {
-  std::uint16_t* data = nullptr;
-  template <class T>
-  explicit CallerArray16(const std::vector<T>& values) {
-    cudaMalloc(reinterpret_cast<void**>(&data), values.size() * 2);
-    cudaMemcpy(data, values.data(), values.size() * 2, cudaMemcpyHostToDevice);
-  }
-  CallerArray16(CallerArray16&& other) noexcept : data(std::exchange(other.data, nullptr)) {}
-  CallerArray16(const CallerArray16&) = delete;
-  ~CallerArray16() { cudaFree(data); }
-};
-#endif
 
 TEST_P(CallerMemory, WrappedLeavesAndSeedsGiveTheSameBitsWithNoCopy) {
   Tape uploaded(backend);
@@ -270,7 +256,8 @@ TW_INSTANTIATE_PER_BACKEND(CallerMemory);
 // elements past the last whole vector the general one), and one element off 16-byte alignment,
 // where every element is a scalar one. Inputs are every kind of bit pattern, NaNs included.
 template <class T>
-void expect_16bit_frames_match_cpu(Backend& cuda) {
+void expect_16bit_frames_match_cpu(const std::shared_ptr<Backend>& cuda_backend) {
+  Backend& cuda = *cuda_backend;
   auto cpu = make_cpu_backend();
   for (const std::int64_t n : {1, 7, 8, 9, 1023, 1024, 1025, 1031, 2048 + 9, 5 * 1024 + 3}) {
     std::vector<std::vector<T>> values(3, std::vector<T>(static_cast<std::size_t>(n) + 1));
@@ -280,11 +267,11 @@ void expect_16bit_frames_match_cpu(Backend& cuda) {
     for (const std::int64_t offset : {0, 1}) {
       const std::string where = std::string(dtype_name(dtype_of<T>::value)) + " n=" + std::to_string(n) +
                                 " offset=" + std::to_string(offset);
-      std::vector<CallerArray16> device;
+      std::vector<std::unique_ptr<CallerArray>> device;  // cudaMalloc'd: data + 1 element is misaligned
       std::vector<Buffer> on_cuda, on_cpu;
       for (const auto& v : values) {
-        device.emplace_back(v);
-        on_cuda.push_back(must(cuda.wrap(device.back().data + offset, Shape{n}, dtype_of<T>::value)));
+        device.push_back(std::make_unique<CallerArray>(cuda_backend, v));
+        on_cuda.push_back(must(cuda.wrap(static_cast<T*>(device.back()->data) + offset, Shape{n}, dtype_of<T>::value)));
         on_cpu.push_back(must(cpu->upload(host(std::vector<T>(v.begin() + offset, v.begin() + offset + n)))));
       }
       for (const Op op : {Op::sin, Op::mul, Op::max}) {
@@ -317,8 +304,8 @@ void expect_16bit_frames_match_cpu(Backend& cuda) {
 
 TEST(CudaMapKernel, SixteenBitFramesMatchTheCpuAtTileEdgesAndOffsets) {
   TW_REQUIRE_CUDA(cuda);
-  expect_16bit_frames_match_cpu<bfloat16>(*cuda);
-  expect_16bit_frames_match_cpu<float16>(*cuda);
+  expect_16bit_frames_match_cpu<bfloat16>(cuda);
+  expect_16bit_frames_match_cpu<float16>(cuda);
 }
 
 // The caller's process state: the current device and the default pool's release threshold.
