@@ -960,6 +960,10 @@ TEST(SweepTool, BadOptionsExitWithUsageErrors) {
       {" sweep --backend cpu --devices 0", "--devices"},
       {" sweep --backend cpu --pair-log2 40", "--pair-log2"},
       {" sweep --backend cpu --stride 0", "--stride"},
+      // A unary 16-bit node has 2^16 cases: a range past them is no verdict, named by node and dtype.
+      {" sweep --backend cpu --ops neg --dtype float16 --range 0x10000:0x10010", "neg float16"},
+      {" sweep --backend cpu --ops neg --dtype bfloat16,float16,", "empty item"},
+      {" sweep --backend cpu --ops neg --dtype bfloat8", "bfloat8"},
   };
   for (const auto& [args, mention] : cases) {
     std::string out;
@@ -968,7 +972,8 @@ TEST(SweepTool, BadOptionsExitWithUsageErrors) {
   }
   std::string help;
   EXPECT_EQ(run_command(bin + " sweep --help", &help), 0);
-  for (const char* key : {"--range", "--stride", "--pair-log2", "--host-cases", "--devices", "Exit status", "unexplained"})
+  for (const char* key : {"--range", "--stride", "--pair-log2", "--host-cases", "--devices", "Exit status", "unexplained",
+                          "binary 16-bit"})
     EXPECT_NE(help.find(key), std::string::npos) << key;
 }
 #endif
