@@ -252,14 +252,16 @@ TW_INSTANTIATE_PER_BACKEND(CallerMemory);
 #ifdef TAPEWISE_HAS_CUDA
 // The CUDA elementwise kernels' 16-bit frames against the CPU backend, bit for bit up to NaN, for a
 // one-input node, a two-input node and a two-output VJP: at the sizes where a frame changes (a tile
-// is 1,024 elements, 128 threads x 8; whole tiles take the straight path, a partial last tile and the
-// elements past the last whole vector the general one), and one element off 16-byte alignment,
-// where every element is a scalar one. Inputs are every kind of bit pattern, NaNs included.
+// is 1,024 elements, 128 threads x 8, for mul and max, and 2,048 for sin, two vectors a thread; whole
+// tiles take the straight path, a partial last tile and the elements past the last whole vector the
+// general one), and one element off 16-byte alignment, where every element is a scalar one. Inputs
+// are every kind of bit pattern, NaNs included.
 template <class T>
 void expect_16bit_frames_match_cpu(const std::shared_ptr<Backend>& cuda_backend) {
   Backend& cuda = *cuda_backend;
   auto cpu = make_cpu_backend();
-  for (const std::int64_t n : {1, 7, 8, 9, 1023, 1024, 1025, 1031, 2048 + 9, 5 * 1024 + 3}) {
+  for (const std::int64_t n : {1, 7, 8, 9, 1023, 1024, 1025, 1031, 2047, 2048, 2049, 2048 + 9, 4096, 5 * 1024 + 3,
+                                3 * 2048 + 5}) {
     std::vector<std::vector<T>> values(3, std::vector<T>(static_cast<std::size_t>(n) + 1));
     std::uint32_t state = static_cast<std::uint32_t>(n) * 2654435761u;
     for (auto& v : values)

@@ -96,6 +96,37 @@ struct TunedShape<detail::VjpFn<op, T>> {
   static constexpr MapShape value = vjp_shape(op, sizeof(T) == 8);
 };
 
+// The 16-bit formats: 128 threads and one or two 16-byte vectors (8 or 16 elements) a thread, per
+// kernel, from both side by side at 2^26 on the H200 (results/2026-12-03_H200_16bit_shapes/): two where an
+// element's libm math is long, as a thread's second vector hides its latency (sin's forward 0.93x
+// -> 1.09x eager, gelu's 0.63x -> 0.69x), one where the kernel streams memory (two cost 0.5-1% there).
+constexpr int forward_vectors16(Op op) {
+  switch (op) {
+    case Op::sqrt: case Op::sin: case Op::cos: case Op::log: case Op::inv: case Op::safeLog:
+    case Op::sigmoid: case Op::tanh: case Op::silu: case Op::gelu: case Op::softplus: return 2;
+    default: return 1;
+  }
+}
+constexpr int vjp_vectors16(Op op) {
+  switch (op) {
+    case Op::sqrt: case Op::sin: case Op::cos: case Op::safeLog: case Op::sigmoid: case Op::tanh:
+    case Op::silu: case Op::gelu: return 2;
+    default: return 1;
+  }
+}
+template <class Fn>
+struct Vectors16 {  // prims: memory-bound
+  static constexpr int value = 1;
+};
+template <Op op, class T>
+struct Vectors16<detail::ForwardFn<op, T>> {
+  static constexpr int value = forward_vectors16(op);
+};
+template <Op op, class T>
+struct Vectors16<detail::VjpFn<op, T>> {
+  static constexpr int value = vjp_vectors16(op);
+};
+
 constexpr std::int64_t kMaxBlocks = std::int64_t{1} << 30;  // tiles beyond this: the grid strides
 
 // One element of the 16-bit straight path's tail (the elements past the last whole vector). The
@@ -115,36 +146,42 @@ __device__ __forceinline__ void map_element(const Fn& fn, std::int64_t i, const 
 }
 
 // The 16-bit formats' straight path: a block whose tile is whole, in a grid that covers the tensor
-// in one pass (every block but the last, below 2^40 elements), loads its vector, computes, stores,
+// in one pass (every block but the last, below 2^40 elements), loads its vectors, computes, stores,
 // and returns; block 0 also takes the few elements past the last whole vector. Where the elements
 // are 2 bytes and a node's math is short, the general path's frame (the tile loop, its bound checks
 // and the grid-stride tail, ~50 instructions a thread, 6-7 per element) was what separated the
 // one-op forwards from ATen's (Nsight Compute, results/2026-12-03_H200_sweep_all_dtypes/).
-template <class Fn, class T, int Threads>
+template <class Fn, class T, int Threads, int Vectors>
 __device__ __forceinline__ bool map_whole_tile16(const Fn& fn, std::int64_t n, std::int64_t nvec,
                                                  const Pointers<const T, Fn::nin>& in, const Pointers<T, Fn::nout>& out) {
   constexpr int V = 8;
   constexpr int kIn = Fn::nin > 0 ? Fn::nin : 1;
+  constexpr std::int64_t kTile = std::int64_t{Threads} * Vectors;
   using VecT = Vec<T, V>;
-  const std::int64_t first = std::int64_t{blockIdx.x} * Threads;
-  if (!(first + Threads <= nvec && std::int64_t{gridDim.x} * Threads >= nvec)) return false;
-  const std::int64_t j = first + threadIdx.x;
-  VecT xs[kIn];
+  const std::int64_t base = std::int64_t{blockIdx.x} * kTile;
+  if (!(base + kTile <= nvec && std::int64_t{gridDim.x} * kTile >= nvec)) return false;
+  VecT xs[Vectors][kIn];
 #pragma unroll
-  for (int k = 0; k < Fn::nin; ++k) xs[k] = reinterpret_cast<const VecT*>(in.p[k])[j];
-  VecT ys[Fn::nout];
+  for (int u = 0; u < Vectors; ++u) {
 #pragma unroll
-  for (int e = 0; e < V; ++e) {
-    T x[kIn];
-    T y[Fn::nout];
-#pragma unroll
-    for (int k = 0; k < Fn::nin; ++k) x[k] = xs[k].v[e];
-    fn(x, y);
-#pragma unroll
-    for (int k = 0; k < Fn::nout; ++k) ys[k].v[e] = y[k];
+    for (int k = 0; k < Fn::nin; ++k) xs[u][k] = reinterpret_cast<const VecT*>(in.p[k])[base + threadIdx.x + u * Threads];
   }
 #pragma unroll
-  for (int k = 0; k < Fn::nout; ++k) reinterpret_cast<VecT*>(out.p[k])[j] = ys[k];
+  for (int u = 0; u < Vectors; ++u) {
+    VecT ys[Fn::nout];
+#pragma unroll
+    for (int e = 0; e < V; ++e) {
+      T x[kIn];
+      T y[Fn::nout];
+#pragma unroll
+      for (int k = 0; k < Fn::nin; ++k) x[k] = xs[u][k].v[e];
+      fn(x, y);
+#pragma unroll
+      for (int k = 0; k < Fn::nout; ++k) ys[k].v[e] = y[k];
+    }
+#pragma unroll
+    for (int k = 0; k < Fn::nout; ++k) reinterpret_cast<VecT*>(out.p[k])[base + threadIdx.x + u * Threads] = ys[k];
+  }
   if (blockIdx.x == 0 && threadIdx.x < n - nvec * V) map_element(fn, nvec * V + threadIdx.x, in, out);
   return true;
 }
@@ -165,9 +202,9 @@ __global__ void __launch_bounds__(Threads)
   constexpr int kIn = Fn::nin > 0 ? Fn::nin : 1;
   constexpr std::int64_t kTile = std::int64_t{Threads} * Vectors;
   using VecT = Vec<T, V>;
-  if constexpr (sizeof(T) == 2 && Vectors == 1) {
+  if constexpr (sizeof(T) == 2) {
     const std::int64_t whole = vectorized ? static_cast<std::int64_t>(static_cast<std::uint64_t>(n) / V) : 0;
-    if (map_whole_tile16<Fn, T, Threads>(fn, n, whole, in, out)) return;
+    if (map_whole_tile16<Fn, T, Threads, Vectors>(fn, n, whole, in, out)) return;
   }
   const std::int64_t nvec = vectorized ? n / V : 0;
   for (std::int64_t base = std::int64_t{blockIdx.x} * kTile; base < nvec; base += std::int64_t{gridDim.x} * kTile) {
@@ -238,10 +275,10 @@ struct KernelLaunch {
       outs.p[k] = out[k];
       vectorized = vectorized && aligned16(out[k]);
     }
-    // The 16-bit formats have one shape: a 16-byte vector holds 8 elements, the elements in flight
-    // of float32's two-vector shape, and one shape keeps their kernels' build time in bounds.
+    // The 16-bit formats: one shape per kernel (Vectors16), which keeps their build time in bounds;
+    // TAPEWISE_MAP_SHAPE does not apply to them.
     if constexpr (sizeof(T) == 2) {
-      return launch<Fn, T, 128, 1>(fn, n, ins, outs, vectorized, what);
+      return launch<Fn, T, 128, Vectors16<Fn>::value>(fn, n, ins, outs, vectorized, what);
     } else {
       switch (shape == MapShape::tuned ? TunedShape<Fn>::value : shape) {
         case MapShape::t128v1: return launch<Fn, T, 128, 1>(fn, n, ins, outs, vectorized, what);
