@@ -46,8 +46,9 @@ struct alignas(16) Vec {
 // The elementwise kernel's launch shapes: threads per block and 16-byte vectors per thread (each
 // thread loads all of its vectors before computing any). One block covers one tile of
 // Threads * Vectors vectors. `tuned` gives each kernel its own (tuned_shape below); the environment
-// variable TAPEWISE_MAP_SHAPE (read by make_cuda_backend) can put one shape on every kernel, so
-// that a benchmark compares them side by side in one run.
+// variable TAPEWISE_MAP_SHAPE (read by make_cuda_backend) can put one shape on every float32 and
+// float64 kernel, so that a benchmark compares them side by side in one run (a 16-bit kernel has
+// one shape, Vectors16 below).
 enum class MapShape { tuned, t128v1, t128v2, t256v4 };
 struct MapShapeInfo {
   MapShape shape;

@@ -322,7 +322,8 @@ Result<Options> parse_options(int argc, char** argv) {
                  "elements up to which the chain's tapes run as programs (default: the library's, 2^20)")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 40));
   app.add_option("--map-shapes", shapes, "launch shapes to measure side by side (TAPEWISE_MAP_SHAPE names, "
-                                         "comma-separated; default: the library's)");
+                                         "comma-separated; default: the library's); float32 and float64 "
+                                         "only, each 16-bit kernel has one shape");
   app.add_option("--json", opt.json_path, "write the results as JSON here");
   app.add_option("--torch", opt.torch_path, "PyTorch's timings from tools/bench/bench_torch.py (same GPU, same run)");
   app.add_option("--roofline", opt.roofline_path, "compute rooflines from tools/bench/roofline.py (ncu counts)");
