@@ -33,18 +33,31 @@ def op_names(root):
     return re.findall(r'^TAPEWISE_OP\((\w+),', text, flags=re.M)
 
 
+REQUIRED_COLUMNS = ('ID', 'Kernel Name', 'Metric Name', 'Metric Value')
+
+
 def number(text):
-    text = text.replace(',', '').strip()
-    return float(text) if text not in ('', 'n/a') else None
+    text = (text or '').replace(',', '').strip()
+    if text in ('', 'n/a'): return None
+    try:
+        return float(text)
+    except ValueError:
+        sys.exit(f'roofline: metric value {text[:40]!r} is not a number')
 
 
 def read_ncu(path):
     # ncu's long CSV (one row per kernel launch and metric) -> {launch id: {kernel, metrics}}.
     launches = {}
-    with open(path, newline='') as f:
-        lines = [line for line in f if line.startswith('"')]  # ncu's own messages start with ==
-    for row in csv.DictReader(lines):
-        launch = launches.setdefault(row['ID'], {'kernel': row['Kernel Name'], 'grid': row.get('Grid Size'),
+    try:
+        with open(path, newline='') as f:
+            lines = [line for line in f if line.startswith('"')]  # ncu's own messages start with ==
+    except (OSError, UnicodeDecodeError) as e:
+        sys.exit(f'roofline: cannot read {path}: {e}')
+    reader = csv.DictReader(lines)
+    missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
+    if lines and missing: sys.exit(f'roofline: {path} lacks the column(s) {", ".join(missing)}')
+    for row in reader:
+        launch = launches.setdefault(row['ID'], {'kernel': row['Kernel Name'] or '', 'grid': row.get('Grid Size'),
                                                  'block': row.get('Block Size'), 'metrics': {}})
         value = number(row['Metric Value'])
         if value is None: continue
@@ -63,6 +76,8 @@ def rooflines(path, names, sms, log2n):
         if not m or 'smsp__inst_executed.sum' not in metrics: continue
         clock = metrics.get('sm__cycles_elapsed.avg.per_second')
         if not clock: sys.exit(f'roofline: no SM clock for {launch["kernel"][:80]}')
+        if int(m.group(2)) >= len(names):
+            sys.exit(f'roofline: {launch["kernel"][:80]} names op {m.group(2)}, which spec/ops.def does not have')
         n = 1 << log2n
         pipes = {'issue': metrics['smsp__inst_executed.sum'], 'fp64': metrics.get('sm__inst_executed_pipe_fp64.sum', 0.0),
                  'xu': metrics.get('sm__inst_executed_pipe_xu.sum', 0.0)}
@@ -85,23 +100,46 @@ def rooflines(path, names, sms, log2n):
 def self_test():
     # A made-up ncu CSV with a float32, a bfloat16 and a float16 node kernel and a prim: the node
     # kernels are read with their op, dtype and direction, the prim is not, and the roofline is the
-    # issue bound (2^26 warp instructions over 132 SMs x 4 a clock at 2 GHz = 0.0636 ms).
+    # issue bound (2^26 warp instructions over 132 SMs x 4 a clock at 2 GHz = 0.0636 ms); and hostile
+    # CSVs (none, a column missing, an op the table lacks, a value that is no number), each refused
+    # with a clear error.
     names = op_names(Path(__file__).resolve().parents[2])
     base = '_ZN8tapewise10map_kernelINS_6detail'
     launches = [('1', base + '9ForwardFnILNS_2OpE%dEfEES5_Li128ELi2EEEvT_' % names.index('sin')),
                 ('2', base + '9ForwardFnILNS_2OpE%dENS_8bfloat16EEES5_Li128ELi2EEEvT_' % names.index('sin')),
                 ('3', base + '5VjpFnILNS_2OpE%dENS_7float16EEES5_Li128ELi1EEEvT_' % names.index('exp')),
                 ('4', base + '6PrimFnIfLi1EEEfLi128ELi1EEEvT_')]
-    rows = ['"ID","Kernel Name","Grid Size","Block Size","Metric Name","Metric Unit","Metric Value"']
-    for launch_id, kernel in launches:
-        for metric, unit, value in (('smsp__inst_executed.sum', 'inst', '67,108,864'),
-                                    ('sm__cycles_elapsed.avg.per_second', 'cycle/second', '2000000000'),
-                                    ('gpu__time_duration.sum', 'usecond', '80')):
-            rows.append(f'"{launch_id}","{kernel}","(65536, 1, 1)","(128, 1, 1)","{metric}","{unit}","{value}"')
+    header = '"ID","Kernel Name","Grid Size","Block Size","Metric Name","Metric Unit","Metric Value"'
+
+    def ncu_csv(kernels, instructions='67,108,864'):
+        rows = [header]
+        for launch_id, kernel in kernels:
+            for metric, unit, value in (('smsp__inst_executed.sum', 'inst', instructions),
+                                        ('sm__cycles_elapsed.avg.per_second', 'cycle/second', '2000000000'),
+                                        ('gpu__time_duration.sum', 'usecond', '80')):
+                rows.append(f'"{launch_id}","{kernel}","(65536, 1, 1)","(128, 1, 1)","{metric}","{unit}","{value}"')
+        return '\n'.join(rows) + '\n'
+
+    past_the_table = ('1', base + '9ForwardFnILNS_2OpE%dEfEES5_Li128ELi2EEEvT_' % len(names))
+    hostile = {'missing': None, 'no Metric Value column': header.replace(',"Metric Value"', '') + '\n',
+               'an op past the table': ncu_csv([past_the_table]),
+               'a value that is no number': ncu_csv(launches[:1], instructions='lots')}
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / 'ncu.csv'
-        path.write_text('==PROF== a message ncu prints\n' + '\n'.join(rows) + '\n')
+        path.write_text('==PROF== a message ncu prints\n' + ncu_csv(launches))
         kernels = rooflines(path, names, 132, 26)
+        refused = []
+        for what, text in hostile.items():
+            bad = Path(folder) / 'bad.csv'
+            if text is None: bad.unlink(missing_ok=True)
+            else: bad.write_text(text)
+            try:
+                rooflines(bad, names, 132, 26)
+            except SystemExit as e:
+                if str(e.code).startswith('roofline: '): refused.append(what)
+    if refused != list(hostile):
+        print(f'roofline self-test: expected clear errors for {list(hostile)}, got them for {refused}', file=sys.stderr)
+        return 1
     got = [(k['op'], k['dtype'], k['dir']) for k in kernels]
     want = [('sin', 'f32', 'fwd'), ('sin', 'bf16', 'fwd'), ('exp', 'f16', 'vjp')]
     expected_ms = 1e3 * 67108864 / (132 * 4.0 * 2e9)
@@ -109,7 +147,8 @@ def self_test():
         print(f'roofline self-test: expected {want} at {expected_ms:.6f} ms, got {got} '
               f'{[(k["compute_ms"], k["ncu_ms"]) for k in kernels]}', file=sys.stderr)
         return 1
-    print('roofline self-test: float32, bfloat16 and float16 node kernels read, the prim skipped')
+    print('roofline self-test: float32, bfloat16 and float16 node kernels read, the prim skipped; '
+          f'refused with a clear error: {", ".join(hostile)}')
     return 0
 
 
