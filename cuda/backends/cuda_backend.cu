@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -17,6 +18,7 @@
 #include "kernels/dispatch.hpp"
 #include "backends/kernel_image.hpp"
 #include "backends/block_cache.hpp"
+#include "backends/compiled_pieces.hpp"
 #include "backends/slab.hpp"
 #include "kernels/program.hpp"
 
@@ -346,9 +348,9 @@ class DeviceGuard {
 class CudaBackend final : public detail::Engine {
  public:
   CudaBackend(int device, cudaStream_t stream, bool owns_stream, cudaMemPool_t pool, int sm_count, std::string name,
-              MapShape map_shape)
+              MapShape map_shape, std::optional<detail::CompiledPieceTarget> compiled)
       : device_(device), stream_(stream), owns_stream_(owns_stream), pool_(pool), sm_count_(sm_count),
-        name_(std::move(name)), map_shape_(map_shape) {}
+        name_(std::move(name)), map_shape_(map_shape), compiled_(std::move(compiled)) {}
   ~CudaBackend() override {
     DeviceGuard guard(device_);
     slabs_.release_all([&](void* p) { cudaFreeAsync(p, stream_); });
@@ -362,7 +364,8 @@ class CudaBackend final : public detail::Engine {
   std::string describe() const override {
     return "CUDA device " + std::to_string(device_) + ": " + name_ + ", " + std::to_string(sm_count_) + " SMs" +
            (owns_stream_ ? "" : ", caller's stream") +
-           (map_shape_ == kDefaultMapShape ? "" : std::string(", launch shape ") + map_shape_name(map_shape_));
+           (map_shape_ == kDefaultMapShape ? "" : std::string(", launch shape ") + map_shape_name(map_shape_)) +
+           (compiled_ ? "" : ", tape programs interpreted only");
   }
   int dlpack_device_type() const override { return 2; }  // kDLCUDA
   int device_id() const override { return device_; }
@@ -386,7 +389,7 @@ class CudaBackend final : public detail::Engine {
   }
   [[nodiscard]] Result<void> run_program(const detail::Program& program) override {
     DeviceGuard guard(device_);
-    const cudaError_t err = detail::launch_program(stream_, program);
+    const cudaError_t err = detail::launch_program(stream_, program, compiled_ ? &*compiled_ : nullptr);
     if (err == cudaSuccess) return {};
     return cuda_check(err, "tape program (" + std::to_string(program.steps.size()) + " steps) kernel launch");
   }
@@ -456,6 +459,7 @@ class CudaBackend final : public detail::Engine {
   int sm_count_;
   std::string name_;
   MapShape map_shape_;
+  std::optional<detail::CompiledPieceTarget> compiled_;  // null: every tape program interpreted
   detail::SlabAllocator slabs_{false};
   detail::BlockCache blocks_{false};
 };
@@ -553,6 +557,8 @@ namespace {
   TAPEWISE_CHECK(check_kernel_image(device));
   auto map_shape = map_shape_from_environment();
   if (!map_shape) return tl::unexpected(map_shape.error());
+  auto compilation = detail::piece_compilation_from_environment();
+  if (!compilation) return tl::unexpected(compilation.error());
   DeviceGuard guard(device);
   cudaDeviceProp prop{};
   TAPEWISE_CHECK(cuda_check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties"));
@@ -568,9 +574,12 @@ namespace {
     if (owns_stream) cudaStreamDestroy(stream);
     return tl::unexpected(pool.error());
   }
-  const std::string name = prop.name + std::string(" (sm_") + std::to_string(prop.major) + std::to_string(prop.minor) + ")";
-  return std::shared_ptr<Backend>(
-      std::make_shared<CudaBackend>(device, stream, owns_stream, *pool, prop.multiProcessorCount, name, *map_shape));
+  const std::string arch = "sm_" + std::to_string(prop.major) + std::to_string(prop.minor);
+  const std::string name = prop.name + std::string(" (") + arch + ")";
+  std::optional<detail::CompiledPieceTarget> compiled;
+  if (compilation->enabled) compiled = detail::CompiledPieceTarget{arch, compilation->steps_in_shared};
+  return std::shared_ptr<Backend>(std::make_shared<CudaBackend>(device, stream, owns_stream, *pool,
+                                                                prop.multiProcessorCount, name, *map_shape, compiled));
 }
 
 }  // namespace tapewise

@@ -3,10 +3,12 @@
 // so both backends dispatch every node the same way. Holds no math of its own.
 #pragma once
 
+#if !defined(__CUDACC_RTC__)
 #include <span>
 #include <string>
 
 #include <tapewise/backend.hpp>
+#endif
 
 #include "op_math.cuh"
 
@@ -63,6 +65,8 @@ TW_HD math::Params<T> params_of(const Scalars& s) {
   return {static_cast<T>(s.s0), static_cast<T>(s.s1)};
 }
 
+// The runners of the backends; kernels compiled at run time (NVRTC) need only the functors above.
+#if !defined(__CUDACC_RTC__)
 // Runner: template <class Fn, class T> Result<void> run(const Fn&, std::int64_t n,
 //                                                        const T* const* in, T* const* out, const char* what)
 template <class T, class Runner>
@@ -169,5 +173,7 @@ template <class Runner>
     return dispatch_prim<T>(runner, p, c, static_cast<int>(inputs.size()), out.numel(), in, o);
   });
 }
+
+#endif  // !defined(__CUDACC_RTC__)
 
 }  // namespace tapewise::detail

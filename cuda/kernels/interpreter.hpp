@@ -45,9 +45,14 @@ struct LoadPlan {
   unsigned sources;
   Index numel;
 };
+// `sources`: s.sources, or the same value as a constant where the caller knows it (a compiled piece).
+template <class Index>
+TW_HD LoadPlan<Index> load_plan(const Step& s, unsigned sources) {
+  return {{s.in[0], s.in[1], s.g, s.out[0], s.out[1]}, sources, static_cast<Index>(s.numel)};
+}
 template <class Index>
 TW_HD LoadPlan<Index> load_plan(const Step& s) {
-  return {{s.in[0], s.in[1], s.g, s.out[0], s.out[1]}, s.sources, static_cast<Index>(s.numel)};
+  return load_plan<Index>(s, s.sources);
 }
 
 // A step's operands at element i that come from memory; when the step before did not run at i
@@ -158,29 +163,91 @@ struct LaneSet {
   TW_HD bool stores(int l) const { return Lanes == 1 || runs[l]; }
 };
 
+// One step at a thread's lanes, of dispatch number Code (Step::code): what run_step's case for that
+// code does, and all a compiled piece (compiled_piece.cuh) runs for a step it knows the code of.
+template <int Code, class T, class Index, int Lanes>
+TW_HD void run_code(const Step& step, const LaneSet<T, Index, Lanes>& lanes, Written<T> (&written)[Lanes]) {
+  for (int l = 0; l < Lanes; ++l) {
+    if constexpr (Code < kOpCount)
+      written[l] = forward_at<static_cast<Op>(Code), T, Index>(step, lanes.at[l], lanes.stores(l), lanes.operands(l));
+    else if constexpr (Code < 2 * kOpCount)
+      written[l] = vjp_at<static_cast<Op>(Code - kOpCount), T, Index>(step, lanes.at[l], lanes.stores(l), lanes.operands(l));
+    else if constexpr (Code == kCodePass)
+      written[l] = pass_at<T, Index>(step, lanes.at[l], lanes.stores(l), lanes.operands(l));
+    else
+      written[l] = zero_at<T, Index>(step, lanes.at[l], lanes.stores(l));
+  }
+}
+
 // One step at a thread's lanes, by its code: one dispatch for all of them.
 template <class T, class Index, int Lanes>
 TW_HD void run_step(const Step& step, const LaneSet<T, Index, Lanes>& lanes, Written<T> (&written)[Lanes]) {
   switch (step.code) {
-#define TAPEWISE_OP(name, ...)                                                                            \
-  case static_cast<int>(Op::name):                                                                        \
-    for (int l = 0; l < Lanes; ++l)                                                                       \
-      written[l] = forward_at<Op::name, T, Index>(step, lanes.at[l], lanes.stores(l), lanes.operands(l)); \
-    return;                                                                                               \
-  case kOpCount + static_cast<int>(Op::name):                                                             \
-    for (int l = 0; l < Lanes; ++l)                                                                       \
-      written[l] = vjp_at<Op::name, T, Index>(step, lanes.at[l], lanes.stores(l), lanes.operands(l));     \
-    return;
+#define TAPEWISE_OP(name, ...)                                                    \
+  case static_cast<int>(Op::name):                                                \
+    return run_code<static_cast<int>(Op::name), T, Index, Lanes>(step, lanes, written); \
+  case kOpCount + static_cast<int>(Op::name):                                     \
+    return run_code<kOpCount + static_cast<int>(Op::name), T, Index, Lanes>(step, lanes, written);
 #include <tapewise/ops.def>
 #undef TAPEWISE_OP
-    case kCodePass:
-      for (int l = 0; l < Lanes; ++l) written[l] = pass_at<T, Index>(step, lanes.at[l], lanes.stores(l), lanes.operands(l));
-      return;
-    default:
-      for (int l = 0; l < Lanes; ++l) written[l] = zero_at<T, Index>(step, lanes.at[l], lanes.stores(l));
-      return;
+    case kCodePass: return run_code<kCodePass, T, Index, Lanes>(step, lanes, written);
+    default: return run_code<kCodeZero, T, Index, Lanes>(step, lanes, written);
   }
 }
+
+// What StepPipeline::advance runs a step with: by its code read at run time (the interpreter), or
+// by a code known at compile time (a compiled piece).
+struct RunStep {
+  template <class T, class Index, int Lanes>
+  TW_HD void operator()(const Step& step, const LaneSet<T, Index, Lanes>& lanes, Written<T> (&written)[Lanes]) const {
+    run_step(step, lanes, written);
+  }
+};
+template <int Code>
+struct RunCode {
+  template <class T, class Index, int Lanes>
+  TW_HD void operator()(const Step& step, const LaneSet<T, Index, Lanes>& lanes, Written<T> (&written)[Lanes]) const {
+    run_code<Code>(step, lanes, written);
+  }
+};
+
+// A thread's way through a piece's steps at its lanes: what passes from one step to the next, and
+// the step itself (advance). The interpreter (run_steps_at) reads each step's code and sources from
+// the step; a compiled piece (compiled_piece.cuh) passes the same values as constants.
+template <class T, class Index, int Lanes, bool EveryStepRuns>
+struct StepPipeline {
+  using IndexType = Index;
+  LaneSet<T, Index, Lanes> lanes;
+  Operands<T> loaded[Lanes] = {};  // the next step's memory operands, loaded while this one runs
+  Written<T> written[Lanes] = {};  // what the step before wrote
+  bool previous_ran[Lanes] = {};
+
+  TW_HD StepPipeline(Index first, Index stride) {
+    for (int l = 0; l < Lanes; ++l) lanes.at[l] = first + static_cast<Index>(l) * stride;
+  }
+  // The first step's memory operands: nothing ran before it.
+  TW_HD void load_first(const LoadPlan<Index>& plan) {
+    for (int l = 0; l < Lanes; ++l)
+      if (EveryStepRuns || lanes.at[l] < plan.numel) load_operands(plan, lanes.at[l], false, loaded[l]);
+  }
+  // `step`, whose sources are `sources` (Step::sources), run by `run` (run_step or run_code) at the
+  // lanes it covers, while the memory operands of the step after it load (`next`, where has_next).
+  template <class Run>
+  TW_HD void advance(const Step& step, unsigned sources, const LoadPlan<Index>& next, bool has_next, Run run) {
+    bool any_runs = false;
+    for (int l = 0; l < Lanes; ++l) {
+      lanes.runs[l] = EveryStepRuns || lanes.at[l] < static_cast<Index>(step.numel);
+      any_runs = any_runs || lanes.runs[l];
+      lanes.loaded[l] = loaded[l];
+      lanes.handed[l] = written[l];
+      lanes.sources[l] = previous_ran[l] ? sources : 0u;
+    }
+    for (int l = 0; l < Lanes; ++l)
+      if (has_next && (EveryStepRuns || lanes.at[l] < next.numel)) load_operands(next, lanes.at[l], lanes.runs[l], loaded[l]);
+    if (any_runs) run(step, lanes, written);
+    for (int l = 0; l < Lanes; ++l) previous_ran[l] = lanes.runs[l];
+  }
+};
 
 // Every step of a piece (steps of one dtype T) at a thread's lanes, the elements first + l * stride
 // (l < Lanes), in order; a step shorter than an element skips it. Elements are independent (each step
@@ -194,34 +261,13 @@ TW_HD void run_step(const Step& step, const LaneSet<T, Index, Lanes>& lanes, Wri
 // every step covers every lane (all lanes below Piece::covered), so no lane needs its own checks.
 template <class T, class Index, int Lanes, bool EveryStepRuns = false>
 TW_HD void run_steps_at(const Step* steps, int count, Index first, Index stride) {
-  LaneSet<T, Index, Lanes> lanes;
-  Operands<T> loaded[Lanes] = {};  // step k's memory operands, loaded while step k - 1 ran
-  Written<T> written[Lanes] = {};  // what step k - 1 wrote
-  bool previous_ran[Lanes] = {};
-  for (int l = 0; l < Lanes; ++l) lanes.at[l] = first + static_cast<Index>(l) * stride;
+  StepPipeline<T, Index, Lanes, EveryStepRuns> pipeline(first, stride);
   LoadPlan<Index> next = count > 1 ? load_plan<Index>(steps[1]) : LoadPlan<Index>{};
-  if (count > 0) {
-    const LoadPlan<Index> plan = load_plan<Index>(steps[0]);
-    for (int l = 0; l < Lanes; ++l)
-      if (EveryStepRuns || lanes.at[l] < plan.numel) load_operands(plan, lanes.at[l], false, loaded[l]);
-  }
+  if (count > 0) pipeline.load_first(load_plan<Index>(steps[0]));
   for (int k = 0; k < count; ++k) {
-    const Step& step = steps[k];
-    bool any_runs = false;
-    for (int l = 0; l < Lanes; ++l) {
-      lanes.runs[l] = EveryStepRuns || lanes.at[l] < static_cast<Index>(step.numel);
-      any_runs = any_runs || lanes.runs[l];
-      lanes.loaded[l] = loaded[l];
-      lanes.handed[l] = written[l];
-      lanes.sources[l] = previous_ran[l] ? step.sources : 0u;
-    }
     const LoadPlan<Index> plan = next;  // step k + 1's
     if (k + 2 < count) next = load_plan<Index>(steps[k + 2]);
-    for (int l = 0; l < Lanes; ++l)
-      if (k + 1 < count && (EveryStepRuns || lanes.at[l] < plan.numel))
-        load_operands(plan, lanes.at[l], lanes.runs[l], loaded[l]);
-    if (any_runs) run_step(step, lanes, written);
-    for (int l = 0; l < Lanes; ++l) previous_ran[l] = lanes.runs[l];
+    pipeline.advance(steps[k], steps[k].sources, plan, k + 1 < count, RunStep{});
   }
 }
 

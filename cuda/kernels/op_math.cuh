@@ -4,7 +4,6 @@
 // NaN's sign and payload may differ). Host and device alike.
 #pragma once
 
-#include <tapewise/backend.hpp>
 #include <tapewise/op.hpp>
 
 #include "prim.hpp"

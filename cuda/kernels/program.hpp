@@ -5,10 +5,14 @@
 // both executors of a backward (the per-node path and the interpreter) land contributions through.
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
+// Kernels compiled at run time (NVRTC, which has no C++ standard library) see the step format, not
+// the host-side building.
+#if !defined(__CUDACC_RTC__)
+#include <algorithm>
 #include <span>
 #include <vector>
+#endif
 
 #include <tapewise/core.hpp>
 #include <tapewise/op.hpp>
@@ -63,6 +67,7 @@ static_assert(sizeof(Step) == 72, "kStepsPerLaunch below is computed from this s
 
 // The values a step reads at one element, by position, and the pointer each is read from.
 enum Operand : int { kIn0, kIn1, kGrad, kSlot0, kSlot1, kOperandCount };
+#if !defined(__CUDACC_RTC__)
 inline const void* operand_address(const Step& step, int operand) {
   switch (operand) {
     case kIn0: return step.in[0];
@@ -72,6 +77,7 @@ inline const void* operand_address(const Step& step, int operand) {
     default: return step.out[1];
   }
 }
+#endif  // !defined(__CUDACC_RTC__)
 
 // Where a step takes each operand from at an element, a bit per Operand k in Step::sources: bit k,
 // memory; bit kFromWritten0 + k or kFromWritten1 + k, the register holding what the step before
@@ -81,6 +87,7 @@ inline constexpr unsigned kOperandBits = (1u << kOperandCount) - 1;
 
 // The dense dispatch number: forwards 0..kOpCount-1, VJPs kOpCount..2 kOpCount-1, then pass, zero.
 inline constexpr int kCodePass = 2 * kOpCount, kCodeZero = 2 * kOpCount + 1;
+#if !defined(__CUDACC_RTC__)
 inline std::uint8_t code_of(StepKind kind, Op op) {
   switch (kind) {
     case StepKind::forward: return static_cast<std::uint8_t>(static_cast<int>(op));
@@ -156,6 +163,7 @@ struct Program {
     steps.push_back(step);
   }
 };
+#endif  // !defined(__CUDACC_RTC__)
 
 // Steps per CUDA launch: the steps travel as one __grid_constant__ kernel parameter, and CUDA 12.1+
 // allows 32,764 bytes of parameters (448 steps x 72 bytes, the count, and the piece's two element
@@ -163,6 +171,18 @@ struct Program {
 // of steps.
 inline constexpr int kStepsPerLaunch = 448;
 
+// A launch's steps, one kernel parameter (__grid_constant__): the interpreter's kernel
+// (program_cuda.cu) and a compiled piece's (compiled_piece.cuh) take the same.
+template <int Capacity>
+struct StepBlock {
+  Step steps[Capacity];
+  int count;
+};
+// Threads per block of either kernel. One thread does all of a piece's steps for its elements,
+// latency-bound rather than memory-bound: small blocks spread a small tensor over more SMs.
+inline constexpr int kProgramThreads = 128;
+
+#if !defined(__CUDACC_RTC__)
 // A program runs as pieces, one after another over all elements (which keeps every element's order
 // of steps): runs of steps of one dtype T, each through run_steps_at<T>, at most max_steps long (one
 // CUDA launch). A piece's first step loads all its operands from memory.
@@ -218,10 +238,13 @@ inline void keep_in_registers(Program& program, std::span<const std::uint8_t> on
 }
 
 #if defined(__CUDACC__)
+struct CompiledPieceTarget;  // compiled_pieces.hpp
 // The CUDA runner (program_cuda.cu): queues the program on `stream`, a launch per piece
-// (piece_at, at most kStepsPerLaunch steps); returns the first launch error.
-cudaError_t launch_program(cudaStream_t stream, const Program& program);
+// (piece_at, at most kStepsPerLaunch steps), each a compiled piece where `compiled` (null: none)
+// gives one, else the interpreter; returns the first launch error.
+cudaError_t launch_program(cudaStream_t stream, const Program& program, const CompiledPieceTarget* compiled);
 #endif
+#endif  // !defined(__CUDACC_RTC__)
 
 }  // namespace tapewise::detail
 

@@ -3,8 +3,13 @@
 /// \file
 #pragma once
 
-#include <cstddef>
 #include <cstdint>
+
+#include "float16.hpp"
+
+// Kernels compiled at run time (NVRTC, which has no C++ standard library) see only DType.
+#if !defined(__CUDACC_RTC__)
+#include <cstddef>
 #include <cstring>
 #include <initializer_list>
 #include <span>
@@ -12,8 +17,7 @@
 #include <vector>
 
 #include <tl/expected.hpp>
-
-#include "float16.hpp"
+#endif
 
 /// Marks what the shared library exports: the library is compiled with hidden visibility, so a
 /// declaration without it (the engine, the kernels, the programs) stays inside libtapewise.so.
@@ -28,6 +32,7 @@ namespace tapewise {
 /// Element types: IEEE binary32 and binary64, bfloat16 and IEEE binary16 (float16.hpp). The values
 /// are the C ABI's tw_dtype.
 enum class DType : std::uint8_t { float32, float64, bfloat16, float16 };
+#if !defined(__CUDACC_RTC__)
 /// The number of DType values.
 inline constexpr int kDTypeCount = 4;
 /// Every dtype, in enum order.
@@ -231,5 +236,7 @@ HostArray HostArray::of(Shape shape, std::span<const T> values) {
   if (!values.empty()) std::memcpy(h.bytes.data(), values.data(), h.bytes.size());
   return h;
 }
+
+#endif  // !defined(__CUDACC_RTC__)
 
 }  // namespace tapewise

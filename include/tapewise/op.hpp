@@ -6,10 +6,14 @@
 
 #include <cstddef>
 #include <initializer_list>
+// Kernels compiled at run time (NVRTC, which has no C++ standard library) see the table, not its
+// string helpers or compile-time rules.
+#if !defined(__CUDACC_RTC__)
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
+#endif
 
 namespace tapewise {
 
@@ -137,6 +141,7 @@ constexpr const OpInfo& op_info(Op op) { return kOps[static_cast<int>(op)]; }
 /// The op's name, e.g. "add".
 constexpr const char* op_name(Op op) { return op_info(op).name; }
 
+#if !defined(__CUDACC_RTC__)
 /// The op's name, or "op N (not a node)" for a value outside the table: how an error names it.
 inline std::string op_label(Op op) {
   const int index = static_cast<int>(op);
@@ -149,6 +154,8 @@ inline std::optional<Op> op_from_name(std::string_view name) {
     if (name == info.name) return info.op;
   return std::nullopt;
 }
+
+#endif  // !defined(__CUDACC_RTC__)
 
 /// The node's first run set ({} without scalars): what a single sample call (the benchmarks, an
 /// example) passes.
@@ -177,6 +184,7 @@ constexpr ScalarSetList graded_scalar_sets(const OpInfo& info) {
   return out;
 }
 
+#if !defined(__CUDACC_RTC__)
 // --- compile-time rules of the table -----------------------------------------------------------
 /// A row that breaks one fails the build naming the rule and the node, e.g. "call to non-constexpr
 /// function 'void tapewise::op_table_rule::kink_tie_needs_two_inputs() [with Op op = Op::relu]'".
@@ -228,5 +236,6 @@ constexpr bool all_rows_follow_rules(std::index_sequence<I...>) {
 
 static_assert(op_table_rule::all_rows_follow_rules(std::make_index_sequence<kOpCount>{}),
               "spec/ops.def: a row breaks a rule of the table");
+#endif  // !defined(__CUDACC_RTC__)
 
 }  // namespace tapewise

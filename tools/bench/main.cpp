@@ -21,6 +21,7 @@
 #include <CLI/CLI.hpp>
 
 #include "bench.hpp"
+#include "backends/compiled_pieces.hpp"
 #include <cuda_runtime.h>
 
 using namespace tapewise;
@@ -418,6 +419,15 @@ Result<Opened> open_backend(const Options& opt, const std::string& shape) {
   return o;
 }
 
+// What the tape programs' compiled pieces did in this process (cuda/backends/compiled_pieces.hpp).
+json compiled_pieces_json() {
+  const detail::CompiledPieceStats s = detail::compiled_piece_stats();
+  return {{"compiled", s.compiled}, {"failed", s.failed}, {"compile_ms", s.compile_ms}, {"launches", s.launches},
+          {"interpreted_short", s.interpreted_short}, {"interpreted_uneven", s.interpreted_uneven},
+          {"interpreted_irregular", s.interpreted_irregular}, {"interpreted_failed", s.interpreted_failed},
+          {"launch_host_us", s.launch_host_us}, {"driver_launch_us", s.driver_launch_us}, {"last_error", s.last_error}};
+}
+
 json meta_json(const Options& opt, const Opened& o, const json& torch) {
   json meta = {{"tool", "tapewise-bench"},
                {"kernel", "prod: cuda/backends/cuda_backend.cu"},
@@ -717,6 +727,7 @@ Result<int> run(int argc, char** argv) {
     if (pass + 1 == shapes.size()) {
       TAPEWISE_TRY(measured, measure_chains(opt, o.be, src.torch, chain_values));
       chains = std::move(measured);
+      meta["compiled_pieces"] = compiled_pieces_json();
     }
   }
   if (have_torch) copy["torch_copy"] = src.torch.value("copy", json::object());

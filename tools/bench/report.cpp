@@ -2,6 +2,7 @@
 // launch shape) on stdout with its rooflines and peers, notes for add/sub, each chain shape at each
 // size beside PyTorch's three forms, a PASS/MISS summary against the targets, and the same
 // content as JSON. Formatting only: every number comes from main.cpp and chain.cpp.
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -117,6 +118,16 @@ void print_table(const json& meta, const json& copy, const std::vector<Row>& row
                 r.ratio ? num("%.2fx", *r.ratio).c_str() : "-");
   }
   print_chains(chains, meta.value("chain_gradients", "leaf") == "all");
+  if (const json p = meta.value("compiled_pieces", json()); !chains.empty() && p.is_object())
+    std::printf("\ntape programs: %lld pieces compiled (%.0f ms), %lld failed; launches %lld compiled, interpreted %lld short, "
+                "%lld uneven, %lld irregular, %lld failed; host %.1f us a compiled launch (%.1f in the launch call)%s%s\n",
+                p.value("compiled", 0LL), p.value("compile_ms", 0.0), p.value("failed", 0LL), p.value("launches", 0LL),
+                p.value("interpreted_short", 0LL), p.value("interpreted_uneven", 0LL), p.value("interpreted_irregular", 0LL),
+                p.value("interpreted_failed", 0LL),
+                p.value("launch_host_us", 0.0) / std::max(1.0, p.value("launches", 0.0)),
+                p.value("driver_launch_us", 0.0) / std::max(1.0, p.value("launches", 0.0)),
+                p.value("last_error", std::string()).empty() ? "" : "; last error: ",
+                p.value("last_error", std::string()).c_str());
 
   const json s = summary_json(rows, chains);
   std::printf("\nsummary: %d PASS, %d MISS of %d judged (2^26 rows, the unary chain at 2^12)%s; output checks: %s\n",

@@ -1,0 +1,155 @@
+// cuda/kernels/piece_source.hpp — a piece of a tape program (program.hpp) written as CUDA source for
+// runtime compilation (compiled_pieces.cpp): its steps cut into runs of a repeated block of steps,
+// each step named by the two things the interpreter dispatches on at run time, its code and its
+// sources, now constants of the generated code. The kernel is program_kernel.cuh's, which runs every
+// step through the interpreter's own StepPipeline::advance and run_code. Host only: plain strings.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "program.hpp"
+
+namespace tapewise::detail {
+
+// What a compiled piece fixes of a step: everything else (addresses, scalars, slot writes, numel) it
+// reads from the step at run time, as the interpreter does.
+struct StepKey {
+  std::uint8_t code;
+  std::uint16_t sources;
+  friend bool operator==(const StepKey&, const StepKey&) = default;
+};
+inline StepKey key_of(const Step& step) { return {step.code, step.sources}; }
+
+// Steps [first, first + length * repeats): one block of `length` steps, `repeats` times over.
+struct PieceRun {
+  int first;
+  int length;
+  int repeats;
+};
+
+// The longest block a run repeats, and the most steps a compiled piece's code may write out: each
+// run writes its block twice (a loop, and its last repeat, whose last step hands over to a different
+// step), and a piece above this falls back to the interpreter. Compile time grows with the code.
+inline constexpr int kMaxBlockLength = 16;
+inline constexpr int kMaxWrittenSteps = 64;
+// Shorter pieces stay with the interpreter: a compilation (tens of ms) pays only where a piece runs
+// many steps, the tape programs of long chains and deep graphs.
+inline constexpr int kMinCompiledSteps = 32;
+
+// The piece's steps as runs, greedily from the front: at each step, the block length (at most
+// kMaxBlockLength) whose repeats cover the most steps, the shorter on a tie; a step that starts no
+// repeat is a run of its own. Step 0 is always a run of its own (it loads every operand from
+// memory). The runs cover the steps in order, each exactly once.
+inline std::vector<PieceRun> compress_piece(std::span<const Step> steps) {
+  const int count = static_cast<int>(steps.size());
+  std::vector<StepKey> keys;
+  keys.reserve(steps.size());
+  for (const Step& s : steps) keys.push_back(key_of(s));
+  std::vector<PieceRun> runs;
+  if (count > 0) runs.push_back({0, 1, 1});
+  for (int at = 1; at < count;) {
+    PieceRun best{at, 1, 1};
+    for (int length = 1; length <= kMaxBlockLength && at + 2 * length <= count; ++length) {
+      int repeats = 1;
+      while (at + (repeats + 1) * length <= count) {
+        bool same = true;
+        for (int j = 0; j < length && same; ++j) same = keys[at + repeats * length + j] == keys[at + j];
+        if (!same) break;
+        ++repeats;
+      }
+      if (repeats > 1 && length * repeats > best.length * best.repeats) best = {at, length, repeats};
+    }
+    runs.push_back(best);
+    at += best.length * best.repeats;
+  }
+  return runs;
+}
+
+// The steps a piece's code writes out: a run repeated writes its block twice, a single step once.
+inline int written_steps(std::span<const PieceRun> runs) {
+  int total = 0;
+  for (const PieceRun& run : runs) total += run.repeats > 1 ? 2 * run.length : run.length;
+  return total;
+}
+
+// How a compiled piece is launched: the element type and index, the lanes per thread, the kernel
+// parameter's step capacity (program_cuda.cu), and where the steps are read from.
+struct PieceLaunch {
+  DType dtype;
+  int lanes;          // 1 or 4 (program_lanes)
+  int capacity;       // kShortLaunch or kStepsPerLaunch
+  bool steps_in_shared;  // copied to shared memory first, as the interpreter does; else read from the parameter
+};
+
+// The name of the kernel a piece's source defines.
+inline constexpr const char* kPieceKernelName = "tapewise_compiled_piece";
+
+// The CUDA source of `piece` (its runs, compress_piece), or nullopt where the interpreter runs it:
+// too short (kMinCompiledSteps), too irregular (kMaxWrittenSteps), too large for 32-bit indices, or
+// with steps of different lengths (a compiled piece runs every step at every element it covers).
+// The quick part of that test, before anything is built: long enough, and every step of one length
+// below 2^30 elements (32-bit indices).
+inline bool piece_long_enough(std::size_t count) { return count >= static_cast<std::size_t>(kMinCompiledSteps); }
+inline bool piece_even(std::int64_t numel, std::int64_t covered) { return covered == numel && numel < (std::int64_t{1} << 30); }
+
+inline std::optional<std::string> piece_source(std::span<const Step> steps, std::int64_t numel, std::int64_t covered,
+                                               const PieceLaunch& launch) {
+  const int count = static_cast<int>(steps.size());
+  if (!piece_long_enough(steps.size()) || !piece_even(numel, covered)) return std::nullopt;
+  const std::vector<PieceRun> runs = compress_piece(steps);
+  if (written_steps(runs) > kMaxWrittenSteps) return std::nullopt;
+
+  auto sources = [&](int k) { return std::to_string(steps[static_cast<std::size_t>(k)].sources) + "u"; };
+  // Step k, reached as base[offset], handing over to the step reached as next_at (none: the last).
+  auto step_line = [&](int k, const std::string& at, const std::string& next_at, int next_k) {
+    const std::string code = std::to_string(steps[static_cast<std::size_t>(k)].code);
+    if (next_k >= count) return "    last_step<" + code + ", " + sources(k) + ">(p, " + at + ");\n";
+    return "    step<" + code + ", " + sources(k) + ", " + sources(next_k) + ">(p, " + at + ", " + next_at + ");\n";
+  };
+  std::string body;
+  for (const PieceRun& run : runs) {
+    const int end = run.first + run.length * run.repeats;
+    if (run.repeats > 1) {
+      body += "    for (int r = 0; r < " + std::to_string(run.repeats - 1) + "; ++r) {\n";
+      body += "      const Step* b = s + " + std::to_string(run.first) + " + " + std::to_string(run.length) + " * r;\n";
+      for (int j = 0; j < run.length; ++j)
+        body += "  " + step_line(run.first + j, "b[" + std::to_string(j) + "]", "b[" + std::to_string(j + 1) + "]",
+                                 run.first + (j + 1) % run.length);
+      body += "    }\n";
+    }
+    // The last (or only) repeat, whose last step hands over to the step after the run.
+    const int last_first = end - run.length;
+    for (int k = last_first; k < end; ++k)
+      body += step_line(k, "s[" + std::to_string(k) + "]", "s[" + std::to_string(k + 1) + "]", k + 1);
+  }
+
+  const char* type = launch.dtype == DType::float32    ? "float"
+                     : launch.dtype == DType::float64  ? "double"
+                     : launch.dtype == DType::bfloat16 ? "tapewise::bfloat16"
+                                                       : "tapewise::float16";
+  std::string src;
+  src += "// A tape program's piece of " + std::to_string(count) + " steps, generated by tapewise (piece_source.hpp).\n";
+  src += "#include \"program_kernel.cuh\"\n";
+  src += "namespace tapewise::detail {\n";
+  src += "struct GeneratedSteps {\n";
+  src += "  static constexpr bool kOneLaneEveryStepRuns = true;  // every step covers all n elements\n";
+  src += "  template <class T, class Index, int Lanes, bool EveryStepRuns>\n";
+  src += "  static __device__ __forceinline__ void run(const Step* s, int, Index first, Index stride) {\n";
+  src += "    StepPipeline<T, Index, Lanes, EveryStepRuns> p(first, stride);\n";
+  src += "    p.load_first(load_plan<Index>(s[0], " + sources(0) + "));\n";
+  src += body;
+  src += "  }\n};\n}  // namespace tapewise::detail\n";
+  src += "extern \"C\" __global__ void __launch_bounds__(tapewise::detail::kProgramThreads)\n";
+  src += std::string(kPieceKernelName) + "(const __grid_constant__ tapewise::detail::StepBlock<" +
+         std::to_string(launch.capacity) + "> block, int n, int covered) {\n";
+  src += "  tapewise::detail::run_piece_kernel<" + std::to_string(launch.capacity) + ", " + std::string(type) + ", int" + ", " + std::to_string(launch.lanes) + ", " +
+         (launch.steps_in_shared ? "true" : "false") + ", tapewise::detail::GeneratedSteps>(block, n, covered);\n";
+  src += "}\n";
+  return src;
+}
+
+}  // namespace tapewise::detail
