@@ -274,9 +274,10 @@ TEST(CompiledPieces, TheEnvironmentChoosesAndABadValueIsNamed) {
     ASSERT_FALSE(c);
     EXPECT_NE(c.error().message.find("TAPEWISE_PIECE_STEPS=registers"), std::string::npos) << c.error().message;
   }
+  ScopedEnv unset("TAPEWISE_COMPILED_PIECES", "");
   auto c = detail::piece_compilation_from_environment();
   ASSERT_TRUE(c);
-  EXPECT_TRUE(c->enabled);
+  EXPECT_FALSE(c->enabled) << "off by default";
 }
 
 // A leaf of n elements of `dtype`, a ramp in [-2 scale, 2 scale).
@@ -385,9 +386,12 @@ std::string first_difference(const HostArray& a, const HostArray& b) {
 // The per-node path against programs whose long pieces run compiled: random blocks of every node,
 // every dtype, one lane and four (past 2^16 elements), and the compiled kernels did run.
 TEST(CompiledPieces, RepeatedRandomBlocksGiveThePerNodeBits) {
-  TW_REQUIRE_CUDA(cuda);
-  if (auto c = detail::piece_compilation_from_environment(); !c || !c->enabled)
-    GTEST_SKIP() << "compiled pieces are off (TAPEWISE_COMPILED_PIECES)";
+  TW_REQUIRE_CUDA(any_cuda);
+  std::shared_ptr<Backend> cuda;
+  {
+    ScopedEnv on("TAPEWISE_COMPILED_PIECES", "1");
+    cuda = must(make_cuda_backend());
+  }
   const detail::CompiledPieceStats before = detail::compiled_piece_stats();
   std::mt19937 rng(20261203);
   std::int64_t live_gradients = 0;  // finite non-zero gradient elements compared

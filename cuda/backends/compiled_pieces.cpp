@@ -124,12 +124,14 @@ const Driver& driver() {
   return d;
 }
 
-// A piece seen before: compiling (in the background; the interpreter runs it meanwhile), ready (its
+// A piece seen before: compiling (in the background; the interpreter runs it meanwhile), compiled (its
+// CUBIN, loaded by the next launch, in the launching thread: the worker makes no CUDA call), ready (its
 // kernel, kept for the process, and the kernel's function in each device's context that launched it),
 // irregular (piece_source gave no source) or failed (NVRTC or the loader refused it).
-enum class State { compiling, ready, irregular, failed };
+enum class State { compiling, compiled, ready, irregular, failed };
 struct Entry {
   State state = State::compiling;
+  std::vector<char> cubin;  // compiled, until loaded
   cudaKernel_t kernel = nullptr;
   std::vector<std::pair<int, CUfunction>> functions;  // by device
 };
@@ -171,13 +173,11 @@ std::string piece_key(std::span<const Step> steps, const PieceLaunch& launch, co
   return key;
 }
 
-// Compiles and loads a piece's source: the kernel, or an error saying why not.
-Result<cudaKernel_t> build_kernel(const std::string& source, const std::string& arch) {
-  Result<std::vector<char>> cubin = compile_piece_source(source, arch);
-  if (!cubin) return tl::unexpected(cubin.error());
+// Loads a compiled piece: the kernel, or an error saying why not.
+Result<cudaKernel_t> load_kernel(const std::vector<char>& cubin) {
   cudaLibrary_t library = nullptr;
   cudaKernel_t kernel = nullptr;
-  cudaError_t err = cudaLibraryLoadData(&library, cubin->data(), nullptr, nullptr, 0, nullptr, nullptr, 0);
+  cudaError_t err = cudaLibraryLoadData(&library, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0);
   if (err == cudaSuccess) err = cudaLibraryGetKernel(&kernel, library, kPieceKernelName);
   if (err != cudaSuccess) {
     cudaGetLastError();  // not sticky: the interpreter runs the piece
@@ -195,27 +195,26 @@ void compile_queued(Cache& c) {
     c.queue.pop_front();
     lock.unlock();
     const auto start = std::chrono::steady_clock::now();
-    Result<cudaKernel_t> kernel = build_kernel(job.source, job.arch);
+    Result<std::vector<char>> cubin = compile_piece_source(job.source, job.arch);
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     lock.lock();
     Entry& entry = c.entries.at(job.key);
     c.stats.compile_ms += ms;
-    if (kernel) {
-      entry.kernel = *kernel;
-      entry.state = State::ready;
-      ++c.stats.compiled;
+    if (cubin) {
+      entry.cubin = std::move(*cubin);
+      entry.state = State::compiled;
     } else {
       entry.state = State::failed;
       ++c.stats.failed;
-      c.stats.last_error = kernel.error().message;
+      c.stats.last_error = cubin.error().message;
     }
     if (--c.unfinished == 0) c.idle.notify_all();
   }
 }
 
-// At exit, before the CUDA runtime and NVRTC are torn down (it is constructed after both are loaded,
-// so its destructor runs first): drops what is queued and waits for the piece compiling, so that the
-// worker never runs into a library being unloaded.
+// At exit, before NVRTC is unloaded (it is constructed after NVRTC is loaded, so its destructor runs
+// first): drops what is queued and gives the piece compiling a few seconds to finish, so that the
+// worker does not run into NVRTC's teardown. Bounded: an exit never hangs on a compilation.
 struct ExitGuard {
   Cache& c;
   ~ExitGuard() {
@@ -223,7 +222,7 @@ struct ExitGuard {
     c.exiting = true;
     c.unfinished -= static_cast<int>(c.queue.size());
     c.queue.clear();
-    c.idle.wait(lock, [&] { return c.unfinished == 0; });
+    c.idle.wait_for(lock, std::chrono::seconds(5), [&] { return c.unfinished == 0; });
   }
 };
 
@@ -250,6 +249,21 @@ Entry first_sight(Cache& c, const std::string& key, std::span<const Step> steps,
   }
   c.work.notify_one();
   return entry;
+}
+
+// A compiled entry loaded, in the launching thread (mutex held): ready, or failed.
+void load_compiled(Cache& c, Entry& entry) {
+  Result<cudaKernel_t> kernel = load_kernel(entry.cubin);
+  entry.cubin = {};
+  if (kernel) {
+    entry.kernel = *kernel;
+    entry.state = State::ready;
+    ++c.stats.compiled;
+  } else {
+    entry.state = State::failed;
+    ++c.stats.failed;
+    c.stats.last_error = kernel.error().message;
+  }
 }
 
 // The ready entry's function in the current device's context (mutex held); null where the driver's
@@ -357,8 +371,10 @@ bool launch_compiled_piece(std::span<const Step> steps, std::int64_t numel, std:
     if (it == c.entries.end())
       it = c.entries.emplace(key, first_sight(c, key, steps, numel, covered, launch, target.arch)).first;
     Entry& entry = it->second;
+    if (entry.state == State::compiled) load_compiled(c, entry);
     switch (entry.state) {
-      case State::compiling: return interpreted(c.interpreted_compiling);
+      case State::compiling:
+      case State::compiled: return interpreted(c.interpreted_compiling);
       case State::irregular: return interpreted(c.interpreted_irregular);
       case State::failed: return interpreted(c.interpreted_failed);
       case State::ready: break;

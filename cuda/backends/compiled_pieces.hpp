@@ -42,11 +42,12 @@ struct CompiledPieceStats {
 };
 CompiledPieceStats compiled_piece_stats();
 
-// Whether and how a backend compiles pieces: TAPEWISE_COMPILED_PIECES ("1"/"on", the default, or
-// "0"/"off") and TAPEWISE_PIECE_STEPS ("parameter", the default, or "shared": where a compiled
-// piece's kernel reads its steps). Any other value is an error naming it.
+// Whether and how a backend compiles pieces: TAPEWISE_COMPILED_PIECES ("1"/"on", or "0"/"off", the
+// default until the final form has run under compute-sanitizer on a GPU) and TAPEWISE_PIECE_STEPS
+// ("parameter", the default, or "shared": where a compiled piece's kernel reads its steps). Any other
+// value is an error naming it.
 struct PieceCompilation {
-  bool enabled = true;
+  bool enabled = false;
   bool steps_in_shared = false;
 };
 [[nodiscard]] Result<PieceCompilation> piece_compilation_from_environment();
@@ -61,7 +62,7 @@ struct CompiledPieceTarget {
 // kProgramThreads on `stream` with `args` (the StepBlock, n and covered, as the interpreter's kernel
 // takes them): true when launched (err: the launch's error), false where the interpreter is to run it:
 // piece_source gives no source, the piece is compiling (the first sight of it queues it for a worker
-// thread), or it did not compile or load (compiled_piece_stats().last_error says why). Thread-safe.
+// thread, which runs NVRTC only; the first launch after it loads the CUBIN), or it did not compile or load (compiled_piece_stats().last_error says why). Thread-safe.
 bool launch_compiled_piece(std::span<const Step> steps, std::int64_t numel, std::int64_t covered,
                            const PieceLaunch& launch, const CompiledPieceTarget& target, unsigned blocks, void** args,
                            cudaStream_t stream, cudaError_t& err);

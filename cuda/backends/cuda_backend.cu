@@ -365,7 +365,7 @@ class CudaBackend final : public detail::Engine {
     return "CUDA device " + std::to_string(device_) + ": " + name_ + ", " + std::to_string(sm_count_) + " SMs" +
            (owns_stream_ ? "" : ", caller's stream") +
            (map_shape_ == kDefaultMapShape ? "" : std::string(", launch shape ") + map_shape_name(map_shape_)) +
-           (compiled_ ? "" : ", tape programs interpreted only");
+           (compiled_ ? ", tape programs compiled (TAPEWISE_COMPILED_PIECES)" : "");
   }
   int dlpack_device_type() const override { return 2; }  // kDLCUDA
   int device_id() const override { return device_; }
