@@ -101,8 +101,9 @@ struct HeaderSet {
 constexpr const char* kCompileOptions[] = {"--fmad=false", "--prec-div=true", "--prec-sqrt=true", "--ftz=false",
                                            "-std=c++20", "-default-device", "-DTAPEWISE_HAS_CUDA=1"};
 
-// The driver's own launch of a library kernel, reached through the runtime (no link to libcuda):
-// launching a cudaKernel_t through cudaLaunchKernel costs tens of microseconds on the host.
+// The driver's launch of a library kernel's function in the current context (cuKernelGetFunction once
+// per device), its entry points reached through the runtime, so the library links no libcuda. Where
+// they are unavailable, cudaLaunchKernel takes the cudaKernel_t itself.
 struct Driver {
   decltype(&cuKernelGetFunction) get_function = nullptr;
   decltype(&cuLaunchKernel) launch = nullptr;

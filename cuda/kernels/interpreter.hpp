@@ -164,7 +164,7 @@ struct LaneSet {
 };
 
 // One step at a thread's lanes, of dispatch number Code (Step::code): what run_step's case for that
-// code does, and all a compiled piece (compiled_piece.cuh) runs for a step it knows the code of.
+// code does, and all a compiled piece (program_kernel.cuh) runs for a step it knows the code of.
 template <int Code, class T, class Index, int Lanes>
 TW_HD void run_code(const Step& step, const LaneSet<T, Index, Lanes>& lanes, Written<T> (&written)[Lanes]) {
   for (int l = 0; l < Lanes; ++l) {
@@ -213,7 +213,7 @@ struct RunCode {
 
 // A thread's way through a piece's steps at its lanes: what passes from one step to the next, and
 // the step itself (advance). The interpreter (run_steps_at) reads each step's code and sources from
-// the step; a compiled piece (compiled_piece.cuh) passes the same values as constants.
+// the step; a compiled piece (piece_source.hpp, program_kernel.cuh) passes the same values as constants.
 template <class T, class Index, int Lanes, bool EveryStepRuns>
 struct StepPipeline {
   using IndexType = Index;

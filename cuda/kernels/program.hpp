@@ -172,7 +172,7 @@ struct Program {
 inline constexpr int kStepsPerLaunch = 448;
 
 // A launch's steps, one kernel parameter (__grid_constant__): the interpreter's kernel
-// (program_cuda.cu) and a compiled piece's (compiled_piece.cuh) take the same.
+// (program_cuda.cu) and a compiled piece's (program_kernel.cuh, piece_source.hpp) take the same.
 template <int Capacity>
 struct StepBlock {
   Step steps[Capacity];

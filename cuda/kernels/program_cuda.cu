@@ -1,7 +1,9 @@
 // cuda/kernels/program_cuda.cu — the CUDA runner of a tape program: one thread per element runs every
 // step of a piece in order (interpreter.hpp: run_steps_at; program.hpp: piece_at); the steps travel in the kernel's
 // parameters, so a launch needs no allocation, no copy and no synchronisation. A program of several
-// pieces (more steps than one launch holds, or steps of both dtypes) runs as several launches.
+// pieces (more steps than one launch holds, or steps of both dtypes) runs as several launches, each
+// the piece's compiled kernel where the backend compiles pieces and one is ready
+// (backends/compiled_pieces.hpp), else the interpreter's.
 #include <algorithm>
 #include <cstdint>
 #include <span>
