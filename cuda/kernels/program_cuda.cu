@@ -30,12 +30,17 @@ __global__ void __launch_bounds__(kProgramThreads)
   run_piece_kernel<Capacity, T, Index, Lanes, true, InterpretedSteps>(block, n, covered);
 }
 
+// Blocks of a piece's launch, interpreted or compiled: one tile of kProgramThreads * lanes elements
+// each, grid-stride past kMaxBlocks.
+unsigned program_blocks(std::int64_t numel, int lanes) {
+  const std::int64_t tile = std::int64_t{kProgramThreads} * lanes;
+  return static_cast<unsigned>(std::clamp<std::int64_t>((numel + tile - 1) / tile, 1, kMaxBlocks));
+}
+
 template <int Capacity, class T, class Index, int Lanes>
 void launch_kernel(cudaStream_t stream, const StepBlock<Capacity>& block, std::int64_t numel, std::int64_t covered) {
-  constexpr std::int64_t kTile = std::int64_t{kProgramThreads} * Lanes;
-  const auto blocks = static_cast<unsigned>(std::clamp<std::int64_t>((numel + kTile - 1) / kTile, 1, kMaxBlocks));
-  program_kernel<Capacity, T, Index, Lanes><<<blocks, kProgramThreads, 0, stream>>>(block, static_cast<Index>(numel),
-                                                                                  static_cast<Index>(covered));
+  program_kernel<Capacity, T, Index, Lanes><<<program_blocks(numel, Lanes), kProgramThreads, 0, stream>>>(
+      block, static_cast<Index>(numel), static_cast<Index>(covered));
 }
 
 template <int Capacity, class T>
@@ -51,13 +56,11 @@ template <int Capacity>
 bool launch_compiled(cudaStream_t stream, StepBlock<Capacity>& block, const Piece& piece,
                      const CompiledPieceTarget& target, cudaError_t& err) {
   const int lanes = program_lanes(piece.numel);
-  const std::int64_t tile = std::int64_t{kProgramThreads} * lanes;
-  const auto blocks = static_cast<unsigned>(std::clamp<std::int64_t>((piece.numel + tile - 1) / tile, 1, kMaxBlocks));
   int n = static_cast<int>(piece.numel), covered = static_cast<int>(piece.covered);  // unused past 2^30 (piece_even)
   void* args[] = {&block, &n, &covered};
   return launch_compiled_piece(std::span<const Step>(piece.steps, static_cast<std::size_t>(piece.count)), piece.numel,
                                piece.covered, PieceLaunch{piece.dtype, lanes, Capacity, target.steps_in_shared}, target,
-                               blocks, args, stream, err);
+                               program_blocks(piece.numel, lanes), args, stream, err);
 }
 
 template <int Capacity>
