@@ -197,6 +197,8 @@ TEST(PieceSource, PiecesTheInterpreterKeeps) {
   std::vector<Step> irregular;  // no block repeats: every step different
   for (int i = 0; i < 100; ++i) irregular.push_back(keyed_step({static_cast<std::uint8_t>(i % 96), static_cast<std::uint16_t>(i)}));
   EXPECT_FALSE(piece_source(irregular, 1000, 1000, launch)) << "too irregular";
+  EXPECT_TRUE(compress_piece({}).empty());
+  EXPECT_FALSE(piece_source({}, 0, 0, launch)) << "no steps";
 }
 
 #if TAPEWISE_HAS_CUDA
@@ -234,6 +236,18 @@ TEST(CompiledPieces, ASourceThatDoesNotCompileIsAnErrorWithTheLog) {
   ASSERT_FALSE(cubin);
   EXPECT_NE(cubin.error().message.find("NVRTC could not compile"), std::string::npos) << cubin.error().message;
   EXPECT_NE(cubin.error().message.find("tapewise_piece.cu"), std::string::npos) << cubin.error().message;
+}
+
+TEST(CompiledPieces, AnArchitectureNvrtcDoesNotKnowIsAnErrorNamingIt) {
+  const auto source = piece_source(chain_steps(false), 5000, 5000, PieceLaunch{DType::float32, 1, detail::kStepsPerLaunch, false});
+  ASSERT_TRUE(source.has_value());
+  for (const char* arch : {"sm_bogus", "sm_1", "", "sm_90 --fmad=true"}) {
+    auto cubin = detail::compile_piece_source(*source, arch);
+    if (!cubin && cubin.error().message.find("NVRTC not found") != std::string::npos) GTEST_SKIP() << cubin.error().message;
+    ASSERT_FALSE(cubin) << "arch \"" << arch << "\" compiled";
+    EXPECT_EQ(cubin.error().code, ErrorCode::CudaFailure);
+    EXPECT_NE(cubin.error().message.find(std::string("for ") + arch), std::string::npos) << cubin.error().message;
+  }
 }
 
 // Sets an environment variable for a scope and restores it after.
@@ -370,19 +384,6 @@ double element(const HostArray& x, std::int64_t i) {
   return 0.0;
 }
 
-// Bitwise equality of two arrays, any NaN matching any NaN; the first difference, or "".
-std::string first_difference(const HostArray& a, const HostArray& b) {
-  if (a.dtype != b.dtype || a.bytes.size() != b.bytes.size()) return "different dtypes or sizes";
-  const std::size_t width = dtype_size(a.dtype);
-  for (std::int64_t i = 0; i < a.numel(); ++i) {
-    const auto at = static_cast<std::size_t>(i) * width;
-    const bool differ = std::memcmp(a.bytes.data() + at, b.bytes.data() + at, width) != 0;
-    if (differ && !(std::isnan(element(a, i)) && std::isnan(element(b, i))))
-      return "element " + std::to_string(i) + ": " + std::to_string(element(a, i)) + " against " + std::to_string(element(b, i));
-  }
-  return "";
-}
-
 // The per-node path against programs whose long pieces run compiled: random blocks of every node,
 // every dtype, one lane and four (past 2^16 elements), and the compiled kernels did run.
 TEST(CompiledPieces, RepeatedRandomBlocksGiveThePerNodeBits) {
@@ -402,10 +403,10 @@ TEST(CompiledPieces, RepeatedRandomBlocksGiveThePerNodeBits) {
     for (const char* run : {"first run", "compiled run"}) {
       const std::vector<HostArray> programs = run_case(cuda, c, TapeOptions{}.program_threshold);
       ASSERT_EQ(programs.size(), per_node.size()) << c.describe();
-      for (std::size_t a = 0; a < per_node.size(); ++a) {
-        const std::string difference = first_difference(programs[a], per_node[a]);
-        ASSERT_EQ(difference, "") << "case " << k << " (" << run << "), " << c.describe() << ": array " << a;
-      }
+      for (std::size_t a = 0; a < per_node.size(); ++a)
+        ASSERT_TRUE(agree(programs[a], per_node[a]))
+            << "case " << k << " (" << run << "), " << c.describe() << ": array " << a << ", "
+            << first_difference(programs[a], per_node[a]);
       detail::wait_for_compiled_pieces();
     }
     const HostArray& leaf_gradient = per_node[1];

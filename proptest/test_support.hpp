@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -126,6 +127,45 @@ template <class T>
 bool same_bits(T a, T b) {
   using std::isnan;
   return (isnan(a) && isnan(b)) || bits_of(a) == bits_of(b);
+}
+
+// Two arrays element by element: same_at, and the tapes' and programs' tests' verdicts built on it.
+// Bit for bit, where any NaN matches any NaN (the project's AgreeUpToNaN): which NaN an IEEE
+// operation returns when both operands are NaN is the operand order the compiler happened to pick
+// on x86 (it treats + and * as commutative), so NaN payloads and signs are not part of the promise.
+inline bool same_at(const HostArray& a, const HostArray& b, std::int64_t i) {
+  switch (a.dtype) {
+    case DType::float32: return same_bits(a.at<float>(i), b.at<float>(i));
+    case DType::float64: return same_bits(a.at<double>(i), b.at<double>(i));
+    case DType::bfloat16: return same_bits(a.at<bfloat16>(i), b.at<bfloat16>(i));
+    case DType::float16: return same_bits(a.at<float16>(i), b.at<float16>(i));
+  }
+  return false;
+}
+
+inline bool agree(const HostArray& a, const HostArray& b) {
+  if (a.shape != b.shape || a.dtype != b.dtype || a.bytes.size() != b.bytes.size()) return false;
+  for (std::int64_t i = 0; i < a.numel(); ++i)
+    if (!same_at(a, b, i)) return false;
+  return true;
+}
+
+// "element i: <bits> vs <bits>" for the first element where two arrays disagree.
+inline std::string first_difference(const HostArray& a, const HostArray& b) {
+  if (a.shape != b.shape || a.dtype != b.dtype) return "shapes or dtypes differ";
+  const std::size_t width = dtype_size(a.dtype);
+  for (std::int64_t i = 0; i < a.numel(); ++i) {
+    if (same_at(a, b, i)) continue;
+    auto hex = [&](const HostArray& h) {
+      std::uint64_t v = 0;
+      std::memcpy(&v, &h.bytes[static_cast<std::size_t>(i) * width], width);
+      char text[24];
+      std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(v));
+      return std::string(text);
+    };
+    return "element " + std::to_string(i) + ": " + hex(a) + " vs " + hex(b);
+  }
+  return "no difference";
 }
 
 // Values worth testing at any op: signed zeros, subnormals, extremes, infinities, NaN, small ints.
