@@ -98,6 +98,27 @@ struct Buffer::SharedAllocation {
 void Backend::release(Buffer& b) {
   if (b.borrowed_) return;  // the caller's memory: its keep-alive goes with the buffer
   std::lock_guard lock(allocation_mutex_);
+  release_locked(b);
+}
+
+// One lock for many buffers (a tape's values, a backward's slots). Each released buffer is then
+// marked borrowed, so that its reset() only drops the owner: outside the lock, since dropping the last
+// owner destroys the backend.
+void Backend::release_all(std::span<Buffer* const> buffers) {
+  {
+    std::lock_guard lock(allocation_mutex_);
+    for (Buffer* b : buffers)
+      if (b->owner_.get() == this && !b->borrowed_) {
+        release_locked(*b);
+        b->shared_ = nullptr;
+        b->data_ = nullptr;
+        b->borrowed_ = true;
+      }
+  }
+  for (Buffer* b : buffers) b->reset();
+}
+
+void Backend::release_locked(Buffer& b) {
   if (b.shared_) {
     if (--b.shared_->live_buffers == 0) {
       engine().raw_release(b.shared_->base);
@@ -106,9 +127,7 @@ void Backend::release(Buffer& b) {
   } else if (b.data_) {
     engine().raw_release(b.data_);
   }
-  const int t = static_cast<int>(b.tag_);
-  stats_.live_count[t] -= 1;
-  stats_.live_bytes[t] -= static_cast<std::int64_t>(b.bytes());
+  count_live(b, -1);
 }
 
 namespace {
@@ -137,25 +156,40 @@ MemoryStats Backend::stats() const {
 }
 
 Result<Buffer> Backend::allocate(const Shape& shape, DType dtype, AllocTag tag) {
-  auto size = byte_size(shape, dtype);
-  TAPEWISE_CHECK(size);
-  const std::size_t bytes = *size;
-  void* p = nullptr;
-  {
-    std::lock_guard lock(allocation_mutex_);
-    if (take_injected_failure())
-      return fail(ErrorCode::OutOfMemory, std::string("injected allocation failure (") +
-                                             alloc_tag_name(tag) + ", " + std::to_string(bytes) + " bytes)");
-    if (bytes > 0) {
-      auto got = engine().raw_allocate(bytes);
-      TAPEWISE_CHECK(got);
-      p = *got;
-    }
+  TAPEWISE_CHECK(byte_size(shape, dtype));
+  return allocate_valid(shape, shape.numel(), dtype, tag);
+}
+
+Result<Buffer> Backend::allocate_valid(const Shape& shape, std::int64_t numel, DType dtype, AllocTag tag) {
+  Buffer b = adopt(nullptr, nullptr, shape, numel, dtype, tag);
+  const std::size_t bytes = b.bytes();
+  // One lock per buffer made: the allocator's state and the stats change together.
+  std::lock_guard lock(allocation_mutex_);
+  if (take_injected_failure()) {
+    b.owner_ = nullptr;  // never counted, so its release must not uncount it
+    return fail(ErrorCode::OutOfMemory, std::string("injected allocation failure (") + alloc_tag_name(tag) + ", " +
+                                            std::to_string(bytes) + " bytes)");
   }
-  return adopt(p, nullptr, shape, dtype, tag);
+  if (bytes > 0) {
+    auto got = engine().raw_allocate(bytes);
+    if (!got) {
+      b.owner_ = nullptr;
+      return tl::unexpected(std::move(got).error());
+    }
+    b.data_ = *got;
+  }
+  count_live(b, +1);
+  return b;
 }
 
 Result<std::vector<Buffer>> Backend::allocate_many(std::span<const BufferSpec> parts, AllocTag tag) {
+  std::vector<Buffer> buffers;
+  TAPEWISE_CHECK(allocate_parts(parts, tag, buffers));
+  return buffers;
+}
+
+Result<void> Backend::allocate_parts(std::span<const BufferSpec> parts, AllocTag tag, std::vector<Buffer>& buffers) {
+  buffers.clear();
   // Each part starts 16-byte aligned, so the 16-byte vector path of every kernel applies to it.
   constexpr std::size_t kAlign = 16;
   auto aligned_size = [](const BufferSpec& part) -> Result<std::size_t> {
@@ -171,7 +205,7 @@ Result<std::vector<Buffer>> Backend::allocate_many(std::span<const BufferSpec> p
       return fail(ErrorCode::InvalidShape, "allocate_many: " + std::to_string(parts.size()) + " parts too large to address in bytes");
     total += *size;
   }
-  if (parts.empty()) return std::vector<Buffer>{};
+  if (parts.empty()) return {};
   Buffer::SharedAllocation* shared = nullptr;
   {
     std::lock_guard lock(allocation_mutex_);
@@ -185,35 +219,43 @@ Result<std::vector<Buffer>> Backend::allocate_many(std::span<const BufferSpec> p
       shared = new Buffer::SharedAllocation{*got, 0};
     }
   }
-  // The parts' counts in `shared` change without the lock until the buffers are returned: no
-  // other thread can reach them before that.
-  std::vector<Buffer> buffers;
+  // The parts' counts in `shared` and the stats change under one lock, once the buffers are made.
   buffers.reserve(parts.size());
   std::size_t offset = 0;
   for (const BufferSpec& part : parts) {
-    const bool empty = part.shape.numel() == 0;  // an empty part owns nothing, as allocate's
-    if (!empty) shared->live_buffers += 1;
+    const std::int64_t numel = part.shape.numel();
+    const bool empty = numel == 0;  // an empty part owns nothing, as allocate's
     buffers.push_back(adopt(empty ? nullptr : static_cast<std::byte*>(shared->base) + offset, empty ? nullptr : shared,
-                            part.shape, part.dtype, tag));
+                            part.shape, numel, part.dtype, tag));
     offset += *aligned_size(part);  // checked above
   }
-  return buffers;
+  std::lock_guard lock(allocation_mutex_);
+  for (const Buffer& b : buffers) {
+    if (b.shared_) shared->live_buffers += 1;
+    count_live(b, +1);
+  }
+  return {};
 }
 
-// The one place a Buffer comes to life: its fields, and its count in the stats.
-Buffer Backend::adopt(void* data, Buffer::SharedAllocation* shared, const Shape& shape, DType dtype, AllocTag tag) {
+// The one place a Buffer comes to life: its fields. The caller counts it (count_live) under the
+// allocation mutex it holds anyway.
+Buffer Backend::adopt(void* data, Buffer::SharedAllocation* shared, const Shape& shape, std::int64_t numel, DType dtype,
+                      AllocTag tag) {
   Buffer b;
   b.owner_ = shared_from_this();
   b.shared_ = shared;
   b.data_ = data;
   b.shape_ = shape;
   b.dtype_ = dtype;
-  b.numel_ = shape.numel();
+  b.numel_ = numel;
   b.tag_ = tag;
-  std::lock_guard lock(allocation_mutex_);
-  stats_.live_count[static_cast<int>(tag)] += 1;
-  stats_.live_bytes[static_cast<int>(tag)] += static_cast<std::int64_t>(b.bytes());
   return b;
+}
+
+void Backend::count_live(const Buffer& b, int sign) {
+  const int t = static_cast<int>(b.tag_);
+  stats_.live_count[t] += sign;
+  stats_.live_bytes[t] += sign * static_cast<std::int64_t>(b.bytes());
 }
 
 Buffer Backend::adopt_borrowed(void* data, std::shared_ptr<void> keep_alive, const Shape& shape, DType dtype) {

@@ -26,6 +26,21 @@ class Engine : public Backend {
   /// kernel: no synchronisation, no allocation.
   [[nodiscard]] virtual Result<void> run_program(const Program& program) = 0;
 
+  /// allocate for a buffer of like's shape and dtype (a shape a buffer holds is valid, so it is not
+  /// checked again: the tape allocates one per node).
+  [[nodiscard]] Result<Buffer> allocate_like(const Buffer& like, AllocTag tag) {
+    return allocate_valid(like.shape(), like.numel(), like.dtype(), tag);
+  }
+  /// allocate_many into `buffers` (cleared first): a caller that allocates many buffers per call (a
+  /// backward's slots) reuses the vector's memory rather than allocating a large one each time.
+  [[nodiscard]] Result<void> allocate_many_into(std::span<const BufferSpec> parts, AllocTag tag, std::vector<Buffer>& buffers) {
+    return allocate_parts(parts, tag, buffers);
+  }
+  /// Releases these buffers (each empty after), taking the allocation mutex once for all: what a tape
+  /// does with its values and a backward with its slots. Borrowed ones, empty ones and another
+  /// backend's are reset as usual.
+  void release_buffers(std::span<Buffer* const> buffers) { release_all(buffers); }
+
   /// Test hook: the n-th allocation from now (1 = the next one) fails with OutOfMemory; 0 disarms it.
   void inject_allocation_failure(std::int64_t nth);
 

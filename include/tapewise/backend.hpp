@@ -182,8 +182,16 @@ class TAPEWISE_API Backend : public std::enable_shared_from_this<Backend> {
   Backend() = default;  // the engine (cuda/backends/engine.hpp) is the one class derived from Backend
   detail::Engine& engine();  ///< this backend as the engine it is
   void release(Buffer& b);
+  /// allocate_many's work, into `buffers` (cleared first; its capacity reused).
+  [[nodiscard]] Result<void> allocate_parts(std::span<const BufferSpec> parts, AllocTag tag, std::vector<Buffer>& buffers);
+  void release_locked(Buffer& b);  ///< release's work (allocation mutex held)
+  void release_all(std::span<Buffer* const> buffers);  ///< release, for many buffers under one lock
   bool take_injected_failure();  ///< true when this allocation is the one set to fail (mutex held)
-  Buffer adopt(void* data, Buffer::SharedAllocation* shared, const Shape& shape, DType dtype, AllocTag tag);
+  Buffer adopt(void* data, Buffer::SharedAllocation* shared, const Shape& shape, std::int64_t numel, DType dtype,
+               AllocTag tag);
+  /// allocate's work, for a shape already checked (numel its element count).
+  [[nodiscard]] Result<Buffer> allocate_valid(const Shape& shape, std::int64_t numel, DType dtype, AllocTag tag);
+  void count_live(const Buffer& b, int sign);  ///< b in (+1) or out (-1) of stats_ (mutex held)
   Buffer adopt_borrowed(void* data, std::shared_ptr<void> keep_alive, const Shape& shape, DType dtype);
   /// Guards what every allocation and release changes: stats_, fail_countdown_, the shared
   /// allocations' counts and the engine's allocator (its raw_allocate, raw_release). Held for a
