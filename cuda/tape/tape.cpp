@@ -3,7 +3,9 @@
 // interprets nodes in descending id order, node by node or as one program. Nothing is appended or
 // mutated until every step has succeeded, so an error leaves the tape unchanged, but for the one
 // thing tape.hpp states: pending forwards that a flush before the failure has run.
+#include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <new>
 #include <optional>
 #include <string>
@@ -64,8 +66,25 @@ struct Scratch {
   std::vector<NodeId> large_zeros;
   std::vector<std::int64_t> reader_step;
   std::vector<std::uint8_t> accumulated, only_the_next_reads;
+  std::vector<Buffer> slots;  // a program backward's gradient slots; empty between calls
 };
 thread_local Scratch scratch;
+
+// Releases the buffer of each item, taking the backend's allocation lock once per 256 buffers rather
+// than once each (a tape's teardown, a backward's slots).
+template <class Items, class BufferOf>
+void release_together(detail::Engine& engine, Items& items, BufferOf buffer_of) {
+  Buffer* batch[256];
+  std::size_t count = 0;
+  for (auto& item : items) {
+    batch[count++] = &buffer_of(item);
+    if (count == std::size(batch)) {
+      engine.release_buffers({batch, count});
+      count = 0;
+    }
+  }
+  engine.release_buffers({batch, count});
+}
 
 // For a backward returning only the wanted gradients: which slot writes of its program (the seed copy,
 // then a step per visit) no step but the next reads, the slot not being returned — a slot no
@@ -103,13 +122,16 @@ void keep_unwanted_in_registers(const detail::BackwardPlan& plan, std::span<cons
 
 }  // namespace
 
-bool Gradients::has(NodeId id) const {
-  return id >= 0 && static_cast<std::size_t>(id) < slots_.size() && slots_[static_cast<std::size_t>(id)].has_value();
+Buffer* Gradients::find(NodeId id) const {
+  auto it = std::lower_bound(received_.begin(), received_.end(), id,
+                             [](const std::pair<NodeId, Buffer>& slot, NodeId key) { return slot.first < key; });
+  if (it == received_.end() || it->first != id || !it->second) return nullptr;
+  return const_cast<Buffer*>(&it->second);
 }
 
-const Buffer* Gradients::get(NodeId id) const {
-  return has(id) ? &*slots_[static_cast<std::size_t>(id)] : nullptr;
-}
+const Buffer* Gradients::get(NodeId id) const { return find(id); }
+
+void Gradients::put(NodeId id, Buffer b) { received_.emplace_back(id, std::move(b)); }
 
 Result<HostArray> Gradients::host(NodeId id) const {
   const Buffer* b = get(id);
@@ -118,15 +140,35 @@ Result<HostArray> Gradients::host(NodeId id) const {
 }
 
 Buffer Gradients::take(NodeId id) {
-  if (!has(id)) return Buffer();
-  Buffer b = std::move(*slots_[static_cast<std::size_t>(id)]);
-  slots_[static_cast<std::size_t>(id)].reset();
-  return b;
+  Buffer* b = find(id);
+  return b ? std::move(*b) : Buffer();
 }
 
+
+// The node storage of the last tape this thread released, kept for its next tape: a long recording
+// then appends into memory that is already there, instead of growing a vector of a few hundred KB
+// (which the C library maps and unmaps afresh) for every tape.
+namespace {
+struct SpareNodes {
+  std::vector<Node> nodes;
+  ~SpareNodes();
+};
+thread_local bool spare_nodes_gone = false;  // trivially destructible: readable to the thread's end
+thread_local SpareNodes spare_nodes;
+SpareNodes::~SpareNodes() { spare_nodes_gone = true; }
+}  // namespace
+
 Tape::Tape(std::shared_ptr<Backend> backend) : backend_(std::move(backend)) {
+  if (!spare_nodes_gone) nodes_.swap(spare_nodes.nodes);
   // Recording never reallocates the pending list, so it never fails halfway.
   pending_.reserve(static_cast<std::size_t>(options_.max_pending_nodes));
+}
+
+Tape::~Tape() {
+  if (!backend_) return;  // moved from
+  release_together(detail::engine_of(*backend_), nodes_, [](Node& n) -> Buffer& { return n.value; });
+  nodes_.clear();
+  if (!spare_nodes_gone && nodes_.capacity() > spare_nodes.nodes.capacity()) nodes_.swap(spare_nodes.nodes);
 }
 
 Result<void> Tape::set_options(const TapeOptions& options) {
@@ -225,7 +267,7 @@ Result<NodeId> Tape::apply(Op op, std::span<const NodeId> parents, Scalars scala
                                                 dtype_name(a.dtype()) + ", b " + id_str(parents[1]) + " is " + dtype_name(b.dtype()));
   }
   // Allocation first: a failure then leaves even the pending list as it was.
-  auto value = backend_->allocate(inputs[0]->shape(), inputs[0]->dtype(), AllocTag::value);
+  auto value = detail::engine_of(*backend_).allocate_like(*inputs[0], AllocTag::value);
   TAPEWISE_CHECK(value);
   const bool deferred = runs_as_program(inputs[0]->numel(), options_.program_threshold);
   if (deferred) {
@@ -343,8 +385,7 @@ Result<Gradients> Tape::run_plan_per_node(const detail::BackwardPlan& plan, Node
                                           VjpPath path) const {
   Backend& be = *backend_;
   detail::Engine& engine = detail::engine_of(be);
-  Gradients grads(nodes_.size());
-  auto& slots = grads.slots_;
+  std::vector<std::optional<Buffer>> slots(nodes_.size());
   auto fresh_copy = [&](const Buffer& source) -> Result<Buffer> {
     auto copy = be.allocate(source.shape(), source.dtype(), AllocTag::gradient);
     if (!copy) return copy;
@@ -396,8 +437,9 @@ Result<Gradients> Tape::run_plan_per_node(const detail::BackwardPlan& plan, Node
     TAPEWISE_CHECK(engine.prim(Prim::fill, 0.0, {}, *zeros));
     slots[static_cast<std::size_t>(id)] = std::move(*zeros);
   }
+  Gradients grads(nodes_.size());
   for (std::size_t id = 0; id < slots.size(); ++id)
-    if (!plan.is_wanted(static_cast<NodeId>(id))) slots[id].reset();
+    if (slots[id] && plan.is_wanted(static_cast<NodeId>(id))) grads.put(static_cast<NodeId>(id), std::move(*slots[id]));
   return grads;
 }
 
@@ -422,10 +464,13 @@ Result<Gradients> Tape::run_plan_as_program(const detail::BackwardPlan& plan, No
     specs[slots_needed].dtype = nodes_[id].value.dtype();
     slot_of[id] = slots_needed++;
   }
-  auto arena = be.allocate_many({specs.data(), slots_needed}, AllocTag::gradient);
-  TAPEWISE_CHECK(arena);
+  std::vector<Buffer>& slots = scratch.slots;
+  struct Emptied {  // on every way out, so that the scratch holds no buffer between calls
+    std::vector<Buffer>& slots;
+    ~Emptied() { slots.clear(); }
+  } emptied{slots};
+  TAPEWISE_CHECK(engine.allocate_many_into({specs.data(), slots_needed}, AllocTag::gradient, slots));
   TAPEWISE_CHECK(flush());
-  std::vector<Buffer>& slots = *arena;
   auto slot = [&](NodeId id) -> Buffer& { return slots[slot_of[static_cast<std::size_t>(id)]]; };
   auto base_step = [](detail::StepKind kind, const Buffer& like) {
     detail::Step step{};
@@ -482,7 +527,8 @@ Result<Gradients> Tape::run_plan_as_program(const detail::BackwardPlan& plan, No
   Gradients grads(count);
   for (std::size_t id = 0; id < count; ++id)
     if (slot_of[id] != SIZE_MAX && plan.is_wanted(static_cast<NodeId>(id)))
-      grads.slots_[id] = std::move(slots[slot_of[id]]);
+      grads.put(static_cast<NodeId>(id), std::move(slots[slot_of[id]]));
+  release_together(engine, slots, [](Buffer& b) -> Buffer& { return b; });  // the unwanted rest
   return grads;
 }
 

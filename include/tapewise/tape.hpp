@@ -32,6 +32,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "backend.hpp"
@@ -83,11 +84,11 @@ struct Node {
 class TAPEWISE_API Gradients {
  public:
   /// n empty slots.
-  explicit Gradients(std::size_t n = 0) : slots_(n) {}
+  explicit Gradients(std::size_t n = 0) : size_(n) {}
   /// The number of slots (the tape's size at backward).
-  std::size_t size() const { return slots_.size(); }
+  std::size_t size() const { return size_; }
   /// Whether node id received a gradient.
-  bool has(NodeId id) const;
+  bool has(NodeId id) const { return get(id) != nullptr; }
   const Buffer* get(NodeId id) const;  ///< nullptr when the node received no gradient
   /// A copy of node id's gradient on the host (InvalidNodeId when none).
   [[nodiscard]] Result<HostArray> host(NodeId id) const;
@@ -95,7 +96,12 @@ class TAPEWISE_API Gradients {
 
  private:
   friend class Tape;
-  std::vector<std::optional<Buffer>> slots_;
+  void put(NodeId id, Buffer b);  ///< the gradient of id, above every id put before
+  Buffer* find(NodeId id) const;
+  std::size_t size_;
+  /// The slots that received a gradient, by ascending id: a backward returning the leaves' gradients
+  /// of a long tape holds a few, not one per node.
+  std::vector<std::pair<NodeId, Buffer>> received_;
 };
 
 /// The reverse-mode tape (see the file's description).
@@ -103,6 +109,10 @@ class TAPEWISE_API Tape {
  public:
   /// An empty tape recording on `backend`, with the default TapeOptions.
   explicit Tape(std::shared_ptr<Backend> backend);
+  /// Releases the nodes' values.
+  ~Tape();
+  Tape(Tape&&) = default;
+  Tape& operator=(Tape&&) = delete;
 
   /// How the tape runs small nodes.
   const TapeOptions& options() const { return options_; }
