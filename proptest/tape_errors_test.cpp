@@ -4,6 +4,9 @@
 // without a GPU driver is told so.
 #include <dlfcn.h>
 
+#include <memory>
+#include <thread>
+
 #include "test_support.hpp"
 
 namespace tapewise::testing {
@@ -218,6 +221,92 @@ TEST_P(TapeErrors, EverythingIsReleasedWithTheTapeAndGradients) {
     EXPECT_GT(backend->stats().count(AllocTag::gradient), empty.count(AllocTag::gradient));
   }
   EXPECT_EQ(backend->stats(), empty);
+}
+
+// What a tape releases in batches (its values, a program backward's unwanted slots) and the node
+// storage a thread keeps for its next tape: tapes alive together, ended in either order or on another
+// thread, a gradient outliving its tape, and a borrowed leaf among the values.
+TEST_P(TapeErrors, TapesEndedInAnyOrderOrThreadReleaseEverything) {
+  const MemoryStats empty = backend->stats();
+  auto record = [&](Tape& t, int nodes) {
+    NodeId h = must(t.leaf(host<float>({0.5f, -1.0f, 2.0f})));
+    for (int i = 0; i < nodes; ++i) h = must(i % 2 ? t.sin(h) : t.tanh(h));
+    return h;
+  };
+  std::vector<float> caller = {1.0f, 2.0f, 3.0f};
+  Buffer held;
+  {
+    auto first = std::make_unique<Tape>(backend);
+    auto second = std::make_unique<Tape>(backend);
+    const NodeId out = record(*first, 600);
+    record(*second, 300);
+    const NodeId borrowed = must(second->leaf(must(backend->wrap(caller.data(), Shape{3}, DType::float32))));
+    EXPECT_EQ(second->size(), 302u);
+    auto grads = first->backward(out, host<float>({1, 1, 1}), std::span<const NodeId>(std::vector<NodeId>{0}));
+    ASSERT_TRUE(grads) << grads.error().str();
+    held = grads->take(0);
+    ASSERT_TRUE(held);
+    first.reset();  // the larger storage is kept for this thread's next tape
+    Tape third(backend);
+    EXPECT_EQ(third.size(), 0u) << "a tape starts empty, whatever storage it reuses";
+    record(third, 10);
+    EXPECT_EQ(third.size(), 11u);
+    std::thread([t = std::move(second)]() mutable { t.reset(); }).join();
+    (void)borrowed;
+  }
+  ASSERT_TRUE(backend->synchronize());
+  EXPECT_EQ(backend->stats().count(AllocTag::value), empty.count(AllocTag::value));
+  EXPECT_EQ(backend->stats().count(AllocTag::gradient), empty.count(AllocTag::gradient) + 1) << "the gradient taken";
+  auto kept = backend->download(held);
+  ASSERT_TRUE(kept) << kept.error().str();
+  EXPECT_EQ(kept->numel(), 3);
+  held.reset();
+  EXPECT_EQ(backend->stats(), empty);
+  EXPECT_EQ(caller, (std::vector<float>{1.0f, 2.0f, 3.0f})) << "a borrowed leaf's memory is the caller's";
+}
+
+// Shapes hold up to Dims::kInline dims in place and more on the heap; both read, copy, move and
+// compare alike, and a tape runs on either.
+TEST(ShapeDims, InlineAndSpilledDimsBehaveAlike) {
+  for (std::size_t rank : {std::size_t{0}, std::size_t{1}, Dims::kInline, Dims::kInline + 1, std::size_t{kMaxNdim + 3}}) {
+    Shape built;
+    for (std::size_t d = 0; d < rank; ++d) built.dims.push_back(static_cast<std::int64_t>(d % 3 + 1));
+    const std::vector<std::int64_t> as_vector = built.dims;
+    ASSERT_EQ(as_vector.size(), rank);
+    EXPECT_EQ(Shape(as_vector), built);
+    Shape copied = built;
+    EXPECT_EQ(copied, built);
+    Shape moved = std::move(copied);
+    EXPECT_EQ(moved, built);
+    EXPECT_TRUE(copied.dims.empty()) << "moved from";
+    copied = moved;  // assigned after being moved from
+    EXPECT_EQ(copied, built);
+    if (rank > 0) {
+      copied.dims[rank - 1] += 1;
+      EXPECT_FALSE(copied == built);
+    }
+    Shape longer = built;
+    longer.dims.push_back(1);
+    EXPECT_FALSE(longer == built);
+    EXPECT_EQ(built.valid(), rank <= static_cast<std::size_t>(kMaxNdim));
+    if (!built.valid()) {
+      auto why = built.check();
+      ASSERT_FALSE(why);
+      EXPECT_NE(why.error().message.find(std::to_string(rank) + " dims"), std::string::npos) << why.error().message;
+    }
+  }
+  auto be = make_cpu_backend();
+  Tape t(be);
+  const Shape seven{1, 2, 1, 2, 1, 1, 2};
+  HostArray x = HostArray::of<float>(seven, std::vector<float>{0.5f, -1.0f, 2.0f, 0.25f, 3.0f, -0.5f, 1.5f, 0.0f});
+  const NodeId leaf = must(t.leaf(x));
+  const NodeId y = must(t.sin(must(t.mul(leaf, leaf))));
+  auto value = t.value(y);
+  ASSERT_TRUE(value) << value.error().str();
+  EXPECT_EQ(value->shape, seven);
+  auto grads = t.backward(y, HostArray::of<float>(seven, std::vector<float>(8, 1.0f)));
+  ASSERT_TRUE(grads) << grads.error().str();
+  EXPECT_EQ(must(grads->host(leaf)).shape, seven);
 }
 
 TEST_P(TapeErrors, EmptyTensorsWork) {

@@ -9,6 +9,7 @@
 
 // Kernels compiled at run time (NVRTC, which has no C++ standard library) see only DType.
 #if !defined(__CUDACC_RTC__)
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
 #include <initializer_list>
@@ -117,16 +118,91 @@ using Result = tl::expected<T, Error>;
 /// shape can always be read back into a buffer of this size.
 inline constexpr int kMaxNdim = 32;
 
+/// A shape's dims: a vector of int64 that holds up to kInline of them in place, so that the shape
+/// every buffer carries is copied without a heap allocation (a tape makes a buffer per node); more
+/// dims than that live on the heap. Reads like the std::vector it replaces, and converts to one.
+class Dims {
+ public:
+  using value_type = std::int64_t;
+  using size_type = std::size_t;
+  using iterator = std::int64_t*;
+  using const_iterator = const std::int64_t*;
+  static constexpr std::size_t kInline = 5;
+
+  Dims() = default;
+  Dims(std::initializer_list<std::int64_t> d) { assign(d.begin(), d.end()); }
+  /// From a std::vector: Shape's dims were one.
+  Dims(const std::vector<std::int64_t>& d) { assign(d.data(), d.data() + d.size()); }
+  Dims(const Dims& other) { assign(other.begin(), other.end()); }
+  Dims(Dims&& other) noexcept { *this = std::move(other); }
+  Dims& operator=(const Dims& other) {
+    if (this != &other) assign(other.begin(), other.end());
+    return *this;
+  }
+  Dims& operator=(Dims&& other) noexcept {
+    if (this != &other) {
+      size_ = other.size_;
+      std::memcpy(inline_, other.inline_, sizeof inline_);
+      heap_ = std::move(other.heap_);
+      other.size_ = 0;
+      other.heap_.clear();
+    }
+    return *this;
+  }
+  /// A copy as a std::vector.
+  operator std::vector<std::int64_t>() const { return std::vector<std::int64_t>(begin(), end()); }
+
+  std::size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  std::int64_t* data() { return size_ <= kInline ? inline_ : heap_.data(); }
+  const std::int64_t* data() const { return size_ <= kInline ? inline_ : heap_.data(); }
+  std::int64_t* begin() { return data(); }
+  std::int64_t* end() { return data() + size_; }
+  const std::int64_t* begin() const { return data(); }
+  const std::int64_t* end() const { return data() + size_; }
+  std::int64_t& operator[](std::size_t i) { return data()[i]; }
+  std::int64_t operator[](std::size_t i) const { return data()[i]; }
+  void push_back(std::int64_t d) {
+    if (size_ == kInline) heap_.assign(inline_, inline_ + kInline);
+    if (size_ < kInline) inline_[size_] = d;
+    else heap_.push_back(d);
+    ++size_;
+  }
+  void clear() {
+    size_ = 0;
+    heap_.clear();
+  }
+  /// Equal when they hold the same dims.
+  friend bool operator==(const Dims& a, const Dims& b) {
+    return a.size_ == b.size_ && std::equal(a.begin(), a.end(), b.begin());
+  }
+
+ private:
+  void assign(const std::int64_t* first, const std::int64_t* last) {
+    const auto n = static_cast<std::size_t>(last - first);
+    if (n <= kInline) {
+      std::copy(first, last, inline_);
+      heap_.clear();
+    } else {
+      heap_.assign(first, last);
+    }
+    size_ = n;
+  }
+  std::int64_t inline_[kInline] = {};
+  std::vector<std::int64_t> heap_;  // every dim, when there are more than kInline
+  std::size_t size_ = 0;
+};
+
 /// Rank-N shape with 64-bit dims; rank 0 is a scalar (one element), a zero dim makes it empty.
 struct TAPEWISE_API Shape {
   /// The dims, outermost first.
-  std::vector<std::int64_t> dims;
+  Dims dims;
 
   Shape() = default;
   /// A shape of these dims, e.g. Shape{2, 3}.
   Shape(std::initializer_list<std::int64_t> d) : dims(d) {}
   /// A shape of these dims.
-  explicit Shape(std::vector<std::int64_t> d) : dims(std::move(d)) {}
+  explicit Shape(const std::vector<std::int64_t>& d) : dims(d) {}
 
   /// Element count, or -1 when a dim is negative or the product overflows int64.
   std::int64_t numel() const;

@@ -150,7 +150,7 @@ ReportJson node_json(const NodeCheck& n, const Production& p) {
   return ReportJson{{"id", n.id},
                     {"name", n.name},
                     {"op", op_text(n)},
-                    {"shape", n.shape.dims},
+                    {"shape", std::vector<std::int64_t>(n.shape.dims)},
                     {"passes", n.passes()},
                     {"forward", local_json(n.forward)},
                     {"vjp", vjp},
