@@ -289,9 +289,11 @@ TEST(CompiledPieces, TheEnvironmentChoosesAndABadValueIsNamed) {
     EXPECT_NE(c.error().message.find("TAPEWISE_PIECE_STEPS=registers"), std::string::npos) << c.error().message;
   }
   ScopedEnv unset("TAPEWISE_COMPILED_PIECES", "");
+  ScopedEnv steps_unset("TAPEWISE_PIECE_STEPS", "");
   auto c = detail::piece_compilation_from_environment();
   ASSERT_TRUE(c);
-  EXPECT_FALSE(c->enabled) << "off by default";
+  EXPECT_TRUE(c->enabled) << "on by default";
+  EXPECT_FALSE(c->steps_in_shared) << "steps read from the kernel parameter by default";
 }
 
 // A leaf of n elements of `dtype`, a ramp in [-2 scale, 2 scale).

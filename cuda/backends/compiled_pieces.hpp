@@ -42,12 +42,12 @@ struct CompiledPieceStats {
 };
 CompiledPieceStats compiled_piece_stats();
 
-// Whether and how a backend compiles pieces: TAPEWISE_COMPILED_PIECES ("1"/"on", or "0"/"off", the
-// default until the final form has run under compute-sanitizer on a GPU) and TAPEWISE_PIECE_STEPS
+// Whether and how a backend compiles pieces: TAPEWISE_COMPILED_PIECES ("1"/"on", the default, or
+// "0"/"off": every piece interpreted) and TAPEWISE_PIECE_STEPS
 // ("parameter", the default, or "shared": where a compiled piece's kernel reads its steps). Any other
 // value is an error naming it.
 struct PieceCompilation {
-  bool enabled = false;
+  bool enabled = true;
   bool steps_in_shared = false;
 };
 [[nodiscard]] Result<PieceCompilation> piece_compilation_from_environment();
