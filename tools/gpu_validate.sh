@@ -29,12 +29,13 @@ step() {  # step NAME COMMAND...: runs it, output to $work/NAME.txt, prints the 
   [ "$rc" -eq 0 ] || failed=$((failed + 1))
 }
 
-# compute-sanitizer TOOL over the CUDA tests (a small property budget: the tools slow kernels ~100x).
+# compute-sanitizer TOOL over the CUDA tests and the compiled-piece tests (a small property budget: the
+# tools slow kernels ~100x).
 # CudaLimits is left to the plain run: tensors past 2^31 elements, and an allocation meant to fail,
 # which memcheck would rightly report as an API error.
 sanitize() {
   RC_PARAMS="seed=5 max_success=10" compute-sanitizer --tool "$1" --error-exitcode 1 \
-    "$bin/tapewise_tests" --gtest_brief=1 --gtest_filter='*cuda*:*Cuda*:-CudaLimits.*'
+    "$bin/tapewise_tests" --gtest_brief=1 --gtest_filter='*cuda*:*Cuda*:CompiledPieces.*:-CudaLimits.*'
 }
 sanitizers() {  # one tool after another (their shadow memory does not fit four at once), then verdicts
   local tool rc=0
