@@ -25,8 +25,8 @@ MANIFEST = "docs/figures/manifest.json"
 # The committed measurements each figure and table is drawn from (paths from the repository root).
 # The chain's newest run: tapewise-bench with PyTorch's eager, CUDA-graph and torch.compile times of
 # the same run attached to each row (tools/bench/run_bench.sh's pairing), one file per set of shapes.
-CHAIN = "results/2026-12-02_H200_d111320/bench_unary.json"      # the unary chain, all three peers
-CHAIN_SHAPES = "results/2026-12-02_H200_d111320/bench_bf.json"  # binary and fanout: eager, CUDA graph
+CHAIN = "results/2026-12-03_H200_host_path/run18/bench_unary.json"      # the unary chain, all three peers
+CHAIN_SHAPES = "results/2026-12-03_H200_host_path/run18/bench_bf.json"  # binary and fanout: eager, CUDA graph
 KERNELS = "results/2026-12-01_H200_d762d428001f/bench.json"       # per-node kernels at 2^26, with rooflines
 ROOFLINE = "results/2026-12-01_H200_d762d428001f/roofline.json"   # which pipe bounds a compute-bound kernel
 SWEEPS = {
