@@ -14,14 +14,20 @@ SCRIPT = ROOT / "tools" / "figures.py"
 pytestmark = pytest.mark.skipif(not SCRIPT.exists(), reason="not run from a source tree (no tools/figures.py)")
 
 
-@pytest.fixture
-def tree(tmp_path):
-    """The script, the documents, the figures and every source JSON, in their places under tmp_path."""
+def figures_module():
+    """tools/figures.py as a module: its lists of sources and tables."""
     sys.path.insert(0, str(SCRIPT.parent))
     try:
         import figures
     finally:
         sys.path.pop(0)
+    return figures
+
+
+@pytest.fixture
+def tree(tmp_path):
+    """The script, the documents, the figures and every source JSON, in their places under tmp_path."""
+    figures = figures_module()
     sources = figures.ALL_SOURCES
     documents = {document for document, _ in figures.TABLES.values()}
     for relative in ["tools/figures.py", "docs/figures", *documents, *sources]:
@@ -43,7 +49,7 @@ def test_the_committed_figures_and_tables_match_their_json(tree):
 
 
 def test_a_changed_source_makes_its_figures_stale(tree):
-    source = "results/2026-12-02_H200_d111320/bench_unary.json"
+    source = figures_module().CHAIN  # the chain's newest run, which chain_cost.svg is drawn from
     chain = tree / source
     chain.write_text(chain.read_text() + "\n")
     done = check(tree)
