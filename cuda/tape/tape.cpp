@@ -144,7 +144,6 @@ Buffer Gradients::take(NodeId id) {
   return b ? std::move(*b) : Buffer();
 }
 
-
 // The node storage of the last tape this thread released, kept for its next tape: a long recording
 // then appends into memory that is already there, instead of growing a vector of a few hundred KB
 // (which the C library maps and unmaps afresh) for every tape.

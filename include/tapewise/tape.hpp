@@ -111,8 +111,8 @@ class TAPEWISE_API Tape {
   explicit Tape(std::shared_ptr<Backend> backend);
   /// Releases the nodes' values.
   ~Tape();
-  Tape(Tape&&) = default;
-  Tape& operator=(Tape&&) = delete;
+  Tape(Tape&&) = default;             ///< the moved-from tape is left without a backend: only destroy it
+  Tape& operator=(Tape&&) = default;  ///< as the move constructor
 
   /// How the tape runs small nodes.
   const TapeOptions& options() const { return options_; }
