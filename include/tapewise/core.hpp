@@ -123,22 +123,24 @@ inline constexpr int kMaxNdim = 32;
 /// dims than that live on the heap. Reads like the std::vector it replaces, and converts to one.
 class Dims {
  public:
-  using value_type = std::int64_t;
-  using size_type = std::size_t;
-  using iterator = std::int64_t*;
-  using const_iterator = const std::int64_t*;
-  static constexpr std::size_t kInline = 5;
+  using value_type = std::int64_t;            ///< a dim
+  using size_type = std::size_t;              ///< a count of dims
+  using iterator = std::int64_t*;             ///< iterates over the dims
+  using const_iterator = const std::int64_t*; ///< iterates over the dims, read-only
+  static constexpr std::size_t kInline = 5;   ///< the most dims held in place
 
-  Dims() = default;
-  Dims(std::initializer_list<std::int64_t> d) { assign(d.begin(), d.end()); }
+  Dims() = default;  ///< no dims
+  Dims(std::initializer_list<std::int64_t> d) { assign(d.begin(), d.end()); }  ///< these dims
   /// From a std::vector: Shape's dims were one.
   Dims(const std::vector<std::int64_t>& d) { assign(d.data(), d.data() + d.size()); }
-  Dims(const Dims& other) { assign(other.begin(), other.end()); }
-  Dims(Dims&& other) noexcept { *this = std::move(other); }
+  Dims(const Dims& other) { assign(other.begin(), other.end()); }  ///< a copy
+  Dims(Dims&& other) noexcept { *this = std::move(other); }        ///< takes other's dims; other is left empty
+  /// Becomes a copy of other.
   Dims& operator=(const Dims& other) {
     if (this != &other) assign(other.begin(), other.end());
     return *this;
   }
+  /// Takes other's dims; other is left empty.
   Dims& operator=(Dims&& other) noexcept {
     if (this != &other) {
       size_ = other.size_;
@@ -152,22 +154,24 @@ class Dims {
   /// A copy as a std::vector.
   operator std::vector<std::int64_t>() const { return std::vector<std::int64_t>(begin(), end()); }
 
-  std::size_t size() const { return size_; }
-  bool empty() const { return size_ == 0; }
-  std::int64_t* data() { return size_ <= kInline ? inline_ : heap_.data(); }
-  const std::int64_t* data() const { return size_ <= kInline ? inline_ : heap_.data(); }
-  std::int64_t* begin() { return data(); }
-  std::int64_t* end() { return data() + size_; }
-  const std::int64_t* begin() const { return data(); }
-  const std::int64_t* end() const { return data() + size_; }
-  std::int64_t& operator[](std::size_t i) { return data()[i]; }
-  std::int64_t operator[](std::size_t i) const { return data()[i]; }
+  std::size_t size() const { return size_; }  ///< the number of dims
+  bool empty() const { return size_ == 0; }   ///< no dims (a scalar's shape)
+  std::int64_t* data() { return size_ <= kInline ? inline_ : heap_.data(); }              ///< the dims, in order
+  const std::int64_t* data() const { return size_ <= kInline ? inline_ : heap_.data(); }  ///< the dims, read-only
+  std::int64_t* begin() { return data(); }                    ///< the first dim
+  std::int64_t* end() { return data() + size_; }              ///< past the last dim
+  const std::int64_t* begin() const { return data(); }        ///< the first dim, read-only
+  const std::int64_t* end() const { return data() + size_; }  ///< past the last dim, read-only
+  std::int64_t& operator[](std::size_t i) { return data()[i]; }      ///< dim i (unchecked)
+  std::int64_t operator[](std::size_t i) const { return data()[i]; }  ///< dim i (unchecked)
+  /// Appends a dim (the sixth moves them all to the heap).
   void push_back(std::int64_t d) {
     if (size_ == kInline) heap_.assign(inline_, inline_ + kInline);
     if (size_ < kInline) inline_[size_] = d;
     else heap_.push_back(d);
     ++size_;
   }
+  /// Removes every dim.
   void clear() {
     size_ = 0;
     heap_.clear();
