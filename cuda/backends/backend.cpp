@@ -161,7 +161,7 @@ Result<Buffer> Backend::allocate(const Shape& shape, DType dtype, AllocTag tag) 
 }
 
 Result<Buffer> Backend::allocate_valid(const Shape& shape, std::int64_t numel, DType dtype, AllocTag tag) {
-  Buffer b = adopt(nullptr, nullptr, shape, numel, dtype, tag);
+  Buffer b = adopt(shared_from_this(), nullptr, nullptr, shape, numel, dtype, tag);
   const std::size_t bytes = b.bytes();
   // One lock per buffer made: the allocator's state and the stats change together.
   std::lock_guard lock(allocation_mutex_);
@@ -221,13 +221,15 @@ Result<void> Backend::allocate_parts(std::span<const BufferSpec> parts, AllocTag
   }
   // The parts' counts in `shared` and the stats change under one lock, once the buffers are made.
   buffers.reserve(parts.size());
+  const std::shared_ptr<Backend> owner = shared_from_this();
   std::size_t offset = 0;
   for (const BufferSpec& part : parts) {
     const std::int64_t numel = part.shape.numel();
     const bool empty = numel == 0;  // an empty part owns nothing, as allocate's
-    buffers.push_back(adopt(empty ? nullptr : static_cast<std::byte*>(shared->base) + offset, empty ? nullptr : shared,
-                            part.shape, numel, part.dtype, tag));
-    offset += *aligned_size(part);  // checked above
+    buffers.push_back(adopt(owner, empty ? nullptr : static_cast<std::byte*>(shared->base) + offset,
+                            empty ? nullptr : shared, part.shape, numel, part.dtype, tag));
+    const std::size_t bytes = static_cast<std::size_t>(numel) * dtype_size(part.dtype);  // checked above
+    offset += (bytes + kAlign - 1) / kAlign * kAlign;
   }
   std::lock_guard lock(allocation_mutex_);
   for (const Buffer& b : buffers) {
@@ -239,10 +241,10 @@ Result<void> Backend::allocate_parts(std::span<const BufferSpec> parts, AllocTag
 
 // The one place a Buffer comes to life: its fields. The caller counts it (count_live) under the
 // allocation mutex it holds anyway.
-Buffer Backend::adopt(void* data, Buffer::SharedAllocation* shared, const Shape& shape, std::int64_t numel, DType dtype,
-                      AllocTag tag) {
+Buffer Backend::adopt(const std::shared_ptr<Backend>& owner, void* data, Buffer::SharedAllocation* shared,
+                      const Shape& shape, std::int64_t numel, DType dtype, AllocTag tag) {
   Buffer b;
-  b.owner_ = shared_from_this();
+  b.owner_ = owner;
   b.shared_ = shared;
   b.data_ = data;
   b.shape_ = shape;

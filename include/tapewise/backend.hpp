@@ -187,8 +187,9 @@ class TAPEWISE_API Backend : public std::enable_shared_from_this<Backend> {
   void release_locked(Buffer& b);  ///< release's work (allocation mutex held)
   void release_all(std::span<Buffer* const> buffers);  ///< release, for many buffers under one lock
   bool take_injected_failure();  ///< true when this allocation is the one set to fail (mutex held)
-  Buffer adopt(void* data, Buffer::SharedAllocation* shared, const Shape& shape, std::int64_t numel, DType dtype,
-               AllocTag tag);
+  /// A buffer's fields (owner: this backend, its shared_ptr passed in so that many buffers copy one).
+  Buffer adopt(const std::shared_ptr<Backend>& owner, void* data, Buffer::SharedAllocation* shared, const Shape& shape,
+               std::int64_t numel, DType dtype, AllocTag tag);
   /// allocate's work, for a shape already checked (numel its element count).
   [[nodiscard]] Result<Buffer> allocate_valid(const Shape& shape, std::int64_t numel, DType dtype, AllocTag tag);
   void count_live(const Buffer& b, int sign);  ///< b in (+1) or out (-1) of stats_ (mutex held)
