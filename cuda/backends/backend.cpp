@@ -192,10 +192,11 @@ Result<void> Backend::allocate_parts(std::span<const BufferSpec> parts, AllocTag
   buffers.clear();
   // Each part starts 16-byte aligned, so the 16-byte vector path of every kernel applies to it.
   constexpr std::size_t kAlign = 16;
-  auto aligned_size = [](const BufferSpec& part) -> Result<std::size_t> {
+  auto aligned = [](std::size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; };
+  auto aligned_size = [&](const BufferSpec& part) -> Result<std::size_t> {
     auto size = byte_size(part.shape, part.dtype);
     if (!size) return size;
-    return (*size + kAlign - 1) / kAlign * kAlign;
+    return aligned(*size);
   };
   std::size_t total = 0;
   for (const BufferSpec& part : parts) {
@@ -228,8 +229,7 @@ Result<void> Backend::allocate_parts(std::span<const BufferSpec> parts, AllocTag
     const bool empty = numel == 0;  // an empty part owns nothing, as allocate's
     buffers.push_back(adopt(owner, empty ? nullptr : static_cast<std::byte*>(shared->base) + offset,
                             empty ? nullptr : shared, part.shape, numel, part.dtype, tag));
-    const std::size_t bytes = static_cast<std::size_t>(numel) * dtype_size(part.dtype);  // checked above
-    offset += (bytes + kAlign - 1) / kAlign * kAlign;
+    offset += aligned(static_cast<std::size_t>(numel) * dtype_size(part.dtype));  // checked above
   }
   std::lock_guard lock(allocation_mutex_);
   for (const Buffer& b : buffers) {
