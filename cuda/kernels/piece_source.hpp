@@ -36,7 +36,7 @@ struct PieceRun {
 // step), and a piece above this falls back to the interpreter. Compile time grows with the code.
 inline constexpr int kMaxBlockLength = 16;
 inline constexpr int kMaxWrittenSteps = 64;
-// Shorter pieces stay with the interpreter: a compilation (0.4-0.9 s on the H200's host) pays only
+// Shorter pieces stay with the interpreter: a compilation (0.4-1.3 s on the H200's host) pays only
 // where a piece runs many steps, the tape programs of long chains and deep graphs.
 inline constexpr int kMinCompiledSteps = 32;
 
