@@ -1,7 +1,11 @@
 // python/src/backend_bindings.cpp — tapewise.Backend and tapewise.Buffer: making backends, memory
 // statistics, zero-copy wrapping, and the low-level per-node kernels (forward, fused VJP) that
 // tapewise.torch runs on framework-owned memory.
+#include <cstring>
+#include <map>
+#include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nanobind/stl/optional.h>
@@ -10,6 +14,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "bindings.hpp"
+#include "node_kernels.h"  // python/tapewise/native: the kernel table's C layout, shipped with the package
 
 namespace tapewise::py {
 namespace {
@@ -168,6 +173,81 @@ void vjp_raw(PyBackend& be, int op_index, double s0, double s1, std::uintptr_t a
   vjp_addresses(*be.backend, op, s0, s1, inputs, arity, g, grads, numel, dtype);
 }
 
+// The kernel table of node_kernels.h: the fixed-arity kernels above for code compiled outside this
+// module, which runs them without the GIL on PyTorch's autograd threads too. A backend per place is
+// made on first use and kept for the process (one per CUDA stream, as tapewise.torch's Python cache
+// does; never destroyed, so that no CUDA call runs after the runtime has gone at exit). Errors come
+// back as a status and a message, never as exceptions across the C boundary.
+Backend& backend_at(const tapewise_node_place& place) {
+  if (!place.is_cuda) {
+    static auto* const cpu = new std::shared_ptr<Backend>(make_cpu_backend());
+    return **cpu;
+  }
+  static std::mutex mutex;
+  static auto* const cuda = new std::map<std::pair<int, void*>, std::shared_ptr<Backend>>;
+  const std::lock_guard lock(mutex);
+  std::shared_ptr<Backend>& backend = (*cuda)[{place.device, place.stream}];
+  if (!backend) {
+    // PyTorch's default stream is the legacy default stream, which CudaOptions spells cudaStreamLegacy
+    // (1): a null stream there means a stream of the backend's own.
+    void* stream = place.stream ? place.stream : reinterpret_cast<void*>(std::intptr_t{1});
+    backend = unwrap(make_cuda_backend(CudaOptions{place.device, stream}));
+  }
+  return *backend;
+}
+
+template <class Run>
+int node_status(Run&& run, char* error, std::size_t error_size) {
+  std::string message;
+  try {
+    run();
+    return 0;
+  } catch (const ErrorException& e) {
+    message = std::string(error_code_name(e.error.code)) + ": " + e.error.message;
+  } catch (const std::bad_alloc&) {
+    message = "OutOfMemory: a host allocation failed (std::bad_alloc)";
+  } catch (const std::exception& e) {
+    message = e.what();
+  }
+  if (error && error_size) {
+    const std::size_t length = std::min(message.size(), error_size - 1);
+    std::memcpy(error, message.data(), length);
+    error[length] = '\0';
+  }
+  return 1;
+}
+
+int node_forward(tapewise_node_place place, int op_index, double s0, double s1, const void* a, const void* b,
+                 void* out, std::int64_t numel, int dtype_code, char* error, std::size_t error_size) {
+  return node_status([&] {
+    const Op op = op_at(op_index, "node_kernels.forward");
+    const auto address = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p); };
+    const std::size_t arity = raw_arity(op, address(b), 0, false, "node_kernels.forward");
+    const DType dtype = dtype_at(dtype_code, "node_kernels.forward");
+    const std::uintptr_t inputs[2] = {address(a), address(b)};
+    forward_addresses(backend_at(place), op, s0, s1, inputs, arity, address(out), numel, dtype);
+  }, error, error_size);
+}
+
+int node_vjp(tapewise_node_place place, int op_index, double s0, double s1, const void* a, const void* b,
+             const void* g, void* da, void* db, std::int64_t numel, int dtype_code, char* error,
+             std::size_t error_size) {
+  return node_status([&] {
+    const Op op = op_at(op_index, "node_kernels.vjp");
+    const auto address = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p); };
+    const std::size_t arity = raw_arity(op, address(b), address(db), true, "node_kernels.vjp");
+    const DType dtype = dtype_at(dtype_code, "node_kernels.vjp");
+    const std::uintptr_t inputs[2] = {address(a), address(b)}, grads[2] = {address(da), address(db)};
+    vjp_addresses(backend_at(place), op, s0, s1, inputs, arity, address(g), grads, numel, dtype);
+  }, error, error_size);
+}
+
+const tapewise_node_kernels kNodeKernels = {
+    TAPEWISE_NODE_KERNELS_VERSION, sizeof(tapewise_node_kernels),
+    static_cast<int>(DType::float32), static_cast<int>(DType::float64),
+    static_cast<int>(DType::bfloat16), static_cast<int>(DType::float16),
+    &node_forward, &node_vjp};
+
 PyBuffer allocate_buffer(PyBackend& be, const std::vector<std::int64_t>& shape, const std::string& dtype) {
   return PyBuffer{unwrap(be.backend->allocate(Shape(shape), dtype_from_python(dtype), AllocTag::value)),
                   Access::writable};
@@ -307,6 +387,10 @@ void bind_backend(nb::module_& m) {
   m.def("_cuda", &make_cuda, "device"_a, "stream"_a = nb::none(),
         "Low level of tapewise.cuda: `stream` is a cudaStream_t as an int (0: the legacy default stream)\n"
         "or None for a stream of the backend's own.");
+  m.def("_node_kernels", [] {
+          return nb::capsule(const_cast<tapewise_node_kernels*>(&kNodeKernels), TAPEWISE_NODE_KERNELS_CAPSULE); },
+        "The capsule \"" TAPEWISE_NODE_KERNELS_CAPSULE "\" holding the per-node kernel table of\n"
+        "tapewise/native/node_kernels.h, for compiled extensions (tapewise.torch's C++ nodes).");
   m.def("cuda_available", [] { return cuda_available(); }, "True when a CUDA device can be opened.");
   m.def("cuda_unavailable_reason", [] {
           std::string why;

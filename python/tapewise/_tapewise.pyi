@@ -189,6 +189,12 @@ def cpu() -> Backend:
     A new CPU backend: the same per-element code as the CUDA kernels, compiled for the host.
     """
 
+def _node_kernels() -> object:
+    """
+    The capsule "tapewise.node_kernels" holding the per-node kernel table of
+    tapewise/native/node_kernels.h, for compiled extensions (tapewise.torch's C++ nodes).
+    """
+
 def cuda_available() -> bool:
     """True when a CUDA device can be opened."""
 

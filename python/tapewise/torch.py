@@ -54,6 +54,14 @@ eager, aot_eager and inductor.
 from __future__ import annotations
 
 import functools
+import hashlib
+import importlib.util
+import os
+import sys
+import threading
+import time
+import warnings
+from pathlib import Path
 
 try:
     import torch
@@ -209,6 +217,156 @@ def _binary_backward(ctx, g):
 
 _unary_backward_once = once_differentiable(_unary_backward)
 _binary_backward_once = once_differentiable(_binary_backward)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The native nodes: the same two Functions in C++ (tapewise/native/torch_nodes.cpp), built against the
+# installed torch on the first node call and cached, so that PyTorch's autograd runs a node with no
+# Python. The nodes below call _unary_apply/_binary_apply, which that first call binds to the C++
+# nodes or to the Python Functions above (TAPEWISE_TORCH_NATIVE, node_path()).
+
+_NATIVE_SOURCES = Path(__file__).resolve().parent / "native"
+_STALE_LOCK_SECONDS = 15 * 60  # a build takes about a minute; an older lock was left by a killed one
+_node_lock = threading.Lock()
+_node_path: tuple[str, str] | None = None
+
+
+def _native_mode() -> str:
+    mode = os.environ.get("TAPEWISE_TORCH_NATIVE", "auto").strip().lower() or "auto"
+    if mode not in ("auto", "1", "0"):
+        raise ValueError(f"tapewise.torch: TAPEWISE_TORCH_NATIVE={os.environ['TAPEWISE_TORCH_NATIVE']!r} is not "
+                         "auto (the default: the C++ nodes, else the Python ones with a warning), 1 (the C++ nodes, "
+                         "or an error) or 0 (the Python nodes)")
+    return mode
+
+
+def _native_build_dir() -> tuple[str, Path]:
+    """The extension's module name and build folder: one per (source, torch build, Python), so that a
+    new torch or tapewise builds afresh and never loads a library built against another."""
+    digest = hashlib.sha256()
+    for part in (_NATIVE_SOURCES / "torch_nodes.cpp", _NATIVE_SOURCES / "node_kernels.h"):
+        digest.update(part.read_bytes())
+    for part in (torch.__version__, getattr(torch.version, "git_version", ""), sys.version,
+                 str(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", ""))):
+        digest.update(part.encode())
+    name = f"tapewise_torch_nodes_{digest.hexdigest()[:16]}"
+    root = os.environ.get("TAPEWISE_TORCH_NATIVE_DIR")
+    if not root:
+        cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        root = os.path.join(cache, "tapewise", "torch_nodes")
+    return name, Path(root) / name
+
+
+_native_module = None  # (module, library path) once loaded: a process loads the library once
+
+
+def _load_native():
+    """The C++ nodes' module, initialised, and its library's path: imported from the cache, or built
+    there first (about a minute, once per torch build). Raises whatever stops either."""
+    global _native_module
+    if _native_module is not None:
+        return _native_module
+    name, build_dir = _native_build_dir()
+    library = build_dir / f"{name}{'.pyd' if sys.platform == 'win32' else '.so'}"  # cpp_extension's LIB_EXT
+    if library.is_file():
+        spec = importlib.util.spec_from_file_location(name, library)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    else:
+        from torch.utils import cpp_extension  # only to build: importing it costs a fresh process 0.1-0.5 s
+
+        build_dir.mkdir(parents=True, exist_ok=True)
+        lock = build_dir / "lock"
+        if lock.exists() and time.time() - lock.stat().st_mtime > _STALE_LOCK_SECONDS:
+            lock.unlink()  # older torch waits on a lock file's mere existence, for ever
+        print(f"tapewise.torch: building its C++ autograd nodes against torch {torch.__version__}, once "
+              f"(cached in {build_dir}; TAPEWISE_TORCH_NATIVE=0 skips this)", file=sys.stderr, flush=True)
+        module = cpp_extension.load(name, [str(_NATIVE_SOURCES / "torch_nodes.cpp")],
+                                    extra_include_paths=[str(_NATIVE_SOURCES)], extra_cflags=["-O2"],
+                                    build_directory=str(build_dir), verbose=False)
+    module.init(tapewise._tapewise._node_kernels(), _refuse, _OP_INDEX["max"], _OP_INDEX["min"])
+    _native_module = (module, str(library))
+    return _native_module
+
+
+def _refuse(op_index, a, b):
+    """Raises the Python path's error for inputs the C++ nodes do not take (they call this)."""
+    node = tapewise.NODE_NAMES[op_index]
+    _dtype_code(a, "x" if b is None else "a")
+    if b is not None:
+        _check_same(a, b, node)
+    backend_for(a)  # a device other than cpu or cuda
+    raise RuntimeError(f"tapewise.torch.{node}: the C++ node refused inputs that the Python node takes")
+
+
+def _bind_nodes(kind: str, detail: str, module=None) -> None:
+    global _unary_apply, _binary_apply, _node_path
+    if kind == "native":
+        _unary_apply, _binary_apply = module.unary, module.binary
+    else:
+        _unary_apply, _binary_apply = _UnaryNode.apply, _BinaryNode.apply
+    _node_path = (kind, detail)
+
+
+def _choose_nodes() -> None:
+    with _node_lock:
+        if _node_path is not None:
+            return
+        mode = _native_mode()
+        if mode == "0":
+            _bind_nodes("python", "TAPEWISE_TORCH_NATIVE=0")
+            return
+        try:
+            module, library = _load_native()
+            _bind_nodes("native", library, module)
+        except Exception as failure:  # noqa: BLE001 (any failure to build or load: raised, or the Python nodes)
+            why = f"{type(failure).__name__}: {failure}"
+            if len(why) > 2000:  # a compiler's output; the end names the error
+                why = "..." + why[-2000:]
+            if mode == "1":
+                raise RuntimeError("tapewise.torch: TAPEWISE_TORCH_NATIVE=1, but its C++ nodes could not be built "
+                                   f"or loaded: {why}") from failure
+            _bind_nodes("python", f"the C++ nodes could not be built or loaded ({why})")
+            warnings.warn("tapewise.torch: each node runs as a Python autograd.Function, slower than PyTorch's own "
+                          f"ops, because {_node_path[1]}. TAPEWISE_TORCH_NATIVE=0 chooses these nodes without "
+                          "trying; remove the cache folder to retry a build.", RuntimeWarning, stacklevel=4)
+
+
+def _use_nodes(kind: str) -> None:
+    """Binds the nodes to "native" (loaded, or built, now: raises if it cannot be) or "python", whatever
+    TAPEWISE_TORCH_NATIVE says: for tests and benchmarks that run both in one process."""
+    with _node_lock:
+        if kind == "native":
+            module, library = _load_native()
+            _bind_nodes("native", library, module)
+        elif kind == "python":
+            _bind_nodes("python", "chosen by tapewise.torch._use_nodes")
+        else:
+            raise ValueError(f"tapewise.torch._use_nodes: {kind!r} is not 'native' or 'python'")
+
+
+def _first_unary(x, op_index, s0, s1):
+    _choose_nodes()
+    return _unary_apply(x, op_index, s0, s1)
+
+
+def _first_binary(a, b, op_index):
+    _choose_nodes()
+    return _binary_apply(a, b, op_index)
+
+
+_unary_apply, _binary_apply = _first_unary, _first_binary
+
+
+def node_path() -> tuple[str, str]:
+    """Which code runs the nodes outside regions, choosing it first if no node has run yet: ("native",
+    the C++ nodes' library) or ("python", why not). TAPEWISE_TORCH_NATIVE picks: auto (the default)
+    builds the C++ nodes against the installed torch on first use, about a minute once per torch build,
+    cached under TAPEWISE_TORCH_NATIVE_DIR or ~/.cache/tapewise/torch_nodes, and falls back to the Python
+    nodes with a RuntimeWarning saying why when it cannot (no C++ compiler or ninja, say); 1 raises
+    instead; 0 uses the Python nodes. Both give the same bits and errors."""
+    _choose_nodes()
+    return _node_path
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -418,7 +576,6 @@ def region(fn):
 def _unary(name):
     op_index = _OP_INDEX[name]
     record = getattr(tapewise.Tape, name)
-    apply = _UnaryNode.apply
 
     def node(x: torch.Tensor) -> torch.Tensor:
         if x.__class__ is _Value:
@@ -427,7 +584,7 @@ def _unary(name):
             if tape is None:
                 x._tape(name)  # raises: the region has returned
             return _Value(region, record(tape, x._id))
-        return apply(x, op_index, 0.0, 0.0)
+        return _unary_apply(x, op_index, 0.0, 0.0)
 
     node.__name__ = node.__qualname__ = name
     node.__doc__ = f"tapewise's {name}(x) as a differentiable torch op (see the module docstring)."
@@ -437,12 +594,11 @@ def _unary(name):
 def _binary(name, alias):
     op_index = _OP_INDEX[name]
     record = getattr(tapewise.Tape, name)
-    apply = _BinaryNode.apply
 
     def node(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         if a.__class__ is _Value or b.__class__ is _Value:
             return _record_binary(alias, record, a, b)
-        return apply(a, b, op_index)
+        return _binary_apply(a, b, op_index)
 
     node.__name__ = node.__qualname__ = alias
     node.__doc__ = f"tapewise's {name}(a, b) as a differentiable torch op (same shape, dtype and device)."
@@ -453,7 +609,6 @@ def _with_scalars(name, scalar_names):
     """A node with scalars (one of the op table without a function of its own), called as (x, *scalars)."""
     op_index = _OP_INDEX[name]
     record = getattr(tapewise.Tape, name)
-    apply = _UnaryNode.apply
 
     def node(x, *scalars):
         if len(scalars) != len(scalar_names):
@@ -463,7 +618,7 @@ def _with_scalars(name, scalar_names):
         if x.__class__ is _Value:
             return _record_unary(name, record, x, *s)
         s += [0.0, 0.0]
-        return apply(x, op_index, s[0], s[1])
+        return _unary_apply(x, op_index, s[0], s[1])
 
     return node
 
@@ -496,21 +651,21 @@ def scale(x: torch.Tensor, c: float) -> torch.Tensor:
     """tapewise's scale: x * R(c), c rounded once to x's dtype."""
     if x.__class__ is _Value:
         return _record_unary("scale", tapewise.Tape.scale, x, float(c))
-    return _UnaryNode.apply(x, _SCALE, float(c), 0.0)
+    return _unary_apply(x, _SCALE, float(c), 0.0)
 
 
 def clamp(x: torch.Tensor, lo: float, hi: float) -> torch.Tensor:
     """tapewise's clamp: fmin(fmax(x, R(lo)), R(hi)); gradient g strictly inside (lo, hi), +0 elsewhere."""
     if x.__class__ is _Value:
         return _record_unary("clamp", tapewise.Tape.clamp, x, float(lo), float(hi))
-    return _UnaryNode.apply(x, _CLAMP, float(lo), float(hi))
+    return _unary_apply(x, _CLAMP, float(lo), float(hi))
 
 
 def safeLog(x: torch.Tensor, eps: float) -> torch.Tensor:  # noqa: N802 (the spec's name)
     """tapewise's safeLog: log(softplus(x) + R(eps))."""
     if x.__class__ is _Value:
         return _record_unary("safeLog", tapewise.Tape.safeLog, x, float(eps))
-    return _UnaryNode.apply(x, _SAFE_LOG, float(eps), 0.0)
+    return _unary_apply(x, _SAFE_LOG, float(eps), 0.0)
 
 
 safe_log = safeLog
@@ -543,5 +698,5 @@ _stale = set(_DEFINED) - set(NODES)
 if _stale:
     raise ImportError(f"tapewise.torch defines nodes the op table does not have: {sorted(_stale)}")
 
-__all__ = ["backend_for", "region", "NODES", "maximum", "minimum", "safe_log"] + \
+__all__ = ["backend_for", "node_path", "region", "NODES", "maximum", "minimum", "safe_log"] + \
     [n for n in tapewise.NODE_NAMES if n in _DEFINED]

@@ -2,6 +2,7 @@
 gradients equal to Tape.backward bit for bit, on CPU tensors and (where available) CUDA tensors."""
 
 import math
+import os
 import subprocess
 import sys
 
@@ -15,6 +16,14 @@ torch = pytest.importorskip("torch", reason="PyTorch is not installed (tapewise.
 twt = pytest.importorskip("tapewise.torch")
 
 NODES = list(tapewise.NODE_NAMES)
+
+
+@pytest.fixture(params=["native", "python"])
+def nodes(request):
+    """Runs a node test with tapewise.torch's C++ nodes (built against this torch on first use) and with
+    its Python autograd.Functions: the two must give the same bits and errors."""
+    twt._use_nodes(request.param)
+    return request.param
 
 
 def devices():
@@ -49,7 +58,7 @@ def call(name, inputs):
 
 @pytest.mark.parametrize("device", devices())
 @pytest.mark.parametrize("name", NODES)
-def test_gradcheck_float64(name, device):
+def test_gradcheck_float64(nodes, name, device):
     g = torch.Generator().manual_seed(NODES.index(name))
     inputs = away_from_kinks(name, 16, torch.float64, device, g)
     assert torch.autograd.gradcheck(lambda *xs: call(name, xs), inputs, eps=1e-6, atol=1e-7, rtol=1e-6)
@@ -67,7 +76,7 @@ def tape_gradients(backend, name, arrays, seed):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["float32", "float64"])
 @pytest.mark.parametrize("device", devices())
 @pytest.mark.parametrize("name", NODES)
-def test_gradients_equal_tape_backward_bit_for_bit(name, device, dtype):
+def test_gradients_equal_tape_backward_bit_for_bit(nodes, name, device, dtype):
     gen = torch.Generator().manual_seed(100 + NODES.index(name))
     inputs = [(torch.randn(4096, dtype=dtype, generator=gen) * 3).to(device) for _ in range(ARITY[name])]
     if name in POSITIVE:
@@ -86,7 +95,7 @@ def test_gradients_equal_tape_backward_bit_for_bit(name, device, dtype):
 
 
 @pytest.mark.parametrize("device", devices())
-def test_graph_gradients_equal_tape_backward(device):
+def test_graph_gradients_equal_tape_backward(nodes, device):
     """A small graph with fan-out (two consumers per tensor, so the accumulation order cannot differ),
     ties, div and clamp: torch autograd over tapewise.torch nodes and the tape agree bit for bit."""
     gen = torch.Generator().manual_seed(5)
@@ -109,7 +118,7 @@ def test_graph_gradients_equal_tape_backward(device):
 
 
 @pytest.mark.parametrize("device", devices())
-def test_max_of_a_tensor_with_itself_matches_the_tape(device):
+def test_max_of_a_tensor_with_itself_matches_the_tape(nodes, device):
     a = torch.tensor([1.0, -2.0], device=device, requires_grad=True)
     g = torch.tensor([2.0**-149, 3.0], device=device)
     twt.maximum(a, a).backward(g)
@@ -117,7 +126,7 @@ def test_max_of_a_tensor_with_itself_matches_the_tape(device):
 
 
 @pytest.mark.parametrize("device", devices())
-def test_outputs_are_fresh_tensors_on_the_input_device(device):
+def test_outputs_are_fresh_tensors_on_the_input_device(nodes, device):
     x = torch.randn(100, device=device, requires_grad=True)
     y = twt.sin(x)
     assert y.device == x.device and y.dtype == x.dtype and y.data_ptr() != x.data_ptr()
@@ -133,7 +142,7 @@ BAD_DTYPES = [d for d in (torch.int16, getattr(torch, "uint16", None), getattr(t
 
 @pytest.mark.filterwarnings("ignore:ComplexHalf support is experimental")
 @pytest.mark.parametrize("dtype", BAD_DTYPES, ids=str)
-def test_a_dtype_tapewise_does_not_take_is_named(dtype):
+def test_a_dtype_tapewise_does_not_take_is_named(nodes, dtype):
     bad = torch.zeros(3, dtype=dtype)
     for call in (lambda: twt.sin(bad), lambda: twt.add(bad, bad), lambda: twt.scale(bad, 2.0),
                  lambda: twt.region(twt.sin)(bad)):
@@ -141,14 +150,14 @@ def test_a_dtype_tapewise_does_not_take_is_named(dtype):
             call()
 
 
-def test_errors_are_clear():
+def test_errors_are_clear(nodes):
     with pytest.raises(ValueError, match="no broadcasting"):
         twt.add(torch.ones(3), torch.ones(1))
     with pytest.raises(ValueError, match="one shape, dtype and device"):
         twt.mul(torch.ones(3), torch.ones(3, dtype=torch.float64))
 
 
-def test_non_contiguous_inputs_are_made_contiguous():
+def test_non_contiguous_inputs_are_made_contiguous(nodes):
     x = torch.randn(8, 8, dtype=torch.float64).t().requires_grad_()
     y = twt.tanh(x)
     torch.testing.assert_close(y, torch.tanh(x.detach()), rtol=1e-15, atol=0)
@@ -157,7 +166,7 @@ def test_non_contiguous_inputs_are_made_contiguous():
 
 
 @pytest.mark.skipif(not tapewise.cuda_available(), reason="no CUDA device")
-def test_backends_follow_the_current_stream():
+def test_backends_follow_the_current_stream(nodes):
     if not torch.cuda.is_available():
         pytest.skip("torch has no CUDA")
     x = torch.randn(1 << 16, device="cuda", requires_grad=True)
@@ -176,7 +185,7 @@ def test_backends_follow_the_current_stream():
 
 
 @pytest.mark.parametrize("device", devices())
-def test_empty_and_zero_dim_tensors(device):
+def test_empty_and_zero_dim_tensors(nodes, device):
     """An empty tensor may have no address: the nodes compute nothing for it, in both arities."""
     for shape in [(0,), (3, 0), ()]:
         a = torch.full(shape, 0.5, device=device).requires_grad_()
@@ -188,7 +197,7 @@ def test_empty_and_zero_dim_tensors(device):
         torch.testing.assert_close(a.grad, torch.cos(a.detach()), rtol=1e-6, atol=0)
 
 
-def test_double_backward_is_refused_when_used():
+def test_double_backward_is_refused_when_used(nodes):
     """backward(create_graph=True) runs (the gradient is the same), but differentiating it raises, as
     once_differentiable says; without create_graph the lean path gives the same bits."""
     x = torch.linspace(-2, 2, 64, dtype=torch.float64, requires_grad=True)
@@ -516,7 +525,7 @@ def test_region_under_torch_compile_is_one_graph_break():
     assert explained.graph_break_count == 1 and explained.graph_count == 2
 
 
-def test_per_node_fast_path_gives_the_bits_of_the_tuple_pointer_api():
+def test_per_node_fast_path_gives_the_bits_of_the_tuple_pointer_api(nodes):
     """Each node through tapewise.torch (Backend._forward_raw/_vjp_raw) against Backend.forward_ptrs /
     vjp_fused_ptrs, the entry points it called before, on the same memory."""
     for k, name in enumerate(NODES):
@@ -580,9 +589,11 @@ def test_bench_torch_nodes_runs_on_the_cpu_and_reports_every_variant(tmp_path):
     assert {"sin", "tanh", "sigmoid", "relu", "scale", "maximum", "mul", "clamp"} <= kinds
     for row in report["per_node"]:
         assert row["eager_fwd_bwd_us"] > 0 and row["tapewise_fwd_bwd_us"] > 0 and row["meets_target"] is None
+        assert row["tapewise_python_node_fwd_bwd_us"] > 0
     assert [row["log2"] for row in report["chain_us_per_node"]] == [4, 6]
     for row in report["chain_us_per_node"]:
-        for variant in ("eager", "tapewise.torch per node", "tapewise.torch region", "tapewise.Tape"):
+        for variant in ("eager", "tapewise.torch per node", "tapewise.torch per node (Python)", "tapewise.torch region",
+                        "tapewise.Tape"):
             assert row[variant] > 0, variant
     if not torch.cuda.is_available():
         refused = subprocess.run([sys.executable, str(script), "--device", "cuda", "--out", str(tmp_path / "no.json")],
@@ -618,6 +629,67 @@ def test_a_tensor_sharing_a_tapes_memory_alive_at_exit_is_no_leak_report(tmp_pat
     assert done.stderr == "", done.stderr
 
 
+# The C++ nodes: which code runs the nodes (TAPEWISE_TORCH_NATIVE, node_path()), in a fresh interpreter
+# each (the choice is made once per process), and what a user sees when the C++ nodes cannot be had.
+
+FIRST_NODE = ("import torch, tapewise.torch as twt\n"
+              "x = torch.ones(3, requires_grad=True)\n"
+              "twt.sin(x).sum().backward()\n"
+              "kind, detail = twt.node_path()\n"
+              "print(kind, type(twt.sin(x).grad_fn).__name__)\n")
+
+
+def run_fresh(code, **env):
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900,
+                          env={**os.environ, **env})
+    return done.returncode, done.stdout.strip(), done.stderr
+
+
+def test_the_cpp_nodes_are_the_default(nodes):
+    # The fixture has built (or found) the C++ nodes in the cache this process uses, as a user's first call does.
+    env = {k: v for k, v in os.environ.items() if k != "TAPEWISE_TORCH_NATIVE"}
+    done = subprocess.run([sys.executable, "-c", FIRST_NODE], capture_output=True, text=True, timeout=900, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["native", "CppFunction"], done.stdout + done.stderr
+    assert "Warning" not in done.stderr, done.stderr
+
+
+def test_grad_fn_says_which_nodes_ran(nodes):
+    y = twt.sin(torch.ones(3, requires_grad=True))
+    assert twt.node_path()[0] == nodes
+    assert ("UnaryNode" in y.grad_fn.name()) and (type(y.grad_fn).__name__ == "CppFunction") == (nodes == "native")
+
+
+def test_the_python_nodes_by_choice_and_a_bad_choice_named():
+    code, out, err = run_fresh(FIRST_NODE, TAPEWISE_TORCH_NATIVE="0")
+    assert code == 0 and out.split() == ["python", "_UnaryNodeBackward"], out + err
+    assert "Warning" not in err and "building" not in err, err
+    code, out, err = run_fresh(FIRST_NODE, TAPEWISE_TORCH_NATIVE="maybe")
+    assert code != 0 and "TAPEWISE_TORCH_NATIVE='maybe' is not auto" in err, err
+
+
+def test_a_build_that_fails_falls_back_with_a_warning_or_raises_when_required(tmp_path):
+    """No working C++ compiler (CXX names none): auto warns, saying why, and runs the Python nodes with
+    the same results; TAPEWISE_TORCH_NATIVE=1 raises instead."""
+    broken = {"TAPEWISE_TORCH_NATIVE_DIR": str(tmp_path), "CXX": str(tmp_path / "no-such-compiler")}
+    code, out, err = run_fresh(FIRST_NODE, **broken)
+    assert code == 0 and out.split() == ["python", "_UnaryNodeBackward"], out + err
+    assert "RuntimeWarning" in err and "could not be built or loaded" in err, err
+    code, out, err = run_fresh(FIRST_NODE, TAPEWISE_TORCH_NATIVE="1", **broken)
+    assert code != 0 and "TAPEWISE_TORCH_NATIVE=1, but its C++ nodes could not be built" in err, err
+
+
+def test_a_corrupt_cached_library_falls_back_naming_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("TAPEWISE_TORCH_NATIVE_DIR", str(tmp_path))
+    name, build_dir = twt._native_build_dir()
+    build_dir.mkdir(parents=True)
+    library = build_dir / f"{name}.so"
+    library.write_bytes(b"not a shared library")
+    code, out, err = run_fresh(FIRST_NODE, TAPEWISE_TORCH_NATIVE_DIR=str(tmp_path))
+    assert code == 0 and out.split()[0] == "python", out + err
+    assert "RuntimeWarning" in err and name in err and "remove the cache folder" in err, err
+
+
 # bfloat16 and float16: the nodes run on 16-bit tensors, results of the same dtype, gradients equal to
 # Tape.backward's bits (node by node and in regions), forwards as spec/conventions.md 0.3 says.
 
@@ -643,7 +715,7 @@ def tape_run_torch(backend, name, arrays, seed, scalars):
 @pytest.mark.parametrize("dtype", HALF, ids=["bfloat16", "float16"])
 @pytest.mark.parametrize("device", devices())
 @pytest.mark.parametrize("name", NODES)
-def test_16bit_gradients_equal_tape_backward_bit_for_bit(name, device, dtype):
+def test_16bit_gradients_equal_tape_backward_bit_for_bit(nodes, name, device, dtype):
     gen = torch.Generator().manual_seed(200 + NODES.index(name))
     inputs = [(torch.randn(4096, generator=gen) * 3).to(dtype).to(device) for _ in range(ARITY[name])]
     if name in POSITIVE:
@@ -673,7 +745,7 @@ def rounded_scalar(c, dtype):
 @pytest.mark.parametrize("dtype", HALF, ids=["bfloat16", "float16"])
 @pytest.mark.parametrize("device", devices())
 @pytest.mark.parametrize("name", [n for n in NODES if n not in STAGED_FORWARD])
-def test_16bit_forward_is_the_float32_forward_rounded_once(name, device, dtype):
+def test_16bit_forward_is_the_float32_forward_rounded_once(nodes, name, device, dtype):
     """For a node whose forward is one op, the 16-bit forward of x is R16(forward32(widened x)) with
     the scalars R16(R32(c)) (spec/conventions.md 0.3): tapewise's float32 forward of the widened
     inputs, rounded by torch's .to(dtype), on every 16-bit pattern (paired with a shuffle of them for
@@ -695,7 +767,7 @@ def test_16bit_forward_is_the_float32_forward_rounded_once(name, device, dtype):
 
 @pytest.mark.parametrize("dtype", HALF, ids=["bfloat16", "float16"])
 @pytest.mark.parametrize("device", devices())
-def test_16bit_scalars_round_through_float32(device, dtype):
+def test_16bit_scalars_round_through_float32(nodes, device, dtype):
     """scale's scalar is R16(R32(c)): a c that rounds differently straight to 16 bits tells them apart."""
     significand_bits = 8 if dtype is torch.bfloat16 else 11
     c = 1 + 2.0**-significand_bits + 2.0**-40  # just above a 16-bit tie, which float32 rounds onto

@@ -3,11 +3,12 @@
 PyTorch, against PyTorch eager and tapewise.Tape (issue 24, target 3), in one run:
 
 (a) per node kind, forward + backward per call (torch.autograd.grad of one node) at 2^12 elements:
-    the eager torch op against the tapewise.torch node, and their ratio (target: <= 1);
+    the eager torch op against the tapewise.torch node, and their ratio (target: <= 1); the node is
+    tapewise.torch's C++ autograd node, and its Python autograd.Function is timed beside it;
 (b) the 1,000-node chain of the issue (sin, tanh, sigmoid, scale 0.9, relu repeated), record +
     backward of the input's gradient, in us per node at 2^12, 2^16 and 2^20 elements: PyTorch eager,
-    tapewise.torch node by node, tapewise.torch.region (one tape program; target at 2^12: <= 2 us per
-    node) and tapewise.Tape directly.
+    tapewise.torch node by node (C++ and Python nodes), tapewise.torch.region (one tape program;
+    target at 2^12: <= 2 us per node) and tapewise.Tape directly.
 
 Timing: CUDA events around each sample on --device cuda (perf_counter on --device cpu), after
 --warmup samples, median of --reps samples; inputs random, never zero. Before timing, each variant's
@@ -138,17 +139,21 @@ def per_node(args, sample, generator):
                   for _ in range(arity)]
         g = nonzero_random(n, args.device, args.dtype, generator, positive=True)
         reference = torch.autograd.grad(eager(*inputs), inputs, g)
-        ours = torch.autograd.grad(node(*inputs), inputs, g)
-        for r, o in zip(reference, ours):  # the same function, rounded by different code
-            torch.testing.assert_close(o, r, rtol=1e-4, atol=1e-5, msg=lambda m: f"{name}: {m}")
-
         eager_us = median_ms(sample, calls_of(eager, inputs, g, args.calls), args.reps, args.warmup,
                              f"eager {name}") * 1e3 / args.calls
-        node_us = median_ms(sample, calls_of(node, inputs, g, args.calls), args.reps, args.warmup,
-                            f"tapewise.torch {name}") * 1e3 / args.calls
-        ratio = node_us / eager_us
-        rows.append({"op": name, "elements": n, "eager_fwd_bwd_us": eager_us, "tapewise_fwd_bwd_us": node_us,
-                     "ratio": ratio, "target_ratio": TARGET_NODE_RATIO,
+        node_us = {}
+        for kind in NODE_PATHS:
+            twt._use_nodes(kind)
+            ours = torch.autograd.grad(node(*inputs), inputs, g)
+            for r, o in zip(reference, ours):  # the same function, rounded by different code
+                torch.testing.assert_close(o, r, rtol=1e-4, atol=1e-5, msg=lambda m: f"{name} ({kind} node): {m}")
+            node_us[kind] = median_ms(sample, calls_of(node, inputs, g, args.calls), args.reps, args.warmup,
+                                      f"tapewise.torch {name} ({kind} node)") * 1e3 / args.calls
+        twt._use_nodes("native")
+        ratio = node_us["native"] / eager_us
+        rows.append({"op": name, "elements": n, "eager_fwd_bwd_us": eager_us, "tapewise_fwd_bwd_us": node_us["native"],
+                     "tapewise_python_node_fwd_bwd_us": node_us["python"], "ratio": ratio,
+                     "target_ratio": TARGET_NODE_RATIO,
                      "meets_target": ratio <= TARGET_NODE_RATIO if args.device == "cuda" else None})
     return rows
 
@@ -168,7 +173,11 @@ class EagerOps:
         return x * c
 
 
-VARIANTS = ("eager", "tapewise.torch per node", "tapewise.torch region", "tapewise.Tape")
+# The node paths of tapewise.torch (tapewise.torch.node_path): its C++ autograd nodes, the default, and
+# its Python autograd.Functions. The C++ nodes are built against this torch first if need be.
+NODE_PATHS = ("native", "python")
+VARIANTS = ("eager", "tapewise.torch per node", "tapewise.torch per node (Python)", "tapewise.torch region",
+            "tapewise.Tape")
 
 
 def chain_variants(length):
@@ -181,6 +190,13 @@ def chain_variants(length):
     def per_node(x, g):
         return torch.autograd.grad(chain(twt, x, length), x, g)[0]
 
+    def per_python_node(x, g):
+        twt._use_nodes("python")
+        try:
+            return per_node(x, g)
+        finally:
+            twt._use_nodes("native")
+
     def in_region(x, g):
         return torch.autograd.grad(region(x), x, g)[0]
 
@@ -190,7 +206,8 @@ def chain_variants(length):
         out = chain(tape, leaf, length)
         return torch.from_dlpack(tape.backward(out, g, wanted=[leaf])[leaf])
 
-    return {"eager": eager, "tapewise.torch per node": per_node, "tapewise.torch region": in_region,
+    return {"eager": eager, "tapewise.torch per node": per_node, "tapewise.torch per node (Python)": per_python_node,
+            "tapewise.torch region": in_region,
             "tapewise.Tape": tape_direct, "length": length}
 
 
@@ -226,10 +243,11 @@ def compare_gradients(variants, reference, x, g, what):
     region = variants["tapewise.torch region"](x, g)
     if not same_bits(region, reference):
         raise BenchError(f"{what}: the region's gradient differs from Tape.backward's bits")
-    per_node = variants["tapewise.torch per node"](x, g)
-    both_nan = torch.isnan(per_node) & torch.isnan(reference)
-    if not same_bits(torch.where(both_nan, 0, per_node), torch.where(both_nan, 0, reference)):
-        raise BenchError(f"{what}: the per-node gradient differs from Tape.backward's (up to NaN)")
+    for name in ("tapewise.torch per node", "tapewise.torch per node (Python)"):
+        per_node = variants[name](x, g)
+        both_nan = torch.isnan(per_node) & torch.isnan(reference)
+        if not same_bits(torch.where(both_nan, 0, per_node), torch.where(both_nan, 0, reference)):
+            raise BenchError(f"{what}: {name}: the gradient differs from Tape.backward's (up to NaN)")
     eager = variants["eager"](x, g)
     torch.testing.assert_close(eager, reference, rtol=1e-3, atol=1e-5,
                                msg=lambda m: f"{what}: eager's gradient is not tapewise's within 1e-3: {m}")
@@ -262,17 +280,19 @@ def chain_costs(args, sample, generator):
 def print_tables(args, nodes, floor_us, chains):
     unit = "CUDA events" if args.device == "cuda" else "perf_counter"
     print(f"(a) forward + backward per call at 2^{args.node_log2} {args.dtype_name}, us ({unit}, median)")
-    print(f"  {'op':<10} {'eager':>9} {'tapewise.torch':>15} {'ratio':>7}  target <= {TARGET_NODE_RATIO:g}")
+    print(f"  {'op':<10} {'eager':>9} {'tapewise.torch':>15} {'ratio':>7}  {'target <= ' + format(TARGET_NODE_RATIO, 'g'):<14}"
+          f"{'Python node':>12}")
     for r in nodes:
         verdict = {True: "met", False: "MISSED", None: "(GPU target)"}[r["meets_target"]]
-        print(f"  {r['op']:<10} {r['eager_fwd_bwd_us']:>9.2f} {r['tapewise_fwd_bwd_us']:>15.2f} {r['ratio']:>7.2f}  {verdict}")
+        print(f"  {r['op']:<10} {r['eager_fwd_bwd_us']:>9.2f} {r['tapewise_fwd_bwd_us']:>15.2f} {r['ratio']:>7.2f}  "
+              f"{verdict:<14}{r['tapewise_python_node_fwd_bwd_us']:>12.2f}")
     print(f"  floor: a Python autograd.Function that launches no kernel costs {floor_us:.2f} us per forward + backward")
     print()
     names = VARIANTS
     print(f"(b) the {args.chain_length}-node chain, record + backward, us per node ({unit}, median)")
-    print("  " + f"{'elements':<10}" + "".join(f"{n:>26}" for n in names))
+    print("  " + f"{'elements':<10}" + "".join(f"{n:>34}" for n in names))
     for r in chains:
-        line = "  " + f"2^{r['log2']:<8}" + "".join(f"{r[n]:>26.3f}" for n in names)
+        line = "  " + f"2^{r['log2']:<8}" + "".join(f"{r[n]:>34.3f}" for n in names)
         if "region_meets_target" in r:
             verdict = {True: "met", False: "MISSED", None: "(GPU target)"}[r["region_meets_target"]]
             line += f"   region target <= {TARGET_REGION_US_PER_NODE:g}: {verdict}"
@@ -313,6 +333,11 @@ def main():
               "--device cpu runs on the CPU", file=sys.stderr)
         return 2
 
+    try:
+        twt._use_nodes("native")  # the default path, built against this torch now if need be
+    except Exception as failure:  # noqa: BLE001 (whatever stops the build or the load)
+        print(f"bench_torch_nodes: tapewise.torch's C++ nodes cannot be built or loaded: {failure}", file=sys.stderr)
+        return 1
     generator = torch.Generator().manual_seed(20261202)
     sample = timer(args.device)
     try:
