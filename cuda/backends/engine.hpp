@@ -41,6 +41,13 @@ class Engine : public Backend {
   /// backend's are reset as usual.
   void release_buffers(std::span<Buffer* const> buffers) { release_all(buffers); }
 
+  /// wrap without asking the driver where `data` lives (cudaPointerGetAttributes, about a microsecond
+  /// a pointer): for a caller that already knows it is this backend's kind of memory on its device,
+  /// such as a framework tensor's (tapewise.torch's C++ nodes). Aligned to the dtype, non-null when
+  /// numel > 0, numel >= 0: the caller's to ensure.
+  Buffer wrap_known_memory(void* data, std::int64_t numel, DType dtype) {
+    return adopt_borrowed(numel > 0 ? data : nullptr, nullptr, Shape{numel}, dtype);
+  }
   /// Test hook: the n-th allocation from now (1 = the next one) fails with OutOfMemory; 0 disarms it.
   void inject_allocation_failure(std::int64_t nth);
 

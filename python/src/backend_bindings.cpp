@@ -217,15 +217,28 @@ int node_status(Run&& run, char* error, std::size_t error_size) {
   return 1;
 }
 
+// The table's callers vouch for where their memory lives (a torch tensor's device is known), so its
+// views skip wrap's driver query: the address checks that cost nothing are kept.
+Buffer known_memory(Backend& be, const void* p, std::int64_t numel, DType dtype, const char* what) {
+  if (numel < 0) raise(ErrorCode::InvalidShape, std::string(what) + ": numel " + std::to_string(numel) + " < 0");
+  if (numel > 0 && (p == nullptr || reinterpret_cast<std::uintptr_t>(p) % dtype_size(dtype) != 0))
+    raise(ErrorCode::InvalidArgument, std::string(what) + ": an address is null or not aligned to its dtype");
+  return detail::engine_of(be).wrap_known_memory(const_cast<void*>(p), numel, dtype);
+}
+
 int node_forward(tapewise_node_place place, int op_index, double s0, double s1, const void* a, const void* b,
                  void* out, std::int64_t numel, int dtype_code, char* error, std::size_t error_size) {
   return node_status([&] {
-    const Op op = op_at(op_index, "node_kernels.forward");
-    const auto address = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p); };
-    const std::size_t arity = raw_arity(op, address(b), 0, false, "node_kernels.forward");
-    const DType dtype = dtype_at(dtype_code, "node_kernels.forward");
-    const std::uintptr_t inputs[2] = {address(a), address(b)};
-    forward_addresses(backend_at(place), op, s0, s1, inputs, arity, address(out), numel, dtype);
+    const char* what = "node_kernels.forward";
+    const Op op = op_at(op_index, what);
+    const std::size_t arity = raw_arity(op, reinterpret_cast<std::uintptr_t>(b), 0, false, what);
+    const DType dtype = dtype_at(dtype_code, what);
+    Backend& be = backend_at(place);
+    const Buffer in[2] = {known_memory(be, a, numel, dtype, what),
+                          arity == 2 ? known_memory(be, b, numel, dtype, what) : Buffer{}};
+    const Buffer* in_ptrs[2] = {&in[0], &in[1]};
+    Buffer result = known_memory(be, out, numel, dtype, what);
+    unwrap(be.forward(op, Scalars{s0, s1}, std::span<const Buffer* const>(in_ptrs, arity), result));
   }, error, error_size);
 }
 
@@ -233,12 +246,20 @@ int node_vjp(tapewise_node_place place, int op_index, double s0, double s1, cons
              const void* g, void* da, void* db, std::int64_t numel, int dtype_code, char* error,
              std::size_t error_size) {
   return node_status([&] {
-    const Op op = op_at(op_index, "node_kernels.vjp");
+    const char* what = "node_kernels.vjp";
+    const Op op = op_at(op_index, what);
     const auto address = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p); };
-    const std::size_t arity = raw_arity(op, address(b), address(db), true, "node_kernels.vjp");
-    const DType dtype = dtype_at(dtype_code, "node_kernels.vjp");
-    const std::uintptr_t inputs[2] = {address(a), address(b)}, grads[2] = {address(da), address(db)};
-    vjp_addresses(backend_at(place), op, s0, s1, inputs, arity, address(g), grads, numel, dtype);
+    const std::size_t arity = raw_arity(op, address(b), address(db), true, what);
+    const DType dtype = dtype_at(dtype_code, what);
+    Backend& be = backend_at(place);
+    const bool binary = arity == 2;
+    const Buffer in[2] = {known_memory(be, a, numel, dtype, what), binary ? known_memory(be, b, numel, dtype, what) : Buffer{}};
+    Buffer out[2] = {known_memory(be, da, numel, dtype, what), binary ? known_memory(be, db, numel, dtype, what) : Buffer{}};
+    const Buffer* in_ptrs[2] = {&in[0], &in[1]};
+    Buffer* out_ptrs[2] = {&out[0], &out[1]};
+    const Buffer upstream = known_memory(be, g, numel, dtype, what);
+    unwrap(be.vjp_fused(op, Scalars{s0, s1}, std::span<const Buffer* const>(in_ptrs, arity), upstream,
+                        std::span<Buffer* const>(out_ptrs, arity)));
   }, error, error_size);
 }
 

@@ -22,8 +22,11 @@ typedef struct tapewise_node_place {
 /* Both kernels take `numel` contiguous elements of `dtype` (one of the dtype codes below) at each
  * address, `b` and `db` NULL for a unary node, and the node's scalars s0, s1 (0 where unused); `op` is
  * the node's index in the op table. They return 0, or non-zero with a message naming the error written
- * to `error` (NUL-terminated, at most error_size bytes). The caller keeps the memory alive; work is
- * queued on the place's stream, not waited for. Safe to call from any thread, without the GIL. */
+ * to `error` (NUL-terminated, at most error_size bytes). The caller vouches that every address is
+ * memory of the place (host memory, or device memory of that CUDA device): it is not asked of the
+ * driver, which would cost about a microsecond an address; null or misaligned addresses are refused.
+ * The caller keeps the memory alive; work is queued on the place's stream, not waited for. Safe to
+ * call from any thread, without the GIL. */
 typedef struct tapewise_node_kernels {
   int version;   /* TAPEWISE_NODE_KERNELS_VERSION */
   size_t size;   /* sizeof(tapewise_node_kernels) as tapewise built it */

@@ -1,6 +1,6 @@
-// tapewise/native/torch_nodes.cpp — tapewise.torch's per-node path as C++ autograd functions
-// (torch::autograd::Function), so that a node costs PyTorch what one of its own ops does: no Python
-// autograd.Function, no Python in the backward. tapewise.torch builds this file against the installed
+// tapewise/native/torch_nodes.cpp — tapewise.torch's per-node path in C++: each node's forward
+// records a C++ autograd node, as PyTorch's own ops do, so that a node costs PyTorch what one of its
+// ops does: no Python autograd.Function, no Python in the backward. tapewise.torch builds this file against the installed
 // PyTorch on first use (torch.utils.cpp_extension, cached; tapewise/torch.py, _load_native) and calls
 // unary/binary below; the kernels are tapewise's, reached through the table of node_kernels.h.
 // Forward and backward keep the Python path's rules (tapewise/torch.py, _UnaryNode and _BinaryNode).
@@ -8,11 +8,15 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
+#include <utility>
 
 #include <ATen/ATen.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
-#include <torch/csrc/autograd/custom_function.h>
+#include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/basic_ops.h>
+#include <torch/csrc/autograd/functions/utils.h>
+#include <torch/csrc/autograd/saved_variable.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include "node_kernels.h"
@@ -20,7 +24,7 @@
 namespace {
 
 namespace py = pybind11;
-using torch::autograd::AutogradContext;
+using torch::autograd::SavedVariable;
 using torch::autograd::variable_list;
 
 const tapewise_node_kernels* kernels = nullptr;
@@ -61,6 +65,10 @@ void check(int status, const char* error) {
   if (status != 0) throw std::runtime_error(std::string("tapewise.torch: ") + error);
 }
 
+void require_init() {
+  if (kernels == nullptr) throw std::runtime_error("tapewise.torch: the native nodes were not initialised (init)");
+}
+
 void forward_kernel(std::int64_t op, double s0, double s1, const at::Tensor& a, const at::Tensor* b,
                     const at::Tensor& out) {
   if (a.numel() == 0) return;  // nothing to compute (and an empty tensor may have no address)
@@ -84,7 +92,7 @@ void vjp_kernel(std::int64_t op, double s0, double s1, const at::Tensor& a, cons
 // The upstream gradient as contiguous memory of the node's dtype (sum()'s backward hands an expanded,
 // stride-0 one); no work when it already is.
 at::Tensor upstream(const at::Tensor& g, const at::Tensor& like) {
-  return g.to(like.scalar_type()).contiguous();
+  return (g.scalar_type() == like.scalar_type() ? g : g.to(like.scalar_type())).contiguous();
 }
 
 // once_differentiable's rule (torch.autograd.function): under create_graph, a gradient computed from
@@ -103,68 +111,125 @@ variable_list once_differentiable(variable_list grads, const at::Tensor& g) {
   return error->apply(std::move(grads));
 }
 
-struct UnaryNode : torch::autograd::Function<UnaryNode> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input, std::int64_t op, double s0, double s1) {
-    if (!supported(input)) refuse_inputs(op, input, nullptr);
-    const at::Tensor x = input.contiguous();
-    at::Tensor y = at::empty_like(x);
-    forward_kernel(op, s0, s1, x, nullptr, y);
-    ctx->save_for_backward({x});
-    ctx->saved_data["op"] = op;
-    ctx->saved_data["s0"] = s0;
-    ctx->saved_data["s1"] = s1;
-    return y;
-  }
+// The backward nodes, written as PyTorch's own generated ones are (a Node holding SavedVariables, its
+// edges set by the forward), not as a torch::autograd::Function, whose generic context costs each
+// call a hash map of saved fields and a wrapping of every argument.
+struct UnaryNodeBackward : torch::autograd::Node {
+  SavedVariable x;
+  std::int64_t op = 0;
+  double s0 = 0, s1 = 0;
 
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const at::Tensor x = ctx->get_saved_variables()[0];
-    variable_list result(4);
+  std::string name() const override { return "tapewise::UnaryNodeBackward"; }
+  void release_variables() override { x.reset_data(); }
+
+  variable_list apply(variable_list&& grads) override {
+    if (!grads[0].defined()) return {at::Tensor()};
+    const at::Tensor input = x.unpack();  // raises PyTorch's in-place error if x changed since
+    variable_list result(1);
     {
       const at::AutoGradMode no_grad(false);
-      const at::Tensor g = upstream(grads[0], x);
-      result[0] = at::empty_like(x);
-      vjp_kernel(ctx->saved_data["op"].toInt(), ctx->saved_data["s0"].toDouble(), ctx->saved_data["s1"].toDouble(), x,
-                 nullptr, g, result[0], nullptr);
+      const at::Tensor g = upstream(grads[0], input);
+      result[0] = at::empty_like(input);
+      vjp_kernel(op, s0, s1, input, nullptr, g, result[0], nullptr);
     }
     return once_differentiable(std::move(result), grads[0]);
   }
 };
 
-struct BinaryNode : torch::autograd::Function<BinaryNode> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& a_in, const at::Tensor& b_in, std::int64_t op) {
-    if (!supported(a_in) || !supported(b_in) || a_in.sizes() != b_in.sizes() ||
-        a_in.scalar_type() != b_in.scalar_type() || a_in.device() != b_in.device())
-      refuse_inputs(op, a_in, &b_in);
-    ctx->saved_data["same_input"] = a_in.is_same(b_in);
-    const at::Tensor a = a_in.contiguous(), b = b_in.contiguous();
-    at::Tensor y = at::empty_like(a);
-    forward_kernel(op, 0.0, 0.0, a, &b, y);
-    ctx->save_for_backward({a, b});
-    ctx->saved_data["op"] = op;
-    return y;
+struct BinaryNodeBackward : torch::autograd::Node {
+  SavedVariable a, b;
+  std::int64_t op = 0;
+  bool same_input = false;
+
+  std::string name() const override { return "tapewise::BinaryNodeBackward"; }
+  void release_variables() override {
+    a.reset_data();
+    b.reset_data();
   }
 
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const variable_list saved = ctx->get_saved_variables();
-    const at::Tensor &a = saved[0], &b = saved[1];
-    const std::int64_t op = ctx->saved_data["op"].toInt();
-    variable_list result(3);
+  variable_list apply(variable_list&& grads) override {
+    if (!grads[0].defined()) return {at::Tensor(), at::Tensor()};
+    const at::Tensor left = a.unpack(), right = b.unpack();
+    variable_list result(2);
     {
       const at::AutoGradMode no_grad(false);
-      const at::Tensor g = upstream(grads[0], a);
-      if (ctx->saved_data["same_input"].toBool() && (op == tie_ops[0] || op == tie_ops[1])) {
+      const at::Tensor g = upstream(grads[0], left);
+      if (same_input && (op == tie_ops[0] || op == tie_ops[1])) {
         // The tape's rule for max(a, a)/min(a, a): the upstream gradient once, not g*0.5 + g*0.5
         // (which differs from g where g*0.5 underflows).
         result[0] = g.clone();
       } else {
-        result[0] = at::empty_like(a);
-        result[1] = at::empty_like(b);
-        vjp_kernel(op, 0.0, 0.0, a, &b, g, result[0], &result[1]);
+        result[0] = at::empty_like(left);
+        result[1] = at::empty_like(right);
+        vjp_kernel(op, 0.0, 0.0, left, &right, g, result[0], &result[1]);
       }
     }
     return once_differentiable(std::move(result), grads[0]);
   }
 };
+
+// What autograd's edges point with: std::shared_ptr<Node> in the torch of 2025 (2.11 among them),
+// c10::intrusive_ptr<Node> later (2.15). A shared_ptr node is deleted by deleteNode, as PyTorch's own
+// are, so that freeing a long chain of nodes does not recurse once per node (found by argument-dependent
+// lookup, so that a torch without it never names it).
+using NodePointer = decltype(std::declval<torch::autograd::Edge>().function);
+
+template <class NodeType>
+auto new_node() {
+  if constexpr (std::is_same_v<NodePointer, std::shared_ptr<torch::autograd::Node>>)
+    return std::shared_ptr<NodeType>(new NodeType(), [](NodeType* node) { deleteNode(node); });
+  else
+    return c10::make_intrusive<NodeType>();
+}
+
+// y = op(x, s0, s1); y's grad_fn (when x needs a gradient) runs the fused VJP.
+at::Tensor unary(const at::Tensor& input, std::int64_t op, double s0, double s1) {
+  require_init();
+  if (!supported(input)) refuse_inputs(op, input, nullptr);
+  at::Tensor x, y;
+  {
+    const at::AutoGradMode no_grad(false);
+    x = input.contiguous();
+    y = at::empty_like(x);
+    forward_kernel(op, s0, s1, x, nullptr, y);
+  }
+  if (torch::autograd::compute_requires_grad(input)) {
+    const auto node = new_node<UnaryNodeBackward>();
+    node->set_next_edges(torch::autograd::collect_next_edges(input));
+    node->x = SavedVariable(x, false);
+    node->op = op;
+    node->s0 = s0;
+    node->s1 = s1;
+    torch::autograd::set_history(y, node);
+  }
+  return y;
+}
+
+// y = op(a, b); y's grad_fn (when a or b needs a gradient) runs the fused VJP for both.
+at::Tensor binary(const at::Tensor& a_in, const at::Tensor& b_in, std::int64_t op) {
+  require_init();
+  if (!supported(a_in) || !supported(b_in) || a_in.sizes() != b_in.sizes() ||
+      a_in.scalar_type() != b_in.scalar_type() || a_in.device() != b_in.device())
+    refuse_inputs(op, a_in, &b_in);
+  at::Tensor a, b, y;
+  {
+    const at::AutoGradMode no_grad(false);
+    a = a_in.contiguous();
+    b = b_in.contiguous();
+    y = at::empty_like(a);
+    forward_kernel(op, 0.0, 0.0, a, &b, y);
+  }
+  if (torch::autograd::compute_requires_grad(a_in, b_in)) {
+    const auto node = new_node<BinaryNodeBackward>();
+    node->set_next_edges(torch::autograd::collect_next_edges(a_in, b_in));
+    node->a = SavedVariable(a, false);
+    node->b = SavedVariable(b, false);
+    node->op = op;
+    node->same_input = a_in.is_same(b_in);
+    torch::autograd::set_history(y, node);
+  }
+  return y;
+}
 
 void init(const py::capsule& table, const py::object& refuse_inputs_fn, std::int64_t max_op, std::int64_t min_op) {
   if (std::string(table.name() ? table.name() : "") != TAPEWISE_NODE_KERNELS_CAPSULE)
@@ -178,21 +243,11 @@ void init(const py::capsule& table, const py::object& refuse_inputs_fn, std::int
   tie_ops = {max_op, min_op};
 }
 
-void require_init() {
-  if (kernels == nullptr) throw std::runtime_error("tapewise.torch: the native nodes were not initialised (init)");
-}
-
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.doc() = "tapewise.torch's nodes as C++ autograd functions (built by tapewise.torch; use tapewise.torch).";
+  m.doc() = "tapewise.torch's nodes as C++ autograd nodes (built by tapewise.torch; use tapewise.torch).";
   m.def("init", &init, "Binds the kernel table capsule, the refusal callback and the max/min op indices.");
-  m.def("unary", [](const at::Tensor& x, std::int64_t op, double s0, double s1) {
-          require_init();
-          return UnaryNode::apply(x, op, s0, s1);
-        }, "y = op(x, s0, s1), one C++ autograd node whose backward is tapewise's fused VJP.");
-  m.def("binary", [](const at::Tensor& a, const at::Tensor& b, std::int64_t op) {
-          require_init();
-          return BinaryNode::apply(a, b, op);
-        }, "y = op(a, b), one C++ autograd node whose backward is tapewise's fused VJP (both gradients).");
+  m.def("unary", &unary, "y = op(x, s0, s1), with a C++ grad_fn whose backward is tapewise's fused VJP.");
+  m.def("binary", &binary, "y = op(a, b), with a C++ grad_fn whose backward is tapewise's fused VJP (both gradients).");
 }
