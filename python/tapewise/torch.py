@@ -1,4 +1,4 @@
-"""tapewise.torch — every tapewise node as a torch.autograd.Function: the forward and the fused VJP
+"""tapewise.torch — every tapewise node as a differentiable torch op: the forward and the fused VJP
 are tapewise's kernels, run in place on the tensors' memory (no copies), on PyTorch's current CUDA
 stream (or the CPU backend for CPU tensors); and region(fn), which runs a function written with
 these ops as one tapewise tape.
@@ -20,8 +20,16 @@ are the dtype's values R16(R32(c)) (spec/conventions.md 0.3). Double backward is
 create_graph=True runs, and differentiating its result raises). Gradients are identical to
 tapewise.Tape.backward's up to NaN (equal bits, or both NaN: a NaN's sign and payload may differ):
 each backward is the node's fused VJP, and contributions accumulate as the tape's do (maximum(a, a)
-and minimum(a, a) contribute the upstream gradient once, as the tape does). Each call is one
-autograd.Function: its cost per call is PyTorch's autograd.Function machinery plus two kernels.
+and minimum(a, a) contribute the upstream gradient once, as the tape does).
+
+C++ nodes: each call records one C++ autograd node, as PyTorch's own ops do (grad_fn
+tapewise::UnaryNodeBackward or BinaryNodeBackward), so a node costs what an eager op does and its
+backward runs no Python. They live in native/torch_nodes.cpp, which the first node call builds against
+the installed torch (torch.utils.cpp_extension: a C++ compiler and ninja; about 30 s, once per torch
+build, cached under TAPEWISE_TORCH_NATIVE_DIR or ~/.cache/tapewise/torch_nodes). Where that cannot
+be done, each node is a Python torch.autograd.Function instead, with the same bits and errors but
+PyTorch's autograd.Function cost per call, and a RuntimeWarning says why. TAPEWISE_TORCH_NATIVE=1
+raises instead, =0 uses the Python nodes without trying; node_path() says which run.
 
 Regions (region(fn)): each call records a fresh tape (no compile step; Python control flow is
 followed afresh every call), a leaf per distinct tensor argument (a view, no copy), the nodes of fn,

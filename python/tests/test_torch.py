@@ -604,7 +604,8 @@ def test_bench_torch_nodes_runs_on_the_cpu_and_reports_every_variant(tmp_path):
     assert {"sin", "tanh", "sigmoid", "relu", "scale", "maximum", "mul", "clamp"} <= kinds
     for row in report["per_node"]:
         assert row["eager_fwd_bwd_us"] > 0 and row["tapewise_fwd_bwd_us"] > 0 and row["meets_target"] is None
-        assert row["tapewise_python_node_fwd_bwd_us"] > 0
+        assert row["tapewise_python_node_fwd_bwd_us"] > 0 and row["graph_tapewise_fwd_bwd_us"] > 0
+        assert row["graph_eager_fwd_bwd_us"] > 0 and row["graph_tapewise_python_node_fwd_bwd_us"] > 0
     assert [row["log2"] for row in report["chain_us_per_node"]] == [4, 6]
     for row in report["chain_us_per_node"]:
         for variant in ("eager", "tapewise.torch per node", "tapewise.torch per node (Python)", "tapewise.torch region",
