@@ -366,6 +366,8 @@ def main():
     parser.add_argument("--chain-sizes", type=int, nargs="+", default=None,
                         help="log2 of the chain's sizes (default: 12 16 20 on cuda, 4 8 12 on cpu)")
     parser.add_argument("--chain-length", type=int, default=1000, help="nodes in the chain (a multiple of 5)")
+    parser.add_argument("--commit", help="the commit measured, for the JSON (default: git rev-parse HEAD here, "
+                                         "which a copied tree may not have)")
     args = parser.parse_args()
     if args.chain_length <= 0 or args.chain_length % 5:
         parser.error("--chain-length must be a positive multiple of 5 (the chain repeats 5 nodes)")
@@ -401,7 +403,7 @@ def main():
         "device": torch.cuda.get_device_name() if args.device == "cuda" else platform.processor() or "cpu",
         "tapewise_backend": twt.backend_for(probe).describe(),
         "torch": torch.__version__, "tapewise": tapewise.__version__, "python": platform.python_version(),
-        "commit": git_commit(), "dtype": args.dtype_name, "reps": args.reps, "chain_reps": args.chain_reps,
+        "commit": args.commit or git_commit(), "dtype": args.dtype_name, "reps": args.reps, "chain_reps": args.chain_reps,
         "warmup": args.warmup, "calls_per_sample": args.calls,
         "timing": ("CUDA events" if args.device == "cuda" else "time.perf_counter") + ", median",
         "targets": {"node_ratio_max": TARGET_NODE_RATIO, "region_us_per_node_at_2^12_max": TARGET_REGION_US_PER_NODE,
