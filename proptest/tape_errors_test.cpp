@@ -226,6 +226,27 @@ TEST_P(TapeErrors, EverythingIsReleasedWithTheTapeAndGradients) {
 // What a tape releases in batches (its values, a program backward's unwanted slots) and the node
 // storage a thread keeps for its next tape: tapes alive together, ended in either order or on another
 // thread, a gradient outliving its tape, and a borrowed leaf among the values.
+TEST_P(TapeErrors, AMovedFromTapeRefusesWorkWithoutCrashing) {
+  Tape t(backend);
+  const NodeId x = must(t.leaf(host<float>({1, 2, 3})));
+  Tape moved_to(std::move(t));
+  EXPECT_EQ(moved_to.size(), 1u);
+  EXPECT_EQ(t.size(), 0u);  // NOLINT(bugprone-use-after-move): what a moved-from tape does is the test
+  for (auto leaf : {t.leaf(host<float>({1})), t.leaf(must(backend->upload(host<float>({1}))))}) {
+    ASSERT_FALSE(leaf);
+    EXPECT_EQ(leaf.error().code, ErrorCode::InvalidArgument);
+    EXPECT_NE(leaf.error().message.find("moved from"), std::string::npos) << leaf.error().message;
+  }
+  auto fails_with = [](const auto& result, ErrorCode code) { return !result && result.error().code == code; };
+  EXPECT_TRUE(fails_with(t.sin(x), ErrorCode::InvalidNodeId));  // it has no nodes
+  EXPECT_TRUE(fails_with(t.value(x), ErrorCode::InvalidNodeId));
+  EXPECT_TRUE(fails_with(t.backward(x, host<float>({1, 1, 1})), ErrorCode::InvalidArgument));  // no backend to upload to
+  EXPECT_TRUE(fails_with(t.backward_dense(x, host<float>({1, 1, 1})), ErrorCode::InvalidArgument));
+  EXPECT_TRUE(t.flush());
+  t = std::move(moved_to);  // a moved-from tape takes a tape again
+  EXPECT_TRUE(t.sin(x));
+}
+
 TEST_P(TapeErrors, TapesEndedInAnyOrderOrThreadReleaseEverything) {
   const MemoryStats empty = backend->stats();
   auto record = [&](Tape& t, int nodes) {

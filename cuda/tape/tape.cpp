@@ -223,7 +223,16 @@ Result<const Node*> Tape::node(NodeId id) const {
   return &nodes_[static_cast<std::size_t>(id)];
 }
 
+// A moved-from tape has no backend: recording on it is an error naming that, not a null dereference.
+Result<void> Tape::check_has_backend(const char* what) const {
+  if (!backend_)
+    return fail(ErrorCode::InvalidArgument,
+                std::string(what) + ": this Tape was moved from (it has no backend); record on the tape it was moved to");
+  return {};
+}
+
 Result<NodeId> Tape::leaf(Buffer value, bool requires_grad) {
+  TAPEWISE_CHECK(check_has_backend("leaf"));
   if (!value) return fail(ErrorCode::InvalidArgument, "leaf: empty buffer");
   if (value.backend() != backend_.get())
     return fail(ErrorCode::BackendMismatch, "leaf: buffer belongs to another backend than this tape's");
@@ -234,6 +243,7 @@ Result<NodeId> Tape::leaf(Buffer value, bool requires_grad) {
 }
 
 Result<NodeId> Tape::leaf(const HostArray& value, bool requires_grad) {
+  TAPEWISE_CHECK(check_has_backend("leaf"));
   auto buf = backend_->upload(value, AllocTag::value);
   TAPEWISE_CHECK(buf);
   return leaf(std::move(*buf), requires_grad);
@@ -332,6 +342,7 @@ Result<Gradients> Tape::backward_dense(NodeId out, const HostArray& seed, std::s
 
 Result<Gradients> Tape::run_backward(NodeId out, const HostArray& seed, VjpPath path, bool dense,
                                      const std::span<const NodeId>* wanted) const {
+  TAPEWISE_CHECK(check_has_backend(dense ? "backward_dense" : "backward"));
   auto buf = backend_->upload(seed, AllocTag::gradient);
   TAPEWISE_CHECK(buf);
   return run_backward(out, *buf, path, dense, wanted);

@@ -111,7 +111,9 @@ class TAPEWISE_API Tape {
   explicit Tape(std::shared_ptr<Backend> backend);
   /// Releases the nodes' values.
   ~Tape();
-  Tape(Tape&&) = default;             ///< the moved-from tape is left without a backend: only destroy it
+  /// The moved-from tape is left empty and without a backend: leaf and backward with a host seed
+  /// are InvalidArgument, every call naming a node is InvalidNodeId; destroy it or assign to it.
+  Tape(Tape&&) = default;
   Tape& operator=(Tape&&) = default;  ///< as the move constructor
 
   /// How the tape runs small nodes.
@@ -121,7 +123,7 @@ class TAPEWISE_API Tape {
   /// lower max_pending_nodes flushes at the next record).
   [[nodiscard]] Result<void> set_options(const TapeOptions& options);
 
-  /// The backend the tape records on.
+  /// The backend the tape records on (none for a moved-from tape: not to be called on one).
   Backend& backend() const { return *backend_; }
   /// The number of nodes.
   std::size_t size() const { return nodes_.size(); }
@@ -212,6 +214,7 @@ class TAPEWISE_API Tape {
     return apply(op, ids, {});
   }
   [[nodiscard]] Result<void> check_id(const char* what, NodeId id) const;
+  [[nodiscard]] Result<void> check_has_backend(const char* what) const;
   [[nodiscard]] Result<void> check_backward_args(const char* what, NodeId out, const Buffer& seed) const;
   [[nodiscard]] Result<Gradients> run_backward(NodeId out, const Buffer& seed, VjpPath path, bool dense,
                                                const std::span<const NodeId>* wanted) const;
