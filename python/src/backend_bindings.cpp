@@ -100,30 +100,44 @@ DType dtype_at(int dtype_code, const char* what) {
                                       "tapewise._tapewise.DTYPE_CODES)");
 }
 
+// How an address becomes a buffer: wrap (checked with the driver, for Python callers) or
+// known_memory (the kernel table's, whose callers vouch for the device).
+using ViewOf = Buffer (*)(Backend& be, std::uintptr_t p, std::int64_t numel, DType dtype);
+
 Buffer wrap_pointer(Backend& be, std::uintptr_t p, std::int64_t numel, DType dtype) {
   return unwrap(be.wrap(reinterpret_cast<void*>(p), Shape{numel}, dtype));
 }
 
+// A view without wrap's driver query (cudaPointerGetAttributes, about a microsecond an address): the
+// checks that cost nothing are kept.
+Buffer known_memory(Backend& be, std::uintptr_t p, std::int64_t numel, DType dtype) {
+  if (numel < 0) raise(ErrorCode::InvalidShape, "node_kernels: numel " + std::to_string(numel) + " < 0");
+  if (numel > 0 && (p == 0 || p % dtype_size(dtype) != 0))
+    raise(ErrorCode::InvalidArgument, "node_kernels: an address is null or not aligned to its dtype");
+  return detail::engine_of(be).wrap_known_memory(reinterpret_cast<void*>(p), numel, dtype);
+}
+
 // At most two inputs (the op table's largest arity): fixed arrays, no heap vectors of pointers.
 void forward_addresses(Backend& be, Op op, double s0, double s1, const std::uintptr_t* inputs, std::size_t count,
-                       std::uintptr_t out, std::int64_t numel, DType dtype) {
+                       std::uintptr_t out, std::int64_t numel, DType dtype, ViewOf view = wrap_pointer) {
   Buffer in[2];
   const Buffer* in_ptrs[2] = {&in[0], &in[1]};
-  for (std::size_t k = 0; k < count; ++k) in[k] = wrap_pointer(be, inputs[k], numel, dtype);
-  Buffer result = wrap_pointer(be, out, numel, dtype);
+  for (std::size_t k = 0; k < count; ++k) in[k] = view(be, inputs[k], numel, dtype);
+  Buffer result = view(be, out, numel, dtype);
   unwrap(be.forward(op, Scalars{s0, s1}, std::span<const Buffer* const>(in_ptrs, count), result));
 }
 
 void vjp_addresses(Backend& be, Op op, double s0, double s1, const std::uintptr_t* inputs, std::size_t count,
-                   std::uintptr_t g, const std::uintptr_t* grads, std::int64_t numel, DType dtype) {
+                   std::uintptr_t g, const std::uintptr_t* grads, std::int64_t numel, DType dtype,
+                   ViewOf view = wrap_pointer) {
   Buffer in[2], out[2];
   const Buffer* in_ptrs[2] = {&in[0], &in[1]};
   Buffer* out_ptrs[2] = {&out[0], &out[1]};
   for (std::size_t k = 0; k < count; ++k) {
-    in[k] = wrap_pointer(be, inputs[k], numel, dtype);
-    out[k] = wrap_pointer(be, grads[k], numel, dtype);
+    in[k] = view(be, inputs[k], numel, dtype);
+    out[k] = view(be, grads[k], numel, dtype);
   }
-  const Buffer upstream = wrap_pointer(be, g, numel, dtype);
+  const Buffer upstream = view(be, g, numel, dtype);
   unwrap(be.vjp_fused(op, Scalars{s0, s1}, std::span<const Buffer* const>(in_ptrs, count), upstream,
                       std::span<Buffer* const>(out_ptrs, count)));
 }
@@ -155,22 +169,34 @@ std::size_t raw_arity(Op op, std::uintptr_t b, std::uintptr_t db, bool has_grads
   return static_cast<std::size_t>(arity);
 }
 
+// The fixed-arity kernels behind Backend._forward_raw/_vjp_raw and the kernel table alike: the same
+// checks of op index, arity and dtype code, then the kernel on views made by `view`.
+void forward_fixed(Backend& be, const char* what, int op_index, double s0, double s1, std::uintptr_t a,
+                   std::uintptr_t b, std::uintptr_t out, std::int64_t numel, int dtype_code, ViewOf view) {
+  const Op op = op_at(op_index, what);
+  const std::size_t arity = raw_arity(op, b, 0, false, what);
+  const DType dtype = dtype_at(dtype_code, what);
+  const std::uintptr_t inputs[2] = {a, b};
+  forward_addresses(be, op, s0, s1, inputs, arity, out, numel, dtype, view);
+}
+
+void vjp_fixed(Backend& be, const char* what, int op_index, double s0, double s1, std::uintptr_t a, std::uintptr_t b,
+               std::uintptr_t g, std::uintptr_t da, std::uintptr_t db, std::int64_t numel, int dtype_code, ViewOf view) {
+  const Op op = op_at(op_index, what);
+  const std::size_t arity = raw_arity(op, b, db, true, what);
+  const DType dtype = dtype_at(dtype_code, what);
+  const std::uintptr_t inputs[2] = {a, b}, grads[2] = {da, db};
+  vjp_addresses(be, op, s0, s1, inputs, arity, g, grads, numel, dtype, view);
+}
+
 void forward_raw(PyBackend& be, int op_index, double s0, double s1, std::uintptr_t a, std::uintptr_t b,
                  std::uintptr_t out, std::int64_t numel, int dtype_code) {
-  const Op op = op_at(op_index, "_forward_raw");
-  const std::size_t arity = raw_arity(op, b, 0, false, "_forward_raw");
-  const DType dtype = dtype_at(dtype_code, "_forward_raw");
-  const std::uintptr_t inputs[2] = {a, b};
-  forward_addresses(*be.backend, op, s0, s1, inputs, arity, out, numel, dtype);
+  forward_fixed(*be.backend, "_forward_raw", op_index, s0, s1, a, b, out, numel, dtype_code, wrap_pointer);
 }
 
 void vjp_raw(PyBackend& be, int op_index, double s0, double s1, std::uintptr_t a, std::uintptr_t b, std::uintptr_t g,
              std::uintptr_t da, std::uintptr_t db, std::int64_t numel, int dtype_code) {
-  const Op op = op_at(op_index, "_vjp_raw");
-  const std::size_t arity = raw_arity(op, b, db, true, "_vjp_raw");
-  const DType dtype = dtype_at(dtype_code, "_vjp_raw");
-  const std::uintptr_t inputs[2] = {a, b}, grads[2] = {da, db};
-  vjp_addresses(*be.backend, op, s0, s1, inputs, arity, g, grads, numel, dtype);
+  vjp_fixed(*be.backend, "_vjp_raw", op_index, s0, s1, a, b, g, da, db, numel, dtype_code, wrap_pointer);
 }
 
 // The kernel table of node_kernels.h: the fixed-arity kernels above for code compiled outside this
@@ -187,12 +213,7 @@ Backend& backend_at(const tapewise_node_place& place) {
   static auto* const cuda = new std::map<std::pair<int, void*>, std::shared_ptr<Backend>>;
   const std::lock_guard lock(mutex);
   std::shared_ptr<Backend>& backend = (*cuda)[{place.device, place.stream}];
-  if (!backend) {
-    // PyTorch's default stream is the legacy default stream, which CudaOptions spells cudaStreamLegacy
-    // (1): a null stream there means a stream of the backend's own.
-    void* stream = place.stream ? place.stream : reinterpret_cast<void*>(std::intptr_t{1});
-    backend = unwrap(make_cuda_backend(CudaOptions{place.device, stream}));
-  }
+  if (!backend) backend = make_cuda(place.device, reinterpret_cast<std::intptr_t>(place.stream)).backend;
   return *backend;
 }
 
@@ -217,28 +238,13 @@ int node_status(Run&& run, char* error, std::size_t error_size) {
   return 1;
 }
 
-// The table's callers vouch for where their memory lives (a torch tensor's device is known), so its
-// views skip wrap's driver query: the address checks that cost nothing are kept.
-Buffer known_memory(Backend& be, const void* p, std::int64_t numel, DType dtype, const char* what) {
-  if (numel < 0) raise(ErrorCode::InvalidShape, std::string(what) + ": numel " + std::to_string(numel) + " < 0");
-  if (numel > 0 && (p == nullptr || reinterpret_cast<std::uintptr_t>(p) % dtype_size(dtype) != 0))
-    raise(ErrorCode::InvalidArgument, std::string(what) + ": an address is null or not aligned to its dtype");
-  return detail::engine_of(be).wrap_known_memory(const_cast<void*>(p), numel, dtype);
-}
+std::uintptr_t address(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
 
 int node_forward(tapewise_node_place place, int op_index, double s0, double s1, const void* a, const void* b,
                  void* out, std::int64_t numel, int dtype_code, char* error, std::size_t error_size) {
   return node_status([&] {
-    const char* what = "node_kernels.forward";
-    const Op op = op_at(op_index, what);
-    const std::size_t arity = raw_arity(op, reinterpret_cast<std::uintptr_t>(b), 0, false, what);
-    const DType dtype = dtype_at(dtype_code, what);
-    Backend& be = backend_at(place);
-    const Buffer in[2] = {known_memory(be, a, numel, dtype, what),
-                          arity == 2 ? known_memory(be, b, numel, dtype, what) : Buffer{}};
-    const Buffer* in_ptrs[2] = {&in[0], &in[1]};
-    Buffer result = known_memory(be, out, numel, dtype, what);
-    unwrap(be.forward(op, Scalars{s0, s1}, std::span<const Buffer* const>(in_ptrs, arity), result));
+    forward_fixed(backend_at(place), "node_kernels.forward", op_index, s0, s1, address(a), address(b), address(out),
+                  numel, dtype_code, known_memory);
   }, error, error_size);
 }
 
@@ -246,20 +252,8 @@ int node_vjp(tapewise_node_place place, int op_index, double s0, double s1, cons
              const void* g, void* da, void* db, std::int64_t numel, int dtype_code, char* error,
              std::size_t error_size) {
   return node_status([&] {
-    const char* what = "node_kernels.vjp";
-    const Op op = op_at(op_index, what);
-    const auto address = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p); };
-    const std::size_t arity = raw_arity(op, address(b), address(db), true, what);
-    const DType dtype = dtype_at(dtype_code, what);
-    Backend& be = backend_at(place);
-    const bool binary = arity == 2;
-    const Buffer in[2] = {known_memory(be, a, numel, dtype, what), binary ? known_memory(be, b, numel, dtype, what) : Buffer{}};
-    Buffer out[2] = {known_memory(be, da, numel, dtype, what), binary ? known_memory(be, db, numel, dtype, what) : Buffer{}};
-    const Buffer* in_ptrs[2] = {&in[0], &in[1]};
-    Buffer* out_ptrs[2] = {&out[0], &out[1]};
-    const Buffer upstream = known_memory(be, g, numel, dtype, what);
-    unwrap(be.vjp_fused(op, Scalars{s0, s1}, std::span<const Buffer* const>(in_ptrs, arity), upstream,
-                        std::span<Buffer* const>(out_ptrs, arity)));
+    vjp_fixed(backend_at(place), "node_kernels.vjp", op_index, s0, s1, address(a), address(b), address(g), address(da),
+              address(db), numel, dtype_code, known_memory);
   }, error, error_size);
 }
 
