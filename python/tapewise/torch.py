@@ -25,7 +25,7 @@ and minimum(a, a) contribute the upstream gradient once, as the tape does).
 C++ nodes: each call records one C++ autograd node, as PyTorch's own ops do (grad_fn
 tapewise::UnaryNodeBackward or BinaryNodeBackward), so a node costs what an eager op does and its
 backward runs no Python. They live in native/torch_nodes.cpp, which the first node call builds against
-the installed torch (torch.utils.cpp_extension: a C++ compiler and ninja; about 30 s, once per torch
+the installed torch (torch.utils.cpp_extension: a C++ compiler and ninja; 18-50 s, once per torch
 build, cached under TAPEWISE_TORCH_NATIVE_DIR or ~/.cache/tapewise/torch_nodes). Where that cannot
 be done, each node is a Python torch.autograd.Function instead, with the same bits and errors but
 PyTorch's autograd.Function cost per call, and a RuntimeWarning says why. TAPEWISE_TORCH_NATIVE=1
@@ -234,7 +234,7 @@ _binary_backward_once = once_differentiable(_binary_backward)
 # nodes or to the Python Functions above (TAPEWISE_TORCH_NATIVE, node_path()).
 
 _NATIVE_SOURCES = Path(__file__).resolve().parent / "native"
-_STALE_LOCK_SECONDS = 15 * 60  # a build takes about a minute; an older lock was left by a killed one
+_STALE_LOCK_SECONDS = 15 * 60  # a build takes under a minute; an older lock was left by a killed one
 _node_lock = threading.Lock()
 _node_path: tuple[str, str] | None = None
 
@@ -270,7 +270,7 @@ _native_module = None  # (module, library path) once loaded: a process loads the
 
 def _load_native():
     """The C++ nodes' module, initialised, and its library's path: imported from the cache, or built
-    there first (about a minute, once per torch build). Raises whatever stops either."""
+    there first (18-50 s, once per torch build). Raises whatever stops either."""
     global _native_module
     if _native_module is not None:
         return _native_module
@@ -369,7 +369,7 @@ _unary_apply, _binary_apply = _first_unary, _first_binary
 def node_path() -> tuple[str, str]:
     """Which code runs the nodes outside regions, choosing it first if no node has run yet: ("native",
     the C++ nodes' library) or ("python", why not). TAPEWISE_TORCH_NATIVE picks: auto (the default)
-    builds the C++ nodes against the installed torch on first use, about a minute once per torch build,
+    builds the C++ nodes against the installed torch on first use, 18-50 s once per torch build,
     cached under TAPEWISE_TORCH_NATIVE_DIR or ~/.cache/tapewise/torch_nodes, and falls back to the Python
     nodes with a RuntimeWarning saying why when it cannot (no C++ compiler or ninja, say); 1 raises
     instead; 0 uses the Python nodes. Both give the same bits and errors."""

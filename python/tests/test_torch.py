@@ -655,19 +655,20 @@ FIRST_NODE = ("import torch, tapewise.torch as twt\n"
               "print(kind, type(twt.sin(x).grad_fn).__name__)\n")
 
 
-def run_fresh(code, **env):
+def run_fresh(code, unset=(), **env):
+    """Runs `code` in a fresh interpreter with this environment, less `unset`, plus `env`."""
+    environment = {k: v for k, v in os.environ.items() if k not in unset}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900,
-                          env={**os.environ, **env})
+                          env={**environment, **env})
     return done.returncode, done.stdout.strip(), done.stderr
 
 
 def test_the_cpp_nodes_are_the_default(nodes):
     # The fixture has built (or found) the C++ nodes in the cache this process uses, as a user's first call does.
-    env = {k: v for k, v in os.environ.items() if k != "TAPEWISE_TORCH_NATIVE"}
-    done = subprocess.run([sys.executable, "-c", FIRST_NODE], capture_output=True, text=True, timeout=900, env=env)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["native", "CppFunction"], done.stdout + done.stderr
-    assert "Warning" not in done.stderr, done.stderr
+    code, out, err = run_fresh(FIRST_NODE, unset=("TAPEWISE_TORCH_NATIVE",))
+    assert code == 0, err
+    assert out.split() == ["native", "CppFunction"], out + err
+    assert "Warning" not in err, err
 
 
 def test_grad_fn_says_which_nodes_ran(nodes):
