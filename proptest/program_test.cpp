@@ -614,33 +614,42 @@ TEST_P(Programs, ErrorsWhileNodesArePendingChangeNothing) {
 }
 
 // A fused backward over a small output allocates twice — the seed's upload and all slots at once —
-// and each failing changes nothing (pending forwards included) and leaks nothing.
+// and, asked for some gradients only, three times: the slots in between are one more allocation. Each
+// failing changes nothing (pending forwards included) and leaks nothing.
 TEST_P(Programs, InjectedAllocationFailuresInBackwardChangeNothing) {
   for (bool dense : {false, true}) {
-    Tape t = tape_with_threshold(backend, kSmall);
-    const NodeId a = must(t.leaf(host<float>({0.5f, 2.0f, -3.0f})));
-    const NodeId b = must(t.leaf(host<float>({1.5f, -2.0f, 4.0f})));
-    const NodeId unrelated = must(t.leaf(host(std::vector<float>(kSmall + 4, 1.0f))));  // dense: a large +0 slot
-    ASSERT_TRUE(t.sin(unrelated));
-    const NodeId q = must(t.div(a, b));
-    const NodeId m = must(t.max(q, q));
-    const NodeId z = must(t.mul(must(t.gelu(m)), a));
-    const Snapshot before = snapshot(t);
-    EXPECT_EQ(before.pending, 4u);
-    const HostArray seed = host<float>({1, -1, 2});
-    int failures = 0;
-    for (int nth = 1;; ++nth) {
-      inject_allocation_failure(*backend, nth);
-      auto grads = dense ? t.backward_dense(z, seed) : t.backward(z, seed);
-      inject_allocation_failure(*backend, 0);
-      if (grads) break;
-      ++failures;
-      EXPECT_EQ(grads.error().code, ErrorCode::OutOfMemory) << grads.error().str();
-      EXPECT_EQ(snapshot(t), before) << "failing allocation " << nth;
+    for (bool only_a : {false, true}) {
+      Tape t = tape_with_threshold(backend, kSmall);
+      const NodeId a = must(t.leaf(host<float>({0.5f, 2.0f, -3.0f})));
+      const NodeId b = must(t.leaf(host<float>({1.5f, -2.0f, 4.0f})));
+      const NodeId unrelated = must(t.leaf(host(std::vector<float>(kSmall + 4, 1.0f))));  // dense: a large +0 slot
+      ASSERT_TRUE(t.sin(unrelated));
+      const NodeId q = must(t.div(a, b));
+      const NodeId m = must(t.max(q, q));
+      const NodeId z = must(t.mul(must(t.gelu(m)), a));
+      const Snapshot before = snapshot(t);
+      EXPECT_EQ(before.pending, 4u);
+      const HostArray seed = host<float>({1, -1, 2});
+      const NodeId wanted[] = {a};
+      int failures = 0;
+      for (int nth = 1;; ++nth) {
+        inject_allocation_failure(*backend, nth);
+        auto grads = only_a ? (dense ? t.backward_dense(z, seed, wanted) : t.backward(z, seed, wanted))
+                            : (dense ? t.backward_dense(z, seed) : t.backward(z, seed));
+        inject_allocation_failure(*backend, 0);
+        if (grads) {
+          EXPECT_TRUE(grads->has(a));
+          EXPECT_EQ(grads->has(b), !only_a);
+          break;
+        }
+        ++failures;
+        EXPECT_EQ(grads.error().code, ErrorCode::OutOfMemory) << grads.error().str();
+        EXPECT_EQ(snapshot(t), before) << "failing allocation " << nth;
+      }
+      EXPECT_EQ(failures, only_a ? 3 : 2);
+      EXPECT_EQ(t.pending(), 0u);
+      EXPECT_EQ(snapshot(t).stats, before.stats);
     }
-    EXPECT_EQ(failures, 2);
-    EXPECT_EQ(t.pending(), 0u);
-    EXPECT_EQ(snapshot(t).stats, before.stats);
   }
 }
 

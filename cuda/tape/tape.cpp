@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <iterator>
+#include <limits>
 #include <new>
 #include <optional>
 #include <string>
@@ -63,6 +64,8 @@ struct Scratch {
   detail::BackwardPlan plan;
   std::vector<BufferSpec> specs;
   std::vector<std::size_t> slot_of;
+  std::vector<void*> slot_address;
+  std::vector<NodeId> internal_slots;
   std::vector<NodeId> large_zeros;
   std::vector<std::int64_t> reader_step;
   std::vector<std::uint8_t> accumulated, only_the_next_reads;
@@ -454,39 +457,69 @@ Result<Gradients> Tape::run_plan_per_node(const detail::BackwardPlan& plan, Node
 }
 
 // The plan as one program: the same visits in the same order, each contribution written as the
-// per-node executor lands it. All slots come from one allocation, made before the pending forwards
-// are flushed, so a failing allocation changes nothing at all.
+// per-node executor lands it. The slots returned are buffers carved from one allocation; the others
+// (the gradients in between, when only some are wanted) are addresses in one more, released once the
+// program is queued: no buffer object per node. Both are made before the pending forwards are
+// flushed, so a failing allocation changes nothing at all.
 Result<Gradients> Tape::run_plan_as_program(const detail::BackwardPlan& plan, NodeId out, const Buffer& seed,
                                             bool dense) const {
   Backend& be = *backend_;
   detail::Engine& engine = detail::engine_of(be);
   const std::size_t count = nodes_.size();
   auto at = [&](NodeId id) -> const Node& { return nodes_[static_cast<std::size_t>(id)]; };
+  // A slot the walk reaches has the output's shape and dtype (a node's inputs have its own).
+  const Buffer& like = at(out).value;
   // Slot specs written over the scratch's earlier ones: their shapes' storage is reused.
   std::vector<BufferSpec>& specs = scratch.specs;
-  std::vector<std::size_t>& slot_of = scratch.slot_of;
+  std::vector<std::size_t>& slot_of = scratch.slot_of;  // a returned slot's index in `slots`
+  std::vector<void*>& address = scratch.slot_address;
+  std::vector<NodeId>& internal = scratch.internal_slots;
   slot_of.assign(count, SIZE_MAX);
-  std::size_t slots_needed = 0;
+  address.assign(count, nullptr);
+  internal.clear();
+  std::size_t returned = 0;
   for (std::size_t id = 0; id < count; ++id) {
     if (!plan.has_slot(static_cast<NodeId>(id), dense, nodes_[id])) continue;
-    if (slots_needed == specs.size()) specs.emplace_back();
-    specs[slots_needed].shape = nodes_[id].value.shape();
-    specs[slots_needed].dtype = nodes_[id].value.dtype();
-    slot_of[id] = slots_needed++;
+    if (!plan.is_wanted(static_cast<NodeId>(id))) {
+      internal.push_back(static_cast<NodeId>(id));
+      continue;
+    }
+    if (returned == specs.size()) specs.emplace_back();
+    specs[returned].shape = nodes_[id].value.shape();  // a dense zero slot may lie outside the output's graph
+    specs[returned].dtype = nodes_[id].value.dtype();
+    slot_of[id] = returned++;
   }
   std::vector<Buffer>& slots = scratch.slots;
+  Buffer internal_slots;
   struct Emptied {  // on every way out, so that the scratch holds no buffer between calls
     std::vector<Buffer>& slots;
     ~Emptied() { slots.clear(); }
   } emptied{slots};
-  TAPEWISE_CHECK(engine.allocate_many_into({specs.data(), slots_needed}, AllocTag::gradient, slots));
+  TAPEWISE_CHECK(engine.allocate_many_into({specs.data(), returned}, AllocTag::gradient, slots));
+  if (!internal.empty()) {
+    // One buffer of the internal slots end to end, each 16-byte aligned as allocate_many's parts are.
+    const std::int64_t stride = (like.numel() * static_cast<std::int64_t>(dtype_size(like.dtype())) + 15) / 16 * 16;
+    const auto slots_inside = static_cast<std::int64_t>(internal.size());
+    if (stride > 0 && slots_inside > std::numeric_limits<std::int64_t>::max() / stride)
+      return fail(ErrorCode::OutOfMemory, std::string(dense ? "backward_dense" : "backward") + ": " +
+                                              std::to_string(slots_inside) + " gradient slots of " + like.shape().str() +
+                                              " are too large to address");
+    auto buffer = engine.allocate(Shape{slots_inside * stride / static_cast<std::int64_t>(dtype_size(like.dtype()))},
+                                  like.dtype(), AllocTag::gradient);
+    TAPEWISE_CHECK(buffer);
+    internal_slots = std::move(*buffer);
+    for (std::size_t i = 0; i < internal.size(); ++i)
+      if (stride > 0) address[static_cast<std::size_t>(internal[i])] = static_cast<std::byte*>(internal_slots.data()) + i * stride;
+  }
+  for (std::size_t id = 0; id < count; ++id)
+    if (slot_of[id] != SIZE_MAX) address[id] = slots[slot_of[id]].data();
   TAPEWISE_CHECK(flush());
-  auto slot = [&](NodeId id) -> Buffer& { return slots[slot_of[static_cast<std::size_t>(id)]]; };
-  auto base_step = [](detail::StepKind kind, const Buffer& like) {
+  auto slot = [&](NodeId id) { return address[static_cast<std::size_t>(id)]; };
+  auto base_step = [](detail::StepKind kind, const Buffer& shaped) {
     detail::Step step{};
     step.kind = kind;
-    step.dtype = like.dtype();
-    step.numel = like.numel();
+    step.dtype = shaped.dtype();
+    step.numel = shaped.numel();
     return step;
   };
 
@@ -494,33 +527,33 @@ Result<Gradients> Tape::run_plan_as_program(const detail::BackwardPlan& plan, No
   program.steps.clear();
   detail::Step copy = base_step(detail::StepKind::pass, seed);
   copy.in[0] = seed.data();
-  copy.out[0] = slot(out).data();
+  copy.out[0] = slot(out);
   copy.write[0] = detail::SlotWrite::store;
   program.add(copy);
   for (const detail::Visit& visit : plan.visits) {
     const Node& n = at(visit.node);
-    const Buffer& g = slot(visit.node);
-    detail::Step step = base_step(visit.pass_once ? detail::StepKind::pass : detail::StepKind::vjp, g);
-    step.in[0] = g.data();
+    void* g = slot(visit.node);
+    detail::Step step = base_step(visit.pass_once ? detail::StepKind::pass : detail::StepKind::vjp, like);
+    step.in[0] = g;
     if (!visit.pass_once) {
       step.op = *n.op;
       step.s0 = n.scalars.s0;
       step.s1 = n.scalars.s1;
-      step.g = g.data();
+      step.g = g;
       for (int k = 0; k < n.arity; ++k) step.in[k] = at(n.parents[k]).value.data();
     }
     for (int k = 0; k < (visit.pass_once ? 1 : n.arity); ++k) {
       step.write[k] = visit.write[k];
-      if (visit.write[k] != detail::SlotWrite::none) step.out[k] = slot(n.parents[k]).data();
+      if (visit.write[k] != detail::SlotWrite::none) step.out[k] = slot(n.parents[k]);
     }
     program.add(step);
   }
   // Dense: slots that received nothing hold +0; a large one (a node outside the output's graph)
-  // by a fill kernel, so the program's threads stay as many as the output's elements.
+  // by a fill kernel, so the program's threads stay as many as the output's elements. Each is returned.
   std::vector<NodeId>& large_zeros = scratch.large_zeros;
   large_zeros.clear();
   for (NodeId id : plan.zero_slots) {
-    Buffer& zeros = slot(id);
+    Buffer& zeros = slots[slot_of[static_cast<std::size_t>(id)]];
     if (!runs_as_program(zeros.numel(), options_.program_threshold)) {
       large_zeros.push_back(id);
       continue;
@@ -532,14 +565,12 @@ Result<Gradients> Tape::run_plan_as_program(const detail::BackwardPlan& plan, No
   if (!plan.wanted.empty()) keep_unwanted_in_registers(plan, nodes_, out, program);
   TAPEWISE_CHECK(engine.run_program(program));
   for (NodeId id : large_zeros)
-    TAPEWISE_CHECK(engine.prim(Prim::fill, 0.0, {}, slot(id)));
+    TAPEWISE_CHECK(engine.prim(Prim::fill, 0.0, {}, slots[slot_of[static_cast<std::size_t>(id)]]));
 
   Gradients grads(count);
   for (std::size_t id = 0; id < count; ++id)
-    if (slot_of[id] != SIZE_MAX && plan.is_wanted(static_cast<NodeId>(id)))
-      grads.put(static_cast<NodeId>(id), std::move(slots[slot_of[id]]));
-  release_together(engine, slots, [](Buffer& b) -> Buffer& { return b; });  // the unwanted rest
-  return grads;
+    if (slot_of[id] != SIZE_MAX) grads.put(static_cast<NodeId>(id), std::move(slots[slot_of[id]]));
+  return grads;  // internal_slots released here, stream-ordered after the program
 }
 
 }  // namespace tapewise
