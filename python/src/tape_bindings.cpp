@@ -37,6 +37,82 @@ struct PyTape {
   }
 };
 
+// tapewise.torch's regions (python/tapewise/torch.py): one region call, and the values its ops record.
+// Made here so that recording a node in a region is one call from Python that builds no Python object
+// in Python: the region's cost per node is then the tape's, not the interpreter's.
+struct PyRegion {
+  nb::object tape;         // the tapewise.Tape while the region's function runs; None once it has returned
+  PyTape* open = nullptr;  // tape's PyTape; nullptr once it has returned
+  std::string name;
+};
+
+struct PyRegionValue {
+  nb::object region;  // its PyRegion
+  NodeId id = -1;
+  PyRegion& owner() const { return *nb::inst_ptr<PyRegion>(region); }
+};
+
+void set_region_tape(PyRegion& r, nb::object tape) {
+  if (tape.is_none()) {
+    r.open = nullptr;
+  } else if (nb::isinstance<PyTape>(tape)) {
+    r.open = nb::inst_ptr<PyTape>(tape);
+  } else {
+    throw nb::type_error("a region's tape is a tapewise.Tape or None");
+  }
+  r.tape = std::move(tape);
+}
+
+// A new value of x's class (tapewise.torch's subclass) for node `id` of x's region.
+nb::object value_like(nb::handle x, const PyRegionValue& of, NodeId id) {
+  nb::object value = nb::inst_alloc(x.type());
+  new (nb::inst_ptr<PyRegionValue>(value)) PyRegionValue{of.region, id};
+  nb::inst_mark_ready(value);
+  return value;
+}
+
+// Records node op_index of x (scalars s0, s1) on x's region's tape: the new value, or None where the
+// region has returned (tapewise.torch then raises the error, naming its op).
+nb::object region_unary(int op_index, nb::pointer_and_handle<PyRegionValue> x, double s0, double s1) {
+  PyRegion& r = x.p->owner();
+  if (!r.open) return nb::none();
+  const NodeId id = unwrap(r.open->tape.apply(static_cast<Op>(op_index), {&x.p->id, 1}, {s0, s1}));
+  return value_like(x.h, *x.p, id);
+}
+
+// The same for a node of two inputs: None also where a and b belong to different regions.
+nb::object region_binary(int op_index, nb::pointer_and_handle<PyRegionValue> a, const PyRegionValue& b) {
+  PyRegion& r = a.p->owner();
+  if (!r.open || !a.p->region.is(b.region)) return nb::none();
+  const NodeId ids[2] = {a.p->id, b.id};
+  const NodeId id = unwrap(r.open->tape.apply(static_cast<Op>(op_index), ids, {}));
+  return value_like(a.h, *a.p, id);
+}
+
+void bind_region(nb::module_& m) {
+  nb::class_<PyRegion>(m, "_Region", "One call of a tapewise.torch region: the tape its ops record onto (None once\n"
+                                      "the function has returned) and the region's name.")
+      .def("__init__", [](PyRegion* r, nb::object tape, std::string name) {
+             new (r) PyRegion{};
+             r->name = std::move(name);
+             set_region_tape(*r, std::move(tape));
+           }, "tape"_a.none(), "name"_a)
+      .def_prop_rw("tape", [](const PyRegion& r) { return r.tape; }, &set_region_tape, nb::for_setter("tape"_a.none()))
+      .def_prop_ro("name", [](const PyRegion& r) { return r.name; });
+  nb::class_<PyRegionValue>(m, "_RegionValue", "A node of a region's tape (tapewise.torch derives the class its ops take).")
+      .def("__init__", [](PyRegionValue* v, nb::handle region, NodeId id) {
+             if (!nb::isinstance<PyRegion>(region)) throw nb::type_error("a region value's region is a tapewise._tapewise._Region");
+             new (v) PyRegionValue{nb::borrow(region), id};
+           }, "region"_a, "id"_a)
+      .def_prop_ro("_region", [](const PyRegionValue& v) { return v.region; })
+      .def_prop_ro("_id", [](const PyRegionValue& v) { return v.id; });
+  m.def("_region_unary", &region_unary, "op_index"_a, "x"_a, "s0"_a, "s1"_a,
+        "Records a node of one input on x's region's tape: its value, or None where the region has returned.");
+  m.def("_region_binary", &region_binary, "op_index"_a, "a"_a, "b"_a,
+        "Records a node of two inputs on their region's tape: its value, or None where the region has returned\n"
+        "or a and b belong to different regions.");
+}
+
 // Gradients as Python sees them. A gradient handed out is moved into a Buffer holder first, so the
 // array owns it (no copy) and later reads of the same id return views of the same memory. A holder
 // released by the caller (grads.buffer(id).release()) takes its gradient out of this object.
@@ -386,6 +462,7 @@ void bind_tape(nb::module_& m) {
                    "default 448: one CUDA launch of program steps). Out of range: InvalidArgumentError.");
   bind_nodes(tape);
   bind_gradients(m);
+  bind_region(m);
 }
 
 }  // namespace tapewise::py

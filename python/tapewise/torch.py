@@ -381,26 +381,20 @@ def node_path() -> tuple[str, str]:
 # Regions: a function written with these ops, run as one tape program.
 
 
-class _Region:
-    """One call of a region: the tape its ops record onto (None once the function has returned)."""
-
-    __slots__ = ("tape", "name")
-
-    def __init__(self, tape, name):
-        self.tape = tape
-        self.name = name
+# A region call and its values are the extension's (tapewise._tapewise._Region, _RegionValue): an op
+# on a region value is then one call into it, which records the node and makes its value, with no
+# Python object built in Python (a Python class's instance cost more than the node, per node).
+_Region = tapewise._tapewise._Region
+_region_unary = tapewise._tapewise._region_unary
+_region_binary = tapewise._tapewise._region_binary
 
 
-class _Value:
+class _Value(tapewise._tapewise._RegionValue):
     """A tensor inside a region: a node of the region's tape. tapewise.torch's ops take it where they take
     a torch tensor and record a node instead of running kernels; nothing else does (a torch function
     called on it raises TypeError). Its value is computed when the region returns."""
 
-    __slots__ = ("_region", "_id")
-
-    def __init__(self, region, node_id):
-        self._region = region
-        self._id = node_id
+    __slots__ = ()
 
     def _tape(self, what):
         tape = self._region.tape
@@ -452,23 +446,27 @@ def _value_or_tensor_error(node, *xs):
                      "given): pass each torch tensor as an argument of the region's function")
 
 
-def _record_unary(node, record, x, *scalars):
-    region = x._region
-    return _Value(region, record(x._tape(node), x._id, *scalars))
+def _record_unary(node, op_index, x, s0=0.0, s1=0.0):
+    value = _region_unary(op_index, x, s0, s1)
+    if value is None:
+        x._tape(node)  # raises: the region has returned
+    return value
 
 
-def _record_binary(node, record, a, b):
+def _record_binary(node, op_index, a, b):
     if a.__class__ is not _Value or b.__class__ is not _Value:
         raise _value_or_tensor_error(node, a, b)
-    if a._region is not b._region:
-        raise ValueError(f"tapewise.torch.{node}: its inputs belong to different regions "
-                         f"({a._region.name} and {b._region.name})")
-    tape = a._tape(node)
     try:
-        return _Value(a._region, record(tape, a._id, b._id))
+        value = _region_binary(op_index, a, b)
     except (tapewise.ShapeMismatchError, tapewise.DTypeMismatchError) as mismatch:
         raise ValueError(f"tapewise.torch.{node}: inputs must have one shape, dtype and device (no broadcasting), "
                          f"got {tuple(a.shape)} {a.dtype} and {tuple(b.shape)} {b.dtype}") from mismatch
+    if value is None:
+        if a._region is not b._region:
+            raise ValueError(f"tapewise.torch.{node}: its inputs belong to different regions "
+                             f"({a._region.name} and {b._region.name})")
+        a._tape(node)  # raises: the region has returned
+    return value
 
 
 class _RegionNode(torch.autograd.Function):
@@ -583,15 +581,11 @@ def region(fn):
 
 def _unary(name):
     op_index = _OP_INDEX[name]
-    record = getattr(tapewise.Tape, name)
 
     def node(x: torch.Tensor) -> torch.Tensor:
         if x.__class__ is _Value:
-            region = x._region
-            tape = region.tape
-            if tape is None:
-                x._tape(name)  # raises: the region has returned
-            return _Value(region, record(tape, x._id))
+            value = _region_unary(op_index, x, 0.0, 0.0)
+            return value if value is not None else x._tape(name)  # _tape raises: the region has returned
         return _unary_apply(x, op_index, 0.0, 0.0)
 
     node.__name__ = node.__qualname__ = name
@@ -601,11 +595,10 @@ def _unary(name):
 
 def _binary(name, alias):
     op_index = _OP_INDEX[name]
-    record = getattr(tapewise.Tape, name)
 
     def node(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         if a.__class__ is _Value or b.__class__ is _Value:
-            return _record_binary(alias, record, a, b)
+            return _record_binary(alias, op_index, a, b)
         return _binary_apply(a, b, op_index)
 
     node.__name__ = node.__qualname__ = alias
@@ -616,7 +609,6 @@ def _binary(name, alias):
 def _with_scalars(name, scalar_names):
     """A node with scalars (one of the op table without a function of its own), called as (x, *scalars)."""
     op_index = _OP_INDEX[name]
-    record = getattr(tapewise.Tape, name)
 
     def node(x, *scalars):
         if len(scalars) != len(scalar_names):
@@ -624,7 +616,7 @@ def _with_scalars(name, scalar_names):
                             f"({', '.join(scalar_names) or 'none'}), got {len(scalars)}")
         s = [float(v) for v in scalars]
         if x.__class__ is _Value:
-            return _record_unary(name, record, x, *s)
+            return _record_unary(name, op_index, x, *s)
         s += [0.0, 0.0]
         return _unary_apply(x, op_index, s[0], s[1])
 
@@ -658,21 +650,21 @@ _SCALE, _CLAMP, _SAFE_LOG = _OP_INDEX["scale"], _OP_INDEX["clamp"], _OP_INDEX["s
 def scale(x: torch.Tensor, c: float) -> torch.Tensor:
     """tapewise's scale: x * R(c), c rounded once to x's dtype."""
     if x.__class__ is _Value:
-        return _record_unary("scale", tapewise.Tape.scale, x, float(c))
+        return _record_unary("scale", _SCALE, x, float(c))
     return _unary_apply(x, _SCALE, float(c), 0.0)
 
 
 def clamp(x: torch.Tensor, lo: float, hi: float) -> torch.Tensor:
     """tapewise's clamp: fmin(fmax(x, R(lo)), R(hi)); gradient g strictly inside (lo, hi), +0 elsewhere."""
     if x.__class__ is _Value:
-        return _record_unary("clamp", tapewise.Tape.clamp, x, float(lo), float(hi))
+        return _record_unary("clamp", _CLAMP, x, float(lo), float(hi))
     return _unary_apply(x, _CLAMP, float(lo), float(hi))
 
 
 def safeLog(x: torch.Tensor, eps: float) -> torch.Tensor:  # noqa: N802 (the spec's name)
     """tapewise's safeLog: log(softplus(x) + R(eps))."""
     if x.__class__ is _Value:
-        return _record_unary("safeLog", tapewise.Tape.safeLog, x, float(eps))
+        return _record_unary("safeLog", _SAFE_LOG, x, float(eps))
     return _unary_apply(x, _SAFE_LOG, float(eps), 0.0)
 
 
