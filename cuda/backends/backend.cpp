@@ -157,11 +157,17 @@ MemoryStats Backend::stats() const {
 
 Result<Buffer> Backend::allocate(const Shape& shape, DType dtype, AllocTag tag) {
   TAPEWISE_CHECK(byte_size(shape, dtype));
-  return allocate_valid(shape, shape.numel(), dtype, tag);
+  return allocate_valid(shared_from_this(), shape, shape.numel(), dtype, tag);
 }
 
-Result<Buffer> Backend::allocate_valid(const Shape& shape, std::int64_t numel, DType dtype, AllocTag tag) {
-  Buffer b = adopt(shared_from_this(), nullptr, nullptr, shape, numel, dtype, tag);
+Result<Buffer> Backend::allocate_same(const Buffer& like, AllocTag tag) {
+  if (like.owner_.get() == this) return allocate_valid(like.owner_, like.shape(), like.numel(), like.dtype(), tag);
+  return allocate_valid(shared_from_this(), like.shape(), like.numel(), like.dtype(), tag);
+}
+
+Result<Buffer> Backend::allocate_valid(const std::shared_ptr<Backend>& owner, const Shape& shape, std::int64_t numel,
+                                       DType dtype, AllocTag tag) {
+  Buffer b = adopt(owner, nullptr, nullptr, shape, numel, dtype, tag);
   const std::size_t bytes = b.bytes();
   // One lock per buffer made: the allocator's state and the stats change together.
   std::lock_guard lock(allocation_mutex_);

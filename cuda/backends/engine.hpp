@@ -28,9 +28,7 @@ class Engine : public Backend {
 
   /// allocate for a buffer of like's shape and dtype (a shape a buffer holds is valid, so it is not
   /// checked again: the tape allocates one per node).
-  [[nodiscard]] Result<Buffer> allocate_like(const Buffer& like, AllocTag tag) {
-    return allocate_valid(like.shape(), like.numel(), like.dtype(), tag);
-  }
+  [[nodiscard]] Result<Buffer> allocate_like(const Buffer& like, AllocTag tag) { return allocate_same(like, tag); }
   /// allocate_many into `buffers` (cleared first): a caller that allocates many buffers per call (a
   /// backward's slots) reuses the vector's memory rather than allocating a large one each time.
   [[nodiscard]] Result<void> allocate_many_into(std::span<const BufferSpec> parts, AllocTag tag, std::vector<Buffer>& buffers) {

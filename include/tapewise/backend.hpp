@@ -14,6 +14,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core.hpp"
@@ -56,7 +57,11 @@ class TAPEWISE_API Buffer {
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
   /// Takes over `other`'s memory; `other` is left empty.
-  Buffer(Buffer&& other) noexcept { *this = std::move(other); }
+  Buffer(Buffer&& other) noexcept
+      : owner_(std::move(other.owner_)), shared_(std::exchange(other.shared_, nullptr)),
+        borrowed_(std::exchange(other.borrowed_, false)), keep_alive_(std::move(other.keep_alive_)),
+        data_(std::exchange(other.data_, nullptr)), shape_(std::move(other.shape_)), dtype_(other.dtype_),
+        numel_(std::exchange(other.numel_, 0)), tag_(other.tag_) {}
   /// Releases this buffer's memory, then takes over `other`'s.
   Buffer& operator=(Buffer&& other) noexcept;
   ~Buffer() { reset(); }
@@ -190,8 +195,12 @@ class TAPEWISE_API Backend : public std::enable_shared_from_this<Backend> {
   /// A buffer's fields (owner: this backend, its shared_ptr passed in so that many buffers copy one).
   Buffer adopt(const std::shared_ptr<Backend>& owner, void* data, Buffer::SharedAllocation* shared, const Shape& shape,
                std::int64_t numel, DType dtype, AllocTag tag);
-  /// allocate's work, for a shape already checked (numel its element count).
-  [[nodiscard]] Result<Buffer> allocate_valid(const Shape& shape, std::int64_t numel, DType dtype, AllocTag tag);
+  /// allocate's work, for a shape already checked (numel its element count), owned by `owner` (this backend).
+  [[nodiscard]] Result<Buffer> allocate_valid(const std::shared_ptr<Backend>& owner, const Shape& shape, std::int64_t numel,
+                                              DType dtype, AllocTag tag);
+  /// allocate of like's shape and dtype (a buffer's shape is valid). The owner is copied from `like` when this
+  /// backend owns it: shared_from_this's compare-and-swap cost more than the rest of a tape's allocation.
+  [[nodiscard]] Result<Buffer> allocate_same(const Buffer& like, AllocTag tag);
   void count_live(const Buffer& b, int sign);  ///< b in (+1) or out (-1) of stats_ (mutex held)
   Buffer adopt_borrowed(void* data, std::shared_ptr<void> keep_alive, const Shape& shape, DType dtype);
   /// Guards what every allocation and release changes: stats_, fail_countdown_, the shared

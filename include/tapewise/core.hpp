@@ -15,6 +15,7 @@
 #include <initializer_list>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <tl/expected.hpp>
@@ -134,7 +135,10 @@ class Dims {
   /// From a std::vector: Shape's dims were one.
   Dims(const std::vector<std::int64_t>& d) { assign(d.data(), d.data() + d.size()); }
   Dims(const Dims& other) { assign(other.begin(), other.end()); }  ///< a copy
-  Dims(Dims&& other) noexcept { *this = std::move(other); }        ///< takes other's dims; other is left empty
+  /// Takes other's dims; other is left empty.
+  Dims(Dims&& other) noexcept : heap_(std::move(other.heap_)), size_(std::exchange(other.size_, 0)) {
+    std::memcpy(inline_, other.inline_, sizeof inline_);
+  }
   /// Becomes a copy of other.
   Dims& operator=(const Dims& other) {
     if (this != &other) assign(other.begin(), other.end());
