@@ -197,7 +197,7 @@ Result<void> Tape::flush() const {
   program.steps.clear();
   for (NodeId id : pending_) {
     const Node& n = nodes_[static_cast<std::size_t>(id)];
-    detail::Step step{};
+    detail::Step& step = program.append();
     step.kind = detail::StepKind::forward;
     step.op = *n.op;
     step.dtype = n.value.dtype();
@@ -206,7 +206,7 @@ Result<void> Tape::flush() const {
     step.s1 = n.scalars.s1;
     for (int k = 0; k < n.arity; ++k) step.in[k] = nodes_[static_cast<std::size_t>(n.parents[k])].value.data();
     step.out[0] = writable(n.value);
-    program.add(step);
+    program.seal_last();
   }
   // On failure the nodes stay pending (tape.hpp says why) and the next read runs them again.
   if (auto ok = detail::engine_of(*backend_).run_program(program); !ok) return ok;
@@ -529,7 +529,10 @@ Result<Gradients> Tape::run_plan_as_program(const detail::BackwardPlan& plan, No
   for (const detail::Visit& visit : plan.visits) {
     const Node& n = at(visit.node);
     void* g = slot(visit.node);
-    detail::Step step = base_step(visit.pass_once ? detail::StepKind::pass : detail::StepKind::vjp, like);
+    detail::Step& step = program.append();
+    step.kind = visit.pass_once ? detail::StepKind::pass : detail::StepKind::vjp;
+    step.dtype = like.dtype();
+    step.numel = like.numel();
     step.in[0] = g;
     if (!visit.pass_once) {
       step.op = *n.op;
@@ -542,7 +545,7 @@ Result<Gradients> Tape::run_plan_as_program(const detail::BackwardPlan& plan, No
       step.write[k] = visit.write[k];
       if (visit.write[k] != detail::SlotWrite::none) step.out[k] = slot(n.parents[k]);
     }
-    program.add(step);
+    program.seal_last();
   }
   // Dense: slots that received nothing hold +0; a large one (a node outside the output's graph)
   // by a fill kernel, so the program's threads stay as many as the output's elements. Each is returned.
