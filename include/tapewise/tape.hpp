@@ -9,8 +9,9 @@
 /// joins the pending list, and one program computes all pending nodes at the next flush — before
 /// anything reads a value (value, value_buffer, backward*), before recording a larger node, when
 /// options().max_pending_nodes are pending, or when flush() is called. A fused backward whose output is that
-/// small (every node it visits has the output's shape) runs as one program too, its gradient slots
-/// carved from one allocation. Programs call the per-node path's per-element code in the same
+/// small (every node it visits has the output's shape) runs as one program too, the gradient slots it
+/// returns carved from one allocation (and, when only some are asked for, the others from one more, released
+/// as it returns). Programs call the per-node path's per-element code in the same
 /// order, so values and gradients are identical either way up to NaN: equal bits, or both NaN (a
 /// NaN's sign and payload may differ between programs and per-node kernels, as between builds).
 ///
