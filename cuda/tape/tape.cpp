@@ -291,9 +291,13 @@ Result<NodeId> Tape::apply(Op op, std::span<const NodeId> parents, Scalars scala
     TAPEWISE_CHECK(flush());
     TAPEWISE_CHECK(backend_->forward(op, scalars, {inputs, parents.size()}, *value));
   }
-  std::array<NodeId, 2> parent_ids{-1, -1};
-  for (std::size_t i = 0; i < parents.size(); ++i) parent_ids[i] = parents[i];
-  nodes_.emplace_back(op, scalars, parent_ids, info.arity, requires_grad, std::move(*value));  // built in place
+  Node& n = nodes_.emplace_back();
+  n.op = op;
+  n.scalars = scalars;
+  n.arity = info.arity;
+  for (std::size_t i = 0; i < parents.size(); ++i) n.parents[i] = parents[i];
+  n.requires_grad = requires_grad;
+  n.value = std::move(*value);
   const auto id = static_cast<NodeId>(nodes_.size() - 1);
   if (deferred) pending_.push_back(id);  // within the reserved capacity: cannot fail
   return id;
