@@ -508,35 +508,33 @@ Result<Gradients> Tape::run_plan_as_program(const detail::BackwardPlan& plan, No
                                   like.dtype(), AllocTag::gradient);
     TAPEWISE_CHECK(buffer);
     internal_slots = std::move(*buffer);
-    for (std::size_t i = 0; i < internal.size(); ++i)
-      if (stride > 0) address[static_cast<std::size_t>(internal[i])] = static_cast<std::byte*>(internal_slots.data()) + i * stride;
+    if (stride > 0)  // else every internal slot is empty, its address null as an empty buffer's
+      for (std::size_t i = 0; i < internal.size(); ++i)
+        address[static_cast<std::size_t>(internal[i])] = static_cast<std::byte*>(internal_slots.data()) + i * stride;
   }
   for (std::size_t id = 0; id < count; ++id)
     if (slot_of[id] != SIZE_MAX) address[id] = slots[slot_of[id]].data();
   TAPEWISE_CHECK(flush());
   auto slot = [&](NodeId id) { return address[static_cast<std::size_t>(id)]; };
-  auto base_step = [](detail::StepKind kind, const Buffer& shaped) {
-    detail::Step step{};
+  detail::Program& program = scratch.backward_program;
+  program.steps.clear();
+  // A new step of the program, filled where it lies (Program::append) and sealed once complete.
+  auto new_step = [&](detail::StepKind kind, const Buffer& shaped) -> detail::Step& {
+    detail::Step& step = program.append();
     step.kind = kind;
     step.dtype = shaped.dtype();
     step.numel = shaped.numel();
     return step;
   };
-
-  detail::Program& program = scratch.backward_program;
-  program.steps.clear();
-  detail::Step copy = base_step(detail::StepKind::pass, seed);
+  detail::Step& copy = new_step(detail::StepKind::pass, seed);
   copy.in[0] = seed.data();
   copy.out[0] = slot(out);
   copy.write[0] = detail::SlotWrite::store;
-  program.add(copy);
+  program.seal_last();
   for (const detail::Visit& visit : plan.visits) {
     const Node& n = at(visit.node);
     void* g = slot(visit.node);
-    detail::Step& step = program.append();
-    step.kind = visit.pass_once ? detail::StepKind::pass : detail::StepKind::vjp;
-    step.dtype = like.dtype();
-    step.numel = like.numel();
+    detail::Step& step = new_step(visit.pass_once ? detail::StepKind::pass : detail::StepKind::vjp, like);
     step.in[0] = g;
     if (!visit.pass_once) {
       step.op = *n.op;
@@ -561,9 +559,9 @@ Result<Gradients> Tape::run_plan_as_program(const detail::BackwardPlan& plan, No
       large_zeros.push_back(id);
       continue;
     }
-    detail::Step zero = base_step(detail::StepKind::zero, zeros);
+    detail::Step& zero = new_step(detail::StepKind::zero, zeros);
     zero.out[0] = zeros.data();
-    program.add(zero);
+    program.seal_last();
   }
   if (!plan.wanted.empty()) keep_unwanted_in_registers(plan, nodes_, out, program);
   TAPEWISE_CHECK(engine.run_program(program));
