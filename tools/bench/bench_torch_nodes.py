@@ -64,14 +64,18 @@ def timer(device):
     return sample
 
 
-def median_ms(sample, fn, reps, warmup, what):
-    for _ in range(warmup):
-        fn()
-    times = [sample(fn) for _ in range(reps)]
+def checked_median(times, what):
+    """The median of `times` (ms), which must be finite and positive: else no number is reported."""
     median = statistics.median(times)
     if not (math.isfinite(median) and median > 0):
         raise BenchError(f"{what}: the median time is {median} ms")
     return median
+
+
+def median_ms(sample, fn, reps, warmup, what):
+    for _ in range(warmup):
+        fn()
+    return checked_median([sample(fn) for _ in range(reps)], what)
 
 
 def blocked_medians(sample, fns, reps, warmup, what, rounds=3):
@@ -89,11 +93,7 @@ def blocked_medians(sample, fns, reps, warmup, what, rounds=3):
             for _ in range(max(warmup, 1)):
                 fn()
             times[name].extend(sample(fn) for _ in range(share))
-    medians = {name: statistics.median(t) for name, t in times.items()}
-    for name, median in medians.items():
-        if not (math.isfinite(median) and median > 0):
-            raise BenchError(f"{what}, {name}: the median time is {median} ms")
-    return medians
+    return {name: checked_median(t, f"{what}, {name}") for name, t in times.items()}
 
 
 def nonzero_random(n, device, dtype, generator, positive=False):
