@@ -3,8 +3,8 @@
 // tape of large nodes records and releases with no device allocation call (on the H200, the chain at
 // 2^18 elements spent 1.5 us per node recording and 0.9 releasing in cudaMallocFromPoolAsync and
 // cudaFreeAsync, more than the device's 1.76). When the memory underneath runs out, every kept block
-// is given back and the allocation tried again. Reuse is in the order of the backend's one stream, as
-// the slabs' is. Statistics and injected failures are Backend's, above this layer.
+// is given back (kept_memory.hpp). Reuse is in the order of the backend's one stream, as the slabs'
+// is. Statistics and injected failures are Backend's, above this layer.
 #pragma once
 
 #include <cstddef>
@@ -24,10 +24,10 @@ class BlockCache {
   BlockCache(const BlockCache&) = delete;
   BlockCache& operator=(const BlockCache&) = delete;
 
-  // A block of `bytes`: a kept one of that size, else raw_allocate(bytes) (Result<void*>); when that
-  // fails and blocks are kept, they are given back (raw_release) and it is tried once more.
-  template <class RawAllocate, class RawRelease>
-  [[nodiscard]] Result<void*> allocate(std::size_t bytes, RawAllocate&& raw_allocate, RawRelease&& raw_release) {
+  // A block of `bytes`: a kept one of that size, else raw_allocate(bytes) (Result<void*>), whose
+  // error is returned as is.
+  template <class RawAllocate>
+  [[nodiscard]] Result<void*> allocate(std::size_t bytes, RawAllocate&& raw_allocate) {
     auto kept = kept_.find(bytes);
     if (kept != kept_.end() && !kept->second.empty()) {
       void* p = kept->second.back();
@@ -38,10 +38,6 @@ class BlockCache {
       return p;
     }
     Result<void*> got = raw_allocate(bytes);
-    if (!got && kept_bytes_ > 0) {
-      release_kept(raw_release);
-      got = raw_allocate(bytes);
-    }
     if (got) live_.emplace(*got, bytes);
     return got;
   }
@@ -59,9 +55,10 @@ class BlockCache {
   }
 
   // Gives back every kept block (a failed allocation; the backend's destructor, when no buffer of it
-  // is alive any more).
+  // is alive any more). Returns whether any was given back.
   template <class RawRelease>
-  void release_kept(RawRelease&& raw_release) {
+  bool release_kept(RawRelease&& raw_release) {
+    const bool any = kept_bytes_ > 0;
     for (auto& [bytes, blocks] : kept_)
       for (void* p : blocks) {
         unpoison(p, bytes);
@@ -69,6 +66,7 @@ class BlockCache {
       }
     kept_.clear();
     kept_bytes_ = 0;
+    return any;
   }
 
   std::size_t kept_bytes() const { return kept_bytes_; }

@@ -7,7 +7,7 @@
 #include <tapewise/backend.hpp>
 
 #include "backends/engine.hpp"
-#include "backends/slab.hpp"
+#include "backends/kept_memory.hpp"
 #include "kernels/dispatch.hpp"
 #include "kernels/interpreter.hpp"
 
@@ -31,7 +31,7 @@ struct HostLoop {
 class CpuBackend final : public detail::Engine {
  public:
   CpuBackend() = default;
-  ~CpuBackend() override { slabs_.release_all([](void* p) { host_release(p); }); }
+  ~CpuBackend() override { memory_.release_all(host_release); }
 
   BackendKind kind() const override { return BackendKind::cpu; }
   std::string describe() const override { return "CPU (host loop over the production per-element code)"; }
@@ -78,14 +78,12 @@ class CpuBackend final : public detail::Engine {
   int device_id() const override { return 0; }
 
  protected:
-  // Small buffers come from slabs (slab.hpp), as on the CUDA backend.
+  // Small buffers come from slabs (kept_memory.hpp), as on the CUDA backend; large ones straight from
+  // the host.
   [[nodiscard]] Result<void*> raw_allocate(std::size_t bytes) override {
-    if (detail::SlabAllocator::carves(bytes)) return slabs_.allocate(bytes, host_allocate);
-    return host_allocate(bytes);
+    return memory_.allocate(bytes, host_allocate, host_release);
   }
-  void raw_release(void* p) override {
-    if (!slabs_.release(p, host_release)) host_release(p);
-  }
+  void raw_release(void* p) override { memory_.release(p, host_release); }
   [[nodiscard]] Result<void> copy_to_device(void* dst, const void* src, std::size_t bytes) override {
     std::memcpy(dst, src, bytes);
     return {};
@@ -105,7 +103,7 @@ class CpuBackend final : public detail::Engine {
   }
   static void host_release(void* p) { ::operator delete(p, std::align_val_t{detail::SlabAllocator::kAlign}); }
 
-  detail::SlabAllocator slabs_{true};
+  detail::KeptMemory memory_{/*host_memory=*/true, /*keep_large_blocks=*/false};
 };
 
 }  // namespace

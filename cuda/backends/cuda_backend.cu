@@ -19,7 +19,7 @@
 #include "backends/kernel_image.hpp"
 #include "backends/block_cache.hpp"
 #include "backends/compiled_pieces.hpp"
-#include "backends/slab.hpp"
+#include "backends/kept_memory.hpp"
 #include "kernels/program.hpp"
 
 namespace tapewise {
@@ -353,8 +353,7 @@ class CudaBackend final : public detail::Engine {
         name_(std::move(name)), map_shape_(map_shape), compiled_(std::move(compiled)) {}
   ~CudaBackend() override {
     DeviceGuard guard(device_);
-    slabs_.release_all([&](void* p) { cudaFreeAsync(p, stream_); });
-    blocks_.release_kept([&](void* p) { cudaFreeAsync(p, stream_); });
+    memory_.release_all([&](void* p) { cudaFreeAsync(p, stream_); });
     cudaStreamSynchronize(stream_);
     if (owns_stream_) cudaStreamDestroy(stream_);
     cudaMemPoolDestroy(pool_);
@@ -400,16 +399,14 @@ class CudaBackend final : public detail::Engine {
   cudaStream_t stream() const { return stream_; }
 
  protected:
-  // Small buffers come from slabs (slab.hpp), large ones from the blocks released before
-  // (block_cache.hpp): no CUDA call once a tape's sizes have been seen. Memory is reused in stream
-  // order either way: every kernel of this backend runs on its one stream.
+  // Small buffers come from slabs, large ones from the blocks released before (kept_memory.hpp): no
+  // CUDA call once a tape's sizes have been seen. Memory is reused in stream order: every kernel of
+  // this backend runs on its one stream.
   [[nodiscard]] Result<void*> raw_allocate(std::size_t bytes) override {
-    if (detail::SlabAllocator::carves(bytes)) return slabs_.allocate(bytes, [&](std::size_t b) { return pool_allocate(b); });
-    return blocks_.allocate(bytes, [&](std::size_t b) { return pool_allocate(b); }, [&](void* p) { pool_release(p); });
+    return memory_.allocate(bytes, [&](std::size_t b) { return pool_allocate(b); }, [&](void* p) { pool_release(p); });
   }
   void raw_release(void* p) override {
-    if (slabs_.release(p, [&](void* slab) { pool_release(slab); })) return;
-    if (!blocks_.release(p)) pool_release(p);
+    memory_.release(p, [&](void* block) { pool_release(block); });
   }
   [[nodiscard]] Result<void> copy_to_device(void* dst, const void* src, std::size_t bytes) override {
     DeviceGuard guard(device_);
@@ -460,8 +457,7 @@ class CudaBackend final : public detail::Engine {
   std::string name_;
   MapShape map_shape_;
   std::optional<detail::CompiledPieceTarget> compiled_;  // null: every tape program interpreted
-  detail::SlabAllocator slabs_{false};
-  detail::BlockCache blocks_{false};
+  detail::KeptMemory memory_{/*host_memory=*/false, /*keep_large_blocks=*/true};
 };
 
 }  // namespace
