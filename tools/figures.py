@@ -23,10 +23,18 @@ REGENERATE = "python3 tools/figures.py"
 MANIFEST = "docs/figures/manifest.json"
 
 # The committed measurements each figure and table is drawn from (paths from the repository root).
-# The chain's newest run: tapewise-bench with PyTorch's eager, CUDA-graph and torch.compile times of
-# the same run attached to each row (tools/bench/run_bench.sh's pairing), one file per set of shapes.
-CHAIN = "results/2026-12-03_H200_host_path/run18/bench_unary.json"      # the unary chain, all three peers
-CHAIN_SHAPES = "results/2026-12-03_H200_host_path/run18/bench_bf.json"  # binary and fanout: eager, CUDA graph
+# The chain's final run: tapewise-bench, all three shapes, with PyTorch's eager and CUDA-graph times of
+# the same call attached to each row (tools/bench/run_bench.sh's pairing).
+CHAIN = "results/2026-12-04_H200_kept_slabs/run31/bench_chain_1.json"
+# torch.compile takes 70-210 s to compile one shape at one size, so no one call holds all twelve: each
+# of these calls compiled some, and timed tapewise beside them (its row's us_per_node).
+CHAIN_COMPILED = [
+    "results/2026-12-03_H200_host_path/run18/bench_unary.json",         # unary, every size
+    "results/2026-12-03_H200_torch_nodes/run22/bench_bf.json",          # binary and fanout, 2^12
+    "results/2026-12-03_H200_host_and_region/run29/bench_bf.json",      # 2^16
+    "results/2026-12-04_H200_kept_slabs/run35/bench_bf.json",           # 2^18
+    "results/2026-12-03_H200_host_and_region/run30/bench_bf.json",      # 2^20
+]
 KERNELS = "results/2026-12-01_H200_d762d428001f/bench.json"       # per-node kernels at 2^26, with rooflines
 ROOFLINE = "results/2026-12-01_H200_d762d428001f/roofline.json"   # which pipe bounds a compute-bound kernel
 SWEEPS = {
@@ -41,7 +49,7 @@ SWEEP_16BIT = SWEEPS["bfloat16 and float16, every input (pair)"]
 BINADES = "results/2026-12-02_H200_sweep_binades/sweep_unary_f32.json"
 PEERS = [("compile", "torch.compile"), ("graph", "CUDA graph"), ("eager", "PyTorch eager")]
 # Every JSON this script reads, for whatever copies its inputs (python/tests/test_figures.py).
-ALL_SOURCES = {CHAIN, CHAIN_SHAPES, KERNELS, ROOFLINE, *SWEEPS.values(), BINADES}
+ALL_SOURCES = {CHAIN, *CHAIN_COMPILED, KERNELS, ROOFLINE, *SWEEPS.values(), BINADES}
 
 
 def load(root: Path, path: str):
@@ -59,11 +67,30 @@ def g3(x) -> str:
 
 # --- the chain: µs per node against tensor size ---------------------------------------------------
 
-def chain_rows(root: Path, source: str = CHAIN, shape: str = "unary"):
-    """(log2 n, tapewise row, peers' row) per size of one shape; a row carries its peers' times."""
-    rows = sorted((row for row in load(root, source)["chain"] if row.get("shape", "unary") == shape),
+def compiled_rows(root: Path) -> dict:
+    """{(shape, log2n): (the row of the call that compiled it, that call's file)}."""
+    rows = {}
+    for source in CHAIN_COMPILED:
+        for row in load(root, source)["chain"]:
+            if row.get("compile_us_per_node") is not None:
+                rows[(row.get("shape", "unary"), row["log2n"])] = (row, source)
+    return rows
+
+
+def chain_rows(root: Path, shape: str = "unary"):
+    """(log2 n, tapewise row, peers) per size of one shape: eager and the CUDA graph from the same call,
+    torch.compile (with the tapewise time of its own call, compile_call_us) from CHAIN_COMPILED."""
+    compiled = compiled_rows(root)
+    rows = sorted((row for row in load(root, CHAIN)["chain"] if row.get("shape", "unary") == shape),
                   key=lambda row: row["log2n"])
-    return [(row["log2n"], row, row) for row in rows]
+    result = []
+    for row in rows:
+        peers = {f"{name}_us_per_node": row.get(f"{name}_us_per_node") for name in ("eager", "graph")}
+        other, _ = compiled.get((shape, row["log2n"]), ({}, None))
+        peers.update(compile_us_per_node=other.get("compile_us_per_node"),
+                     compile_first_call_s=other.get("compile_first_call_s"), compile_call_us=other.get("us_per_node"))
+        result.append((row["log2n"], row, peers))
+    return result
 
 
 def peer_us(peers: dict, name: str):
@@ -95,37 +122,45 @@ def first_call_text(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds >= 1 else f"graph reused, {seconds:.3f} s"
 
 
+def compile_text(peers: dict) -> str:
+    if peers["compile_us_per_node"] is None:
+        return "-"
+    return (f"{s3(peers['compile_us_per_node'])} ({first_call_text(peers['compile_first_call_s'])}; "
+            f"tapewise {s3(peers['compile_call_us'])} in that call)")
+
+
 def table_chain_summary(root: Path) -> str:
-    lines = ["| elements | tapewise | torch.compile | CUDA graph | eager |", "|---|---|---|---|---|"]
-    for k, ours, peers in chain_rows(root):
-        values = [ours["us_per_node"]] + [peers[f"{name}_us_per_node"] for name, _ in PEERS]
-        best = min(values)
-        cells = [f"**{s3(v)}**" if v == best else s3(v) for v in values]
-        lines.append(f"| 2^{k} | " + " | ".join(cells) + " |")
+    lines = ["| shape | elements | tapewise | torch.compile | CUDA graph | eager |", "|---|---|---|---|---|---|"]
+    for shape in ("unary", "binary", "fanout"):
+        for k, ours, peers in chain_rows(root, shape):
+            values = [ours["us_per_node"]] + [peers[f"{name}_us_per_node"] for name, _ in PEERS]
+            best = min(v for v in values if v is not None)
+            cells = ["-" if v is None else f"**{s3(v)}**" if v == best else s3(v) for v in values]
+            lines.append(f"| {shape} | 2^{k} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
 def table_chain(root: Path) -> str:
     lines = ["| elements | tapewise | host: record / backward / teardown | device | PyTorch eager | CUDA graph | "
-             "torch.compile (first call) | strongest peer |", "|---|---|---|---|---|---|---|---|"]
+             "torch.compile (first call; tapewise in its call) | strongest peer |", "|---|---|---|---|---|---|---|---|"]
     for k, ours, peers in chain_rows(root):
         host = " / ".join(f"{ours[f'{part}_host_us_per_node']:.3g}" for part in ("record", "backward", "teardown"))
         lines.append(f"| 2^{k} | {s3(ours['us_per_node'])} | {host} | {s3(ours['device_us_per_node'])} | "
-                     f"{s3(peers['eager_us_per_node'])} | {s3(peers['graph_us_per_node'])} | "
-                     f"{s3(peers['compile_us_per_node'])} ({first_call_text(peers['compile_first_call_s'])}) | "
+                     f"{s3(peers['eager_us_per_node'])} | {s3(peers['graph_us_per_node'])} | {compile_text(peers)} | "
                      f"{strongest_peer_text(ours['us_per_node'], peers)} |")
     return "\n".join(lines)
 
 
 def table_chain_shapes(root: Path) -> str:
-    lines = ["| shape | elements | tapewise | device | PyTorch eager | CUDA graph | strongest peer |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| shape | elements | tapewise | device | PyTorch eager | CUDA graph | "
+             "torch.compile (first call; tapewise in its call) | strongest peer |", "|---|---|---|---|---|---|---|---|"]
     for shape in ("binary", "fanout"):
-        for k, ours, peers in chain_rows(root, CHAIN_SHAPES, shape):
+        for k, ours, peers in chain_rows(root, shape):
             leaves = f"{ours['leaves']} leaf" if ours["leaves"] == 1 else f"{ours['leaves']} leaves"
             lines.append(f"| {shape} ({ours['nodes']} nodes, {leaves}) | 2^{k} | {s3(ours['us_per_node'])} | "
                          f"{s3(ours['device_us_per_node'])} | {s3(peers['eager_us_per_node'])} | "
-                         f"{s3(peers['graph_us_per_node'])} | {strongest_peer_text(ours['us_per_node'], peers)} |")
+                         f"{s3(peers['graph_us_per_node'])} | {compile_text(peers)} | "
+                         f"{strongest_peer_text(ours['us_per_node'], peers)} |")
     return "\n".join(lines)
 
 
@@ -137,6 +172,7 @@ def figure_chain(root: Path, plt) -> "Figure":
     ax.plot(sizes, [r["device_us_per_node"] for _, r, _ in rows], "o:", color="C3", alpha=0.6,
             label="tapewise, device time only\n(the floor under its host work)")
     for (name, label), color in zip(PEERS, ("C0", "C2", "C7")):
+        label += " (compiled in other calls)" if name == "compile" else ""
         ax.plot(sizes, [p[f"{name}_us_per_node"] for _, _, p in rows], "s--", color=color, label=label)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
@@ -353,7 +389,7 @@ def figure_error_vs_input(root: Path, plt) -> "Figure":
 
 
 FIGURES = {
-    "chain_cost.svg": (figure_chain, [CHAIN]),
+    "chain_cost.svg": (figure_chain, [CHAIN, *CHAIN_COMPILED]),
     "roofline.svg": (figure_roofline, [KERNELS]),
     "bound_use.svg": (figure_bound_use, list(SWEEPS.values())),
     "error_distribution.svg": (figure_error_distribution, [SWEEPS["float32, every bit pattern (unary)"]]),
