@@ -65,14 +65,11 @@ class SlabAllocator {
   template <class RawAllocate>
   [[nodiscard]] Result<void*> allocate(std::size_t bytes, RawAllocate&& raw_allocate) {
     const std::size_t size = (bytes + kAlign - 1) / kAlign * kAlign;
+    // A current slab without live buffers has used == 0 (release resets it), so it never lands here.
     if (!current_ || current_->used + size > kSlabBytes) {
-      if (current_ && current_->live == 0) {
-        current_->used = 0;
-      } else {
-        auto slab = next_slab(raw_allocate);
-        if (!slab) return tl::unexpected(slab.error());
-        current_ = *slab;
-      }
+      auto slab = next_slab(raw_allocate);
+      if (!slab) return tl::unexpected(slab.error());
+      current_ = *slab;
     }
     std::byte* p = current_->base + current_->used;
     current_->used += size;
