@@ -495,7 +495,7 @@ TEST_F(Cli, OpsCardNamesEveryPlaceThatDefinesANode) {
   for (const char* file : {"spec/ops.def:", "spec/conventions.md:", "cuda/kernels/op_math.cuh:", "cuda/tape/staged_vjp.cpp:",
                            "reference/reference.cpp:", "spec/bounds.def:", "spec/special_points:",
                            "reference/sweep_reference.hpp:", "include/tapewise/tape.hpp:", "python/tapewise/torch.py:",
-                           "tools/aten_parity.py:", "tools/frameworks/forms.py:"})
+                           "conform/aten_parity.py:", "conform/frameworks/forms.py:"})
     EXPECT_NE(card.out.find(file), std::string::npos) << file << " missing from\n" << card.out;
   EXPECT_EQ(card.out.find("(not found)"), std::string::npos) << card.out;
   EXPECT_NE(card.out.find("0 of 13 places lack sin"), std::string::npos) << card.out;

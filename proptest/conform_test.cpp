@@ -1,4 +1,4 @@
-// proptest/conform_test.cpp — tests of the conformance runner (tools/conform): the strict .npy reader
+// proptest/conform_test.cpp — tests of the conformance runner (conform): the strict .npy reader
 // and writer (round trip, every rejection, no crash on any bytes), and tapewise-conform's commands
 // end to end as a user runs them (run, audit, eval, vectors, check, exit codes). It does not test
 // the nodes' accuracy: the runner does that, and accuracy_test.cpp.

@@ -1,4 +1,4 @@
-// proptest/graph_test.cpp — the graph checker (tools/conform/library/graph.hpp): a random 50-node graph over
+// proptest/graph_test.cpp — the graph checker (conform/library/graph.hpp): a random 50-node graph over
 // every op passes on every backend; each kind of bad graph is rejected with its reason; planted
 // faults (a wrong gradient slot, a wrong contribution, a wrong value) are caught at the node that
 // made them; `tapewise-conform graph` on examples/graphs; and the values that spec/conventions.md's

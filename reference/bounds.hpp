@@ -20,7 +20,7 @@ Bound forward_bound(Op op, DType dtype);
 Bound vjp_bound(Op op, DType dtype);
 
 // The magnitudes [2^lo, 2^hi) of inputs and cotangents a dtype's bounds are stated for (and the
-// runner and tools/measure_bounds draw from): spec/ops.def's domain for float32, float64 and
+// runner and conform/measure_bounds.cpp draw from): spec/ops.def's domain for float32, float64 and
 // bfloat16 (float32's exponent range); for float16, that domain intersected with [2^-3, 2^3), where
 // no stage but a node's last leaves float16's normal range (its largest finite value is 65504; the
 // stagings square and invert: div's a/b/b, inv's r*r, exp's e^x, gelu's x^3), so that a bound says

@@ -1,5 +1,5 @@
 // reference/format.hpp — each dtype's binary format, the one table the reference rounds to
-// (reference.cpp) and the runner's input generators draw from (tools/conform/library/cases.cpp).
+// (reference.cpp) and the runner's input generators draw from (conform/library/cases.cpp).
 // Light on purpose: no multiprecision header comes with it.
 #pragma once
 

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""tools/check_layers.py — the include graph has layers: library (include/, cuda/, spec/) < reference
-(reference/) < conformance library (tools/conform/library: the .npy codec, index, graph, cases, exec,
-grade, report) < tools (the rest of tools/, python/src/, examples/) < tests (proptest/). A file may
-include its own layer or a lower one; one that includes a higher layer's file is named, with the line,
-and the exit status is 1. Reads #include lines only (no compiler): about a tenth of a second.
+"""tools/check_layers.py — the include graph has layers, each allowed to include its own and lower ones:
+the public headers and the op table (include/, spec/) < cuda/'s own floors (core < kernels < backends <
+tape < c_api) < the reference (reference/) < the conformance library (conform/library: the .npy codec,
+index, graph, cases, exec, grade, report) < the tools (the runner in conform/, prove/, bench/,
+python/src/, examples/) < the tests (proptest/, python/tests/). A file that includes a higher layer's
+file is named, with the line, and the exit status is 1. Reads #include lines only (no compiler): about a
+tenth of a second.
 
   python3 tools/check_layers.py [--root DIR]    check a tree (default: this repository)
-  python3 tools/check_layers.py --self-test     check that a planted violation is found
+  python3 tools/check_layers.py --self-test     check that planted violations are found
 """
 import argparse
 import re
@@ -15,30 +17,36 @@ import tempfile
 from pathlib import Path
 
 
-LAYERS = ["library", "reference", "conformance library", "tools", "tests"]
+# (layer name, the repository-relative prefixes that belong to it), lowest first.
+LAYERS = [
+    ("public headers", ("include/", "spec/")),
+    ("cuda/core", ("cuda/core/",)),
+    ("cuda/kernels", ("cuda/kernels/",)),
+    ("cuda/backends", ("cuda/backends/",)),
+    ("cuda/tape", ("cuda/tape/",)),
+    ("cuda/c_api", ("cuda/c_api/",)),
+    ("reference", ("reference/",)),
+    ("conformance library", ("conform/library/",)),
+    ("tools", ("conform/", "prove/", "bench/", "python/src/", "examples/")),
+    ("tests", ("proptest/", "python/tests/")),
+]
+NAMES = [name for name, _ in LAYERS]
 
 # Where quoted includes are looked up after the including file's own folder: the build's include
 # folders (CMakeLists.txt), lowest layer first.
-SEARCH = ["include", "cuda", "spec", "reference", "tools/conform/library", "proptest"]
-SOURCES = ["include", "cuda", "spec", "reference", "tools", "proptest", "python/src", "examples"]
+SEARCH = ["include", "cuda", "spec", "reference", "conform/library", "proptest"]
+SOURCES = ["include", "cuda", "spec", "reference", "conform", "prove", "bench", "proptest", "python/src", "examples"]
 SUFFIXES = {".h", ".hpp", ".c", ".cpp", ".cu", ".cuh", ".def"}
-SKIP = ["tools/vendor/"]  # third-party headers, not ours
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
 
 
 def layer_of(rel: str):
-    """The layer index of a repository-relative path, or None for a file outside the layers."""
-    if rel.startswith(("include/", "cuda/", "spec/")):
-        return 0
-    if rel.startswith("reference/"):
-        return 1
-    if rel.startswith("tools/conform/library/"):
-        return 2
-    if rel.startswith(("tools/", "python/src/", "examples/")):
-        return 3
-    if rel.startswith(("proptest/", "python/tests/")):
-        return 4
+    """The layer index of a repository-relative path, or None for a file outside the layers. The first
+    matching prefix decides, so conform/library/ is the conformance library, not a tool."""
+    for index, (_, prefixes) in enumerate(LAYERS):
+        if any(rel.startswith(p) for p in prefixes):
+            return index
     return None
 
 
@@ -62,7 +70,7 @@ def violations(root: Path):
     for top in SOURCES:
         for path in sorted((root / top).rglob("*")):
             rel = path.relative_to(root).as_posix()
-            if path.suffix not in SUFFIXES or not path.is_file() or any(rel.startswith(s) for s in SKIP):
+            if path.suffix not in SUFFIXES or not path.is_file():
                 continue
             mine = layer_of(rel)
             if mine is None:
@@ -74,13 +82,13 @@ def violations(root: Path):
                 target = resolve(root, path, m.group(1), m.group(2))
                 theirs = layer_of(target) if target else None
                 if theirs is not None and theirs > mine:
-                    found.append(f"{rel}:{number}: {LAYERS[mine]} includes {target} ({LAYERS[theirs]})")
+                    found.append(f"{rel}:{number}: {NAMES[mine]} includes {target} ({NAMES[theirs]})")
     return found
 
 
 def self_test() -> int:
-    """A tree with one planted upward include (the library including the reference) and one allowed
-    include must give exactly that one violation, naming the file."""
+    """A tree with two planted upward includes (the tape including the reference, a kernel including a
+    backend) beside allowed ones must give exactly those two violations, naming the files."""
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         for rel, text in {
@@ -88,15 +96,19 @@ def self_test() -> int:
             "include/tapewise/core.hpp": "",
             "cuda/tape/tape.cpp": '#include <tapewise/core.hpp>\n#include "reference.hpp"\n',
             "proptest/a_test.cpp": '#include "reference.hpp"\n',
+            "cuda/kernels/program.hpp": "",
+            "cuda/backends/engine.hpp": '#include "kernels/program.hpp"\n',
+            "cuda/kernels/launch.cu": '#include "kernels/program.hpp"\n#include "backends/engine.hpp"\n',
         }.items():
             (root / rel).parent.mkdir(parents=True, exist_ok=True)
             (root / rel).write_text(text)
         got = violations(root)
-    want = ["cuda/tape/tape.cpp:2: library includes reference/reference.hpp (reference)"]
+    want = ["cuda/kernels/launch.cu:2: cuda/kernels includes cuda/backends/engine.hpp (cuda/backends)",
+            "cuda/tape/tape.cpp:2: cuda/tape includes reference/reference.hpp (reference)"]
     if got != want:
         print(f"check_layers self-test: expected {want}, got {got}", file=sys.stderr)
         return 1
-    print("check_layers self-test: the planted violation is found and named")
+    print("check_layers self-test: the planted violations are found and named")
     return 0
 
 
@@ -111,10 +123,10 @@ def main() -> int:
     for v in found:
         print(v, file=sys.stderr)
     if found:
-        print(f"check_layers: {len(found)} include(s) of a higher layer (layers: {' < '.join(LAYERS)})",
+        print(f"check_layers: {len(found)} include(s) of a higher layer (layers: {' < '.join(NAMES)})",
               file=sys.stderr)
         return 1
-    print(f"check_layers: no file includes a higher layer ({' < '.join(LAYERS)})")
+    print(f"check_layers: no file includes a higher layer ({' < '.join(NAMES)})")
     return 0
 
 

@@ -24,7 +24,7 @@ MANIFEST = "docs/figures/manifest.json"
 
 # The committed measurements each figure and table is drawn from (paths from the repository root).
 # The chain's final run: tapewise-bench, all three shapes, with PyTorch's eager and CUDA-graph times of
-# the same call attached to each row (tools/bench/run_bench.sh's pairing).
+# the same call attached to each row (bench/run_bench.sh's pairing).
 CHAIN = "results/2026-12-04_H200_kept_slabs/run31/bench_chain_1.json"
 # torch.compile takes 70-210 s to compile one shape at one size, so no one call holds all twelve: each
 # of these calls compiled some, and timed tapewise beside them (its row's us_per_node).

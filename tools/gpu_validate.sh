@@ -54,7 +54,7 @@ python_checks() {  # the package ($TAPEWISE_WHEEL, else built here from source),
   fi &&
     TAPEWISE_CONFORM="$PWD/$bin/tapewise-conform" python3 -m pytest -q -p no:cacheprovider python/tests \
       proptest/test_c_api_ctypes.py &&
-    python3 -P tools/bench/bench_torch_maximum.py --out "$work/python_bench.json"  # -P: the installed package, not the checkout's python/
+    python3 -P bench/bench_torch_maximum.py --out "$work/python_bench.json"  # -P: the installed package, not the checkout's python/
 }
 # The exhaustive accuracy sweeps (README "Exhaustive accuracy"): every float32 input of each unary
 # node, 2^32 exponent-pair cases per binary float32 node, 2^32 random cases per float64 node; in
@@ -70,22 +70,22 @@ sweeps() {
   tail -n 3 "$dir"/sweep_*.txt
   return "$rc"
 }
-# The framework audit (tools/frameworks/README.md): every framework answers the same vectors.
+# The framework audit (conform/frameworks/README.md): every framework answers the same vectors.
 frameworks() {
   local conform="$PWD/$bin/tapewise-conform" fw="$work/frameworks" rc=0 name
   # All four dtypes: check grades every suite, diff.py classifies every special point's differences.
   "$conform" vectors "$fw/vectors" --cases "${FRAMEWORK_CASES:-2000}" --seed 20261201 >/dev/null || return 1
-  python3 tools/frameworks/answer.py --framework jax --from "$fw/vectors" "$fw/jax" || rc=1
-  python3 tools/frameworks/answer.py --framework torch --device cpu --from "$fw/vectors" "$fw/torch-cpu" || rc=1
-  python3 tools/frameworks/answer.py --framework torch --device cuda --from "$fw/vectors" "$fw/torch-cuda" || rc=1
-  timeout "${COMPILE_TIMEOUT:-300}" python3 tools/frameworks/answer.py --framework torch-compile --device cuda \
+  python3 conform/frameworks/answer.py --framework jax --from "$fw/vectors" "$fw/jax" || rc=1
+  python3 conform/frameworks/answer.py --framework torch --device cpu --from "$fw/vectors" "$fw/torch-cpu" || rc=1
+  python3 conform/frameworks/answer.py --framework torch --device cuda --from "$fw/vectors" "$fw/torch-cuda" || rc=1
+  timeout "${COMPILE_TIMEOUT:-300}" python3 conform/frameworks/answer.py --framework torch-compile --device cuda \
     --from "$fw/vectors" "$fw/compile-cuda" || rc=1
   for name in jax torch-cpu torch-cuda compile-cuda; do
     [ -d "$fw/$name" ] || continue
     "$conform" check "$fw/$name" --json "$fw/$name.check.json" >"$fw/$name.check.txt"
     echo "$name: $(tail -n 1 "$fw/$name.check.txt")"
   done
-  python3 tools/frameworks/diff.py "$fw/vectors" "$fw"/jax "$fw"/torch-cpu "$fw"/torch-cuda "$fw"/compile-cuda \
+  python3 conform/frameworks/diff.py "$fw/vectors" "$fw"/jax "$fw"/torch-cpu "$fw"/torch-cuda "$fw"/compile-cuda \
     --json "$fw/diff.json" --markdown "$fw/diff.md" >"$fw/diff.txt" || rc=1
   tail -n 30 "$fw/diff.md"
   find "$fw" -path '*random*' -name '*.npy' -delete  # special suites stay (diff.py reruns); random ones are reproducible from the seed
@@ -98,7 +98,7 @@ wanted sanitizers && TAIL=8 step sanitizers sanitizers
 wanted conform && step conform "$bin/tapewise-conform" run --backend cuda --json "$work/conform.json"
 wanted audit && TAIL=2 step audit "$bin/tapewise-conform" audit --backend cuda --markdown "$work/audit.md"
 if wanted parity; then
-  TAIL=30 step aten_parity python3 tools/aten_parity.py --conform "$bin/tapewise-conform" --out "$work/parity"
+  TAIL=30 step aten_parity python3 conform/aten_parity.py --conform "$bin/tapewise-conform" --out "$work/parity"
   cp "$work/parity/aten_parity.json" "$work/" 2>/dev/null
   rm -rf "$work/parity"
 fi
@@ -106,13 +106,13 @@ wanted consumer && TAIL=8 step consumer "${TAPEWISE_CONSUMER:-build-consumer/con
 wanted python && TAIL=30 step python python_checks
 # Every 16-bit input against ATen (README "Half precision"): needs the package the python step installs.
 if wanted parity16; then
-  TAIL=12 step aten_parity16 python3 -P tools/aten_parity16.py --out "$work/parity16"
+  TAIL=12 step aten_parity16 python3 -P conform/aten_parity16.py --out "$work/parity16"
   cp "$work/parity16/aten_parity16.json" "$work/" 2>/dev/null
   rm -rf "$work/parity16"
 fi
 wanted frameworks && TAIL=40 step frameworks frameworks
 wanted sweep && TAIL=12 step sweep sweeps
-wanted bench && TAIL=60 TAPEWISE_BENCH="$bin/tapewise-bench" step bench bash tools/bench/run_bench.sh "$work/bench"
+wanted bench && TAIL=60 TAPEWISE_BENCH="$bin/tapewise-bench" step bench bash bench/run_bench.sh "$work/bench"
 mkdir -p "$out"
 tar -C "$work" -czf "$out/gpu_validate.tar.gz" .
 echo "== gpu_validate: $failed step(s) failed; reports in $out/gpu_validate.tar.gz"

@@ -36,15 +36,15 @@ python_tests() {
   # list costs 5-10 minutes more here and this machine runs no kernel. The long option: Debian 12's pip
   # (23.0) has no -C.
   python3 -m pip install -q --no-build-isolation --config-settings=cmake.define.CMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-90}" . &&
-    TAPEWISE_CONFORM="$PWD/$build/bin/tapewise-conform" python3 -m pytest -q -p no:cacheprovider python/tests tools/frameworks
+    TAPEWISE_CONFORM="$PWD/$build/bin/tapewise-conform" python3 -m pytest -q -p no:cacheprovider python/tests conform/frameworks
 }
 # The prover: its solver's bfloat16 rounding against an exact one, every node's forms proven equal to
 # the spec's staging in the four dtypes (tapewise-conform prove, with the ATen formulas' audit), and
 # every seeded mutant of the kernels refuted with a replayed counterexample.
 prove_tests() {
-  python3 tools/prove/solver.py --self-test &&
+  python3 prove/solver.py --self-test &&
     "$build/bin/tapewise-conform" prove --frameworks --json "$build/prove.json" &&
-    python3 tools/prove/mutants.py --build "$build" --out "$build/prove-mutants" --jobs "$(nproc)"
+    python3 prove/mutants.py --build "$build" --out "$build/prove-mutants" --jobs "$(nproc)"
 }
 step ctest ctest --test-dir "$build" --output-on-failure -j2
 step prove prove_tests

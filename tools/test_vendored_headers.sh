@@ -2,7 +2,7 @@
 # tools/test_vendored_headers.sh — the build on a machine without Debian's libexpected-dev and
 # libdlpack-dev: configures the library (CPU backend) with CMake told to ignore every system prefix
 # (CMAKE_IGNORE_PREFIX_PATH=/usr;/usr/local, so neither tl-expected's package nor dlpack.h is found)
-# and checks that it falls back to tools/vendor/, builds it, proves from Ninja's dependency records
+# and checks that it falls back to third_party/, builds it, proves from Ninja's dependency records
 # that no object read /usr/include/tl or /usr/include/dlpack, installs it, and builds and runs
 # examples/consumer against the install (find_package and pkg-config) with the same check.
 # Build folder: build-vendored/ ($TAPEWISE_VENDORED_BUILD). Exit status: non-zero on the first failure.
@@ -17,29 +17,29 @@ quiet() { "$@" >"$work/last.log" 2>&1 || { cat "$work/last.log"; fail "$*"; }; }
 check_no_system_copy() {
   ninja -C "$1" -t deps > "$work/deps.txt"
   if grep -E '^\s*/usr(/local)?/include/(tl/expected\.hpp|dlpack/dlpack\.h)' "$work/deps.txt"; then
-    fail "$1 compiled against the system's header above, not tools/vendor's"
+    fail "$1 compiled against the system's header above, not third_party's"
   fi
   grep -q "$2" "$work/deps.txt" || fail "no object in $1 read $2"
 }
 
-echo "== configure with the system prefixes ignored: the fallback to tools/vendor"
+echo "== configure with the system prefixes ignored: the fallback to third_party"
 rm -rf "$build"
 quiet cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTAPEWISE_CUDA=OFF \
       -DTAPEWISE_BUILD_TESTS=OFF -DTAPEWISE_BUILD_TOOLS=OFF "-DCMAKE_IGNORE_PREFIX_PATH=/usr;/usr/local"
 grep 'tapewise: tl/expected.hpp from' "$work/last.log" | sed 's/^-- /   /'
-grep -q 'tl/expected.hpp from tools/vendor, dlpack/dlpack.h from tools/vendor' "$work/last.log" ||
-  fail "configure did not fall back to tools/vendor for both headers"
+grep -q 'tl/expected.hpp from third_party, dlpack/dlpack.h from third_party' "$work/last.log" ||
+  fail "configure did not fall back to third_party for both headers"
 
 echo "== build: every object reads the vendored copies"
 quiet cmake --build "$build"
-check_no_system_copy "$build" 'tools/vendor/tl-expected/include/tl/expected.hpp'
-grep -q 'tools/vendor/dlpack/include/dlpack/dlpack.h' "$work/deps.txt" || fail "no object read the vendored dlpack.h"
+check_no_system_copy "$build" 'third_party/tl-expected/include/tl/expected.hpp'
+grep -q 'third_party/dlpack/include/dlpack/dlpack.h' "$work/deps.txt" || fail "no object read the vendored dlpack.h"
 
 echo "== install: the vendored tl/expected.hpp goes with the headers"
 quiet cmake --install "$build" --prefix "$work/prefix"
 [ -f "$work/prefix/include/tapewise/vendor/tl/expected.hpp" ] || fail "the install has no include/tapewise/vendor/tl/expected.hpp"
-cmp -s tools/vendor/tl-expected/include/tl/expected.hpp "$work/prefix/include/tapewise/vendor/tl/expected.hpp" ||
-  fail "the installed tl/expected.hpp differs from tools/vendor's"
+cmp -s third_party/tl-expected/include/tl/expected.hpp "$work/prefix/include/tapewise/vendor/tl/expected.hpp" ||
+  fail "the installed tl/expected.hpp differs from third_party's"
 
 echo "== examples/consumer through find_package, against the install only"
 quiet cmake -S examples/consumer -B "$work/consumer" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix" \

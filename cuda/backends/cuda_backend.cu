@@ -20,7 +20,7 @@
 #include "backends/block_cache.hpp"
 #include "backends/compiled_pieces.hpp"
 #include "backends/kept_memory.hpp"
-#include "kernels/program.hpp"
+#include "backends/program_launch.hpp"
 
 namespace tapewise {
 namespace {

@@ -1,6 +1,6 @@
 // cuda/backends/rtc_headers.hpp — the headers a compiled piece's source includes, as text for NVRTC
 // (which reads no files): the kernels' own headers, embedded by the build
-// (tools/cmake/embed_rtc_headers.cmake), so a compiled piece is built from the code nvcc compiled.
+// (cmake/embed_rtc_headers.cmake), so a compiled piece is built from the code nvcc compiled.
 #pragma once
 
 namespace tapewise::detail {

@@ -1,6 +1,6 @@
 // cuda/kernels/interpreter.hpp — the per-element interpreter of a tape program (program.hpp): what
 // both runners execute, a host loop on the CPU backend (cpu_backend.cpp) and one kernel per piece on
-// CUDA (program_cuda.cu). Not a new formula: each step calls the per-node path's own functors
+// CUDA (backends/program_launch.cu). Not a new formula: each step calls the per-node path's own functors
 // (dispatch.hpp: ForwardFn, VjpFn) and lands contributions as the per-node path does
 // (land_contribution), in the same order, so a program gives the per-node path's results, identical
 // up to NaN (equal bits, or both NaN: a NaN's sign and payload may differ).

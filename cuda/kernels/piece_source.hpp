@@ -77,7 +77,7 @@ inline int written_steps(std::span<const PieceRun> runs) {
 }
 
 // How a compiled piece is launched: the element type and index, the lanes per thread, the kernel
-// parameter's step capacity (program_cuda.cu), and where the steps are read from.
+// parameter's step capacity (backends/program_launch.cu), and where the steps are read from.
 struct PieceLaunch {
   DType dtype;
   int lanes;          // 1 or 4 (program_lanes)

@@ -181,7 +181,7 @@ struct Program {
 inline constexpr int kStepsPerLaunch = 448;
 
 // A launch's steps, one kernel parameter (__grid_constant__): the interpreter's kernel
-// (program_cuda.cu) and a compiled piece's (program_kernel.cuh, piece_source.hpp) take the same.
+// (backends/program_launch.cu) and a compiled piece's (program_kernel.cuh, piece_source.hpp) take the same.
 template <int Capacity>
 struct StepBlock {
   Step steps[Capacity];
@@ -246,13 +246,6 @@ inline void keep_in_registers(Program& program, std::span<const std::uint8_t> on
   }
 }
 
-#if defined(__CUDACC__)
-struct CompiledPieceTarget;  // compiled_pieces.hpp
-// The CUDA runner (program_cuda.cu): queues the program on `stream`, a launch per piece
-// (piece_at, at most kStepsPerLaunch steps), each a compiled piece where `compiled` (null: none)
-// gives one, else the interpreter; returns the first launch error.
-cudaError_t launch_program(cudaStream_t stream, const Program& program, const CompiledPieceTarget* compiled);
-#endif
 #endif  // !defined(__CUDACC_RTC__)
 
 }  // namespace tapewise::detail

@@ -62,7 +62,7 @@ class ScalarSets {
 enum class Kink { none, zero, bounds, tie };
 /// What the benchmarks feed a node: N(0, 1), or |N(0, 1)| + 0.5.
 enum class BenchInputs { normal, positive };
-/// What tools/aten_parity.py does with the node: grade its ATen transcription of the staging, only
+/// What conform/aten_parity.py does with the node: grade its ATen transcription of the staging, only
 /// report it (TorchLean's staging is not published), or nothing (TorchLean has no such node).
 enum class AtenParity { graded, ungraded, none };
 /// What the fused VJP reads: g alone (add, sub, neg, scale) or g and every input.
@@ -107,7 +107,7 @@ struct OpInfo {
   Kink kink;
   /// What the benchmarks feed it.
   BenchInputs bench_inputs;
-  /// What tools/aten_parity.py does with it.
+  /// What conform/aten_parity.py does with it.
   AtenParity aten_parity;
   /// What its fused VJP reads.
   VjpReads vjp_reads;

@@ -1,5 +1,5 @@
 // proptest/fuzz/index_fuzz.cpp — libFuzzer harness of `check`'s reading of index.json
-// (tools/conform/library/index.cpp) on any text: an index or an error, never a crash, a leak, UB or an
+// (conform/library/index.cpp) on any text: an index or an error, never a crash, a leak, UB or an
 // exception; an accepted index holds only plain suite ids and in-range numbers. No filesystem access.
 #include <cstddef>
 #include <cstdint>

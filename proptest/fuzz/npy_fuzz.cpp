@@ -1,4 +1,4 @@
-// proptest/fuzz/npy_fuzz.cpp — libFuzzer harness of the .npy reader (tools/conform/library/npy.cpp) on any
+// proptest/fuzz/npy_fuzz.cpp — libFuzzer harness of the .npy reader (conform/library/npy.cpp) on any
 // bytes: it must give an array or an error, never a crash, a leak or UB; an accepted array holds
 // exactly its shape's bytes, stays within the reader's limits and survives a write/read round trip.
 #include <cstddef>

@@ -56,7 +56,7 @@ nb::list scalar_sets(const OpInfo& info, const ScalarSets& sets) {
 }
 
 // Every column of spec/ops.def, one dict per node: the same keys and values as the "ops" list of
-// `tapewise-conform ops --json` (tools/conform/ops_command.cpp).
+// `tapewise-conform ops --json` (conform/ops_command.cpp).
 nb::list op_table() {
   nb::list rows;
   for (const OpInfo& info : kOps) {

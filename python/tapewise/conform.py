@@ -153,7 +153,7 @@ class VectorsIndexError(ValueError):
     any file is touched."""
 
 
-_MAX_INDEX_BYTES = 64 << 20  # the C++ runner's kMaxIndexBytes (tools/conform/library/index.hpp)
+_MAX_INDEX_BYTES = 64 << 20  # the C++ runner's kMaxIndexBytes (conform/library/index.hpp)
 _SPECIAL_SCALARS = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
 
 

@@ -1,4 +1,4 @@
-"""tools/aten_parity.py without a GPU: its libm stand-in against the CPU backend (every byte must
+"""conform/aten_parity.py without a GPU: its libm stand-in against the CPU backend (every byte must
 match, a test of the script's staging and of its reading of the op table), and its refusal to run
 when the table's aten_parity column and its stagings disagree."""
 
@@ -11,7 +11,7 @@ import tapewise
 from conftest import conform_binary
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SCRIPT = os.path.join(REPO, "tools", "aten_parity.py")
+SCRIPT = os.path.join(REPO, "conform", "aten_parity.py")
 NEW = "synthetic_node"  # a row the tests add to the table: a name no node has
 assert NEW not in tapewise.NODE_NAMES
 

@@ -586,13 +586,13 @@ def test_region_runs_on_the_current_stream():
 
 
 def test_bench_torch_nodes_runs_on_the_cpu_and_reports_every_variant(tmp_path):
-    """A smoke run of tools/bench/bench_torch_nodes.py at tiny sizes: it checks its variants against
+    """A smoke run of bench/bench_torch_nodes.py at tiny sizes: it checks its variants against
     the tape before timing, exits 0, and writes a number for every node kind and chain variant."""
     import json
     import subprocess
     import sys
     from pathlib import Path
-    script = Path(__file__).resolve().parents[2] / "tools" / "bench" / "bench_torch_nodes.py"
+    script = Path(__file__).resolve().parents[2] / "bench" / "bench_torch_nodes.py"
     out = tmp_path / "bench.json"
     run = subprocess.run([sys.executable, str(script), "--device", "cpu", "--out", str(out), "--node-log2", "6",
                           "--chain-sizes", "4", "6", "--chain-length", "20", "--reps", "1", "--chain-reps", "1",

@@ -1,0 +1,220 @@
+#!/usr/bin/env python3
+"""prove/mutants.py — the prover is not vacuous: seeded mutants of the fused kernels' code
+(cuda/kernels/op_math.cuh and the scalar primitives it calls), each of which the prover must refute
+with a counterexample that replays on the real kernels (the CPU backend, built from the mutant), while
+the unmutated code is proven (`tapewise-conform prove`, the same prover).
+
+For each mutant: copies the sources (cuda/, include/, prove/, conform/library/files.hpp) into
+OUT/<mutant>/, applies the one textual change (it must match exactly once), builds tapewise-prove and the
+CPU backend from the copy with the project's floating-point flags (-ffp-contract=off), runs it on the
+mutant's node in the dtypes the mutant names, and checks the JSON report: every expected (node, dtype)
+refuted with `differ: true` on the replay (the real fused and staged paths' bits differ at the printed
+inputs), and every dtype the mutant cannot change still proven. Some mutants only change the 16-bit
+paths (bfloat16, float16): float32 and float64 must stay proven under them. Translation units the
+mutant cannot touch are compiled once.
+
+    python3 prove/mutants.py --build build --out build/prove-mutants [--jobs 2] [--only NAME]
+
+Exit 0 when every mutant is refuted and replayed as expected; prints one line per mutant and
+"N passed, N failed".
+"""
+
+import argparse
+import concurrent.futures
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# name, file, old text, new text, node, dtypes it must refute, dtypes it must leave proven, what it is
+MUTANTS = [
+    ("sub-neg", "cuda/kernels/op_math.cuh",
+     "{ return {g, T(0) - g}; }", "{ return {g, -g}; }",
+     "sub", ["float32", "float64", "bfloat16", "float16"], [],
+     "sub's db = (+0) - g written -g (differs at g = +0)"),
+    ("inv-reassociated", "cuda/kernels/op_math.cuh",
+     "    const T r2 = r * r;\n    const T p = g * r2;",
+     "    const T gr = g * r;\n    const T p = gr * r;",
+     "inv", ["float32", "float64", "bfloat16", "float16"], [],
+     "inv's p = g * (r * r) reassociated to (g * r) * r"),
+    ("gelu-c3-folded", "cuda/kernels/scalar_math.cuh",
+     "TW_HD static T c3() { return static_cast<T>(3.0 * static_cast<double>(static_cast<T>(0.044715))); }",
+     "TW_HD static T c3() { return static_cast<T>(3.0 * 0.044715); }",
+     "gelu", ["float32"], ["float64", "bfloat16", "float16"],
+     "gelu's c3 = R(3 * R(c)) folded as R(3 * c): one ulp off in float32 (0x3E095D4F), the same value in "
+     "float64, bfloat16 and float16"),
+    ("clamp-swapped", "cuda/kernels/op_math.cuh",
+     "{ return fmin_(fmax_(x, p.s0), p.s1); }",
+     "{ return fmax_(fmin_(x, p.s1), p.s0); }",
+     "clamp", ["float32", "float64", "bfloat16", "float16"], [],
+     "clamp's forward with its two selects swapped: fmax(fmin(x, hi), lo) (differs when lo > hi, and at NaN x)"),
+    ("sigmoid-reassociated", "cuda/kernels/op_math.cuh",
+     "    return g * (y * one_minus_y);",
+     "    return (g * y) * one_minus_y;",
+     "sigmoid", ["float32", "float64", "bfloat16", "float16"], [],
+     "sigmoid's dx = g * (y * (1 - y)) reassociated as ATen's (g * y) * (1 - y), y = 1 / (1 + exp(-x))"),
+    # Two that only a 16-bit path sees: the same roundings in float32 and float64 (the unmutated
+    # graphs there), one 16-bit rounding more or fewer in bfloat16 and float16.
+    ("sigmoid-y-in-16-bits", "cuda/kernels/op_math.cuh",
+     "    const T y = sigmoid(x);\n    const T one_minus_y = T(1) - y;",
+     "    const T y = T(1) / (T(1) + lm_exp(-x));\n    const T one_minus_y = T(1) - y;",
+     "sigmoid", ["bfloat16", "float16"], ["float32", "float64"],
+     "sigmoid's fused VJP stages y = 1 / (1 + exp(-x)) in the dtype: each stage rounded to 16 bits where "
+     "at::sigmoid keeps float32 and rounds once"),
+    ("silu-s-in-float32", "cuda/kernels/op_math.cuh",
+     "    const T s = sigmoid_split(x);",
+     "    const T s = x > T(0) ? sigmoid(x) : sigmoid_split(x);",
+     "silu", ["bfloat16", "float16"], ["float32", "float64"],
+     "silu's fused VJP takes s = sigmoid(x) for x > 0: float32's three roundings, then one to 16 bits, "
+     "where sigmoid_split rounds exp(-x), 1 + e and the quotient each to 16 bits"),
+]
+
+COPIED = ["cuda", "include", "prove", "conform/library/files.hpp"]
+# Translation units that include the kernels' code (rebuilt per mutant) and those that do not.
+MUTABLE_TUS = ["prove/forms.cpp", "cuda/backends/backend.cpp", "cuda/backends/cpu_backend.cpp",
+               "cuda/tape/tape.cpp"]
+FIXED_TUS = ["prove/main.cpp", "prove/prover.cpp", "prove/frameworks.cpp", "cuda/core/core.cpp",
+             "cuda/tape/staged_vjp.cpp", "cuda/backends/cuda_backend_absent.cpp"]
+FLAGS = ["-std=c++20", "-O1", "-ffp-contract=off", "-fno-fast-math", "-w"]
+
+
+def copy_sources(dest):
+    for rel in COPIED:
+        src, dst = os.path.join(ROOT, rel), os.path.join(dest, rel)
+        if os.path.isdir(src):
+            shutil.copytree(src, dst, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            shutil.copy2(src, dst)
+
+
+def includes(src, build):
+    dirs = [os.path.join(src, "prove"), os.path.join(src, "cuda"), os.path.join(src, "include"),
+            os.path.join(build, "include")]
+    flags = [f"-I{d}" for d in dirs]
+    # tl/expected.hpp and dlpack.h: the system's, else the copies the build also falls back to.
+    for vendored in ("third_party/tl-expected/include", "third_party/dlpack/include"):
+        if os.path.isdir(os.path.join(ROOT, vendored)):
+            flags += ["-idirafter", os.path.join(ROOT, vendored)]
+    return flags
+
+
+def compile_tu(cxx, src, build, tu, obj):
+    cmd = [cxx, *FLAGS, *includes(src, build), "-c", os.path.join(src, tu), "-o", obj]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"compiling {tu} failed:\n{done.stderr[-3000:]}")
+    return obj
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--build", default="build", help="a configured build folder (its include/ has ops.def)")
+    ap.add_argument("--out", default="build/prove-mutants", help="work folder")
+    ap.add_argument("--cxx", default=os.environ.get("CXX", "c++"))
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
+    ap.add_argument("--only", default="", help="comma-separated mutant names")
+    ap.add_argument("--solver", default=os.path.join(ROOT, "prove/solver.py"))
+    ap.add_argument("--timeout", default="60", help="per solver query, seconds")
+    args = ap.parse_args(argv)
+    build, out = os.path.abspath(args.build), os.path.abspath(args.out)
+    if not os.path.isfile(os.path.join(build, "include/tapewise/ops.def")):
+        print(f"mutants: {build} is not a configured build folder (no include/tapewise/ops.def)", file=sys.stderr)
+        return 2
+    shutil.rmtree(out, ignore_errors=True)
+    selected = [m for m in MUTANTS if not args.only or m[0] in args.only.split(",")]
+    start = time.time()
+
+    # The unmutated copy: the fixed translation units, compiled once.
+    clean = os.path.join(out, "clean")
+    copy_sources(clean)
+    os.makedirs(os.path.join(clean, "obj"))
+    with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+        fixed = list(pool.map(lambda tu: compile_tu(args.cxx, clean, build, tu,
+                                                    os.path.join(clean, "obj", tu.replace("/", "_") + ".o")),
+                              FIXED_TUS))
+
+    # Every mutant's copy and its rebuilt units.
+    jobs = []
+    for name, rel, old, new, *_ in selected:
+        src = os.path.join(out, name)
+        copy_sources(src)
+        path = os.path.join(src, rel)
+        text = open(path).read()
+        if text.count(old) != 1:
+            print(f"mutants: {name}: the text to mutate occurs {text.count(old)} times in {rel} (expected once)",
+                  file=sys.stderr)
+            return 2
+        with open(path, "w") as f:
+            f.write(text.replace(old, new))
+        os.makedirs(os.path.join(src, "obj"))
+        for tu in MUTABLE_TUS:
+            jobs.append((name, src, tu))
+    objects = {}
+    with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+        futures = {pool.submit(compile_tu, args.cxx, src, build, tu,
+                               os.path.join(src, "obj", tu.replace("/", "_") + ".o")): name
+                   for name, src, tu in jobs}
+        for fut in concurrent.futures.as_completed(futures):
+            objects.setdefault(futures[fut], []).append(fut.result())
+    built = time.time() - start
+
+    passed = failed = 0
+    for name, rel, old, new, node, refute, keep, what in selected:
+        src = os.path.join(out, name)
+        exe = os.path.join(src, "tapewise-prove")
+        link = subprocess.run([args.cxx, *objects[name], *fixed, "-o", exe, "-lpthread"], capture_output=True, text=True)
+        if link.returncode != 0:
+            print(f"FAILED  {name}: link failed:\n{link.stderr[-2000:]}")
+            failed += 1
+            continue
+        report_path = os.path.join(src, "prove.json")
+        t0 = time.time()
+        run = subprocess.run([exe, "--ops", node, "--dtype", ",".join(refute + keep), "--backend", "cpu",
+                              "--json", report_path, "--solver", args.solver, "--timeout", args.timeout],
+                             capture_output=True, text=True)
+        seconds = time.time() - t0
+        problems = []
+        if run.returncode != 1:
+            problems.append(f"exit {run.returncode} (1 expected: not every claim proven)")
+        try:
+            report = json.load(open(report_path))
+        except (OSError, ValueError) as e:
+            report = {"nodes": []}
+            problems.append(f"no report: {e}")
+        evidence = []
+        for entry in report["nodes"]:
+            refuted = [c for c in entry["claims"] if c["status"] == "refuted"]
+            if entry["dtype"] in refute:
+                if not refuted:
+                    problems.append(f"{entry['dtype']}: nothing refuted")
+                replayed = [c for c in refuted if c.get("counterexample", {}).get("differ")]
+                if refuted and not replayed:
+                    problems.append(f"{entry['dtype']}: refuted, but no counterexample replays on the real kernels")
+                if replayed:
+                    c = replayed[0]
+                    ce = c["counterexample"]
+                    evidence.append(f"{entry['dtype']} {c['lhs']} vs {c['rhs']} {c['output']} at "
+                                    + ", ".join(f"{k}={v}" for k, v in sorted(ce["inputs"].items()))
+                                    + f": {ce[c['lhs']].get(c['output'])} vs {ce[c['rhs']].get(c['output'])}")
+            if entry["dtype"] in keep and (refuted or any(c["status"] not in ("same", "congruent", "proven")
+                                                          for c in entry["claims"])):
+                problems.append(f"{entry['dtype']}: not proven, but the mutant does not change it")
+        if problems:
+            failed += 1
+            print(f"FAILED  {name} ({what}): " + "; ".join(problems))
+            print(run.stdout[-3000:], run.stderr[-2000:])
+        else:
+            passed += 1
+            print(f"passed  {name} ({what}); refuted in {seconds:.1f} s: " + "; ".join(evidence))
+    print(f"mutants: built in {built:.0f} s, {time.time() - start:.0f} s in all")
+    print(f"mutants: {passed} passed, {failed} failed")
+    return 0 if failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
