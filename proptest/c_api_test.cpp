@@ -10,6 +10,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <dlpack/dlpack.h>
@@ -279,6 +280,25 @@ TEST_P(CApiPerBackend, WrapIsZeroCopy) {
 }
 
 // --- library queries ------------------------------------------------------------------------------------
+
+// The C op ids are ABI: programs compiled against an older header pass these numbers. The list below is
+// the released numbering, written out (not derived from the table): a row inserted into spec/ops.def,
+// or an id renumbered in tapewise.h, changes what a number means and fails here (and at compile time,
+// c_api.cpp's checks); a new node appends its id after the last.
+TEST(CApi, OpIdsArePinnedAndAppendOnly) {
+  const std::vector<std::pair<int, const char*>> released = {
+      {TW_OP_add, "add"},   {TW_OP_sub, "sub"},         {TW_OP_mul, "mul"},         {TW_OP_neg, "neg"},
+      {TW_OP_scale, "scale"}, {TW_OP_abs, "abs"},       {TW_OP_sqrt, "sqrt"},       {TW_OP_clamp, "clamp"},
+      {TW_OP_max, "max"},   {TW_OP_min, "min"},         {TW_OP_div, "div"},         {TW_OP_relu, "relu"},
+      {TW_OP_exp, "exp"},   {TW_OP_sin, "sin"},         {TW_OP_cos, "cos"},         {TW_OP_log, "log"},
+      {TW_OP_inv, "inv"},   {TW_OP_safeLog, "safeLog"}, {TW_OP_sigmoid, "sigmoid"}, {TW_OP_tanh, "tanh"},
+      {TW_OP_silu, "silu"}, {TW_OP_gelu, "gelu"},       {TW_OP_softplus, "softplus"}};
+  ASSERT_GE(tw_op_count(), static_cast<int>(released.size())) << "an op id was removed";
+  for (std::size_t id = 0; id < released.size(); ++id) {
+    EXPECT_EQ(released[id].first, static_cast<int>(id)) << "TW_OP_" << released[id].second << " moved";
+    EXPECT_STREQ(tw_op_name(static_cast<int>(id)), released[id].second) << "op id " << id << " names another node";
+  }
+}
 
 TEST(CApi, LibraryQueries) {
   EXPECT_STREQ(tw_version_string(), kVersion);

@@ -45,7 +45,8 @@ struct tw_gradients {
   Gradients grads;
 };
 
-// The C op ids are the C++ enumerators, row for row of the op table.
+// The C op ids (pinned numbers in tapewise.h) are the C++ enumerators, row for row of the op table: a
+// row inserted mid-table, or one without its TW_OP_ id, fails here naming the node.
 #define TAPEWISE_OP(name, ...) \
   static_assert(static_cast<int>(Op::name) == TW_OP_##name, "C op id of " #name " differs from tapewise::Op");
 #include <tapewise/ops.def>

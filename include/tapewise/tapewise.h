@@ -100,13 +100,36 @@ typedef enum tw_alloc_tag { TW_TAG_VALUE = 0, TW_TAG_GRADIENT = 1, TW_TAG_WORKSP
 /** Which backend a handle is. */
 typedef enum tw_backend_kind { TW_BACKEND_CPU = 0, TW_BACKEND_CUDA = 1 } tw_backend_kind;
 
-/** Op ids, generated from the op table (spec/ops.def, installed as <tapewise/ops.def>): TW_OP_add = 0,
- * TW_OP_sub, … in table order; TW_OP_COUNT is their number. tw_op_info gives arity and scalar count. */
+/** Op ids: pinned numbers, part of the ABI. A new node takes the next number, appended below; no
+ * number is ever reused or moved. The library checks at compile time that each id names the node of
+ * that position in the op table (spec/ops.def, installed as <tapewise/ops.def>), so a row inserted
+ * in the table's middle, or a row without its id here, fails the build naming the node. TW_OP_COUNT
+ * is their number; tw_op_info gives arity and scalar count. */
 typedef enum tw_op {
-#define TAPEWISE_OP(name, ...) TW_OP_##name,
-#include <tapewise/ops.def>
-#undef TAPEWISE_OP
-  TW_OP_COUNT
+  TW_OP_add = 0,
+  TW_OP_sub = 1,
+  TW_OP_mul = 2,
+  TW_OP_neg = 3,
+  TW_OP_scale = 4,
+  TW_OP_abs = 5,
+  TW_OP_sqrt = 6,
+  TW_OP_clamp = 7,
+  TW_OP_max = 8,
+  TW_OP_min = 9,
+  TW_OP_div = 10,
+  TW_OP_relu = 11,
+  TW_OP_exp = 12,
+  TW_OP_sin = 13,
+  TW_OP_cos = 14,
+  TW_OP_log = 15,
+  TW_OP_inv = 16,
+  TW_OP_safeLog = 17,
+  TW_OP_sigmoid = 18,
+  TW_OP_tanh = 19,
+  TW_OP_silu = 20,
+  TW_OP_gelu = 21,
+  TW_OP_softplus = 22,
+  TW_OP_COUNT = 23
 } tw_op;
 
 /** The most dims a shape may have (tapewise::kMaxNdim). */
