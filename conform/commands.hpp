@@ -6,6 +6,7 @@
 #include <exception>
 #include <functional>
 #include <iostream>
+#include <map>
 #include <new>
 #include <optional>
 #include <span>
@@ -89,7 +90,7 @@ struct EvalOptions {
   BackendChoice backend = BackendChoice::automatic;
   std::string x, a, b, g;  // .npy paths
   bool same = false;       // a binary node recorded as op(a, a): --a only, one total gradient da
-  std::optional<double> c, lo, hi, eps;
+  std::map<std::string, double> scalars;  // --NAME VALUE, for the scalar names of the op table
   VjpPath path = VjpPath::fused;
   std::string out_dir = ".";
   std::string prefix;  // prepended to the output file names (check's layout uses "out_")

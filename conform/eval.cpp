@@ -42,20 +42,19 @@ using NamedPaths = std::vector<std::pair<std::string, std::string>>;  // (--name
   return NamedPaths{{"a", o.a}, {"b", o.b}};
 }
 
-// Exactly the scalars the node takes.
+// Exactly the scalars the node takes (its row's scalar names), each given once.
 [[nodiscard]] Result<Scalars> eval_scalars(const OpInfo& info, const EvalOptions& o) {
+  for (const auto& [name, value] : o.scalars) {
+    const bool known = (info.scalar_count() > 0 && name == info.scalar_names[0]) ||
+                       (info.scalar_count() > 1 && name == info.scalar_names[1]);
+    if (!known) return tl::unexpected(bad("--" + name + " is not a scalar of " + info.name));
+  }
   Scalars s;
-  const std::pair<const char*, const std::optional<double>*> given[] = {
-      {"c", &o.c}, {"lo", &o.lo}, {"hi", &o.hi}, {"eps", &o.eps}};
   double* slots[2] = {&s.s0, &s.s1};
-  for (const auto& [name, value] : given) {
-    int slot = -1;
-    for (int i = 0; i < info.scalar_count(); ++i)
-      if (std::string(info.scalar_names[i]) == name) slot = i;
-    if (slot < 0 && value->has_value())
-      return tl::unexpected(bad(std::string("--") + name + " is not a scalar of " + info.name));
-    if (slot >= 0 && !value->has_value()) return tl::unexpected(bad(std::string(info.name) + " needs --" + name));
-    if (slot >= 0) *slots[slot] = **value;
+  for (int i = 0; i < info.scalar_count(); ++i) {
+    const auto given = o.scalars.find(info.scalar_names[i]);
+    if (given == o.scalars.end()) return tl::unexpected(bad(std::string(info.name) + " needs --" + info.scalar_names[i]));
+    *slots[i] = given->second;
   }
   return s;
 }

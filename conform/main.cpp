@@ -8,11 +8,12 @@
 #include <cstring>
 #include <functional>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <random>
 #include <string>
-#include <tuple>
+#include <utility>
 #include <vector>
 
 #include <unistd.h>
@@ -154,10 +155,24 @@ Subcommand add_audit(CLI::App& app, CommonText& t) {
 // round a decimal twice.
 struct EvalText {
   tc::EvalOptions options;
-  std::string c, lo, hi, eps;
+  std::map<std::string, std::string> scalar_text;  // by scalar name (std::map: stable addresses for CLI11)
   bool staged = false, fused = false;
-  std::vector<std::tuple<CLI::Option*, std::string*, std::optional<double>*>> scalars;
+  std::vector<std::pair<CLI::Option*, std::string>> scalars;  // the option and its scalar name
 };
+
+// Every scalar name of the op table, in table order, with the nodes that take it ("scale's c"):
+// each becomes an `eval --NAME` option, so a new scalar in spec/ops.def is one without more code.
+std::vector<std::pair<std::string, std::string>> scalar_options() {
+  std::vector<std::pair<std::string, std::string>> options;
+  for (const tapewise::OpInfo& info : tapewise::kOps)
+    for (int k = 0; k < info.scalar_count(); ++k) {
+      const std::string name = info.scalar_names[k];
+      auto it = std::find_if(options.begin(), options.end(), [&](const auto& o) { return o.first == name; });
+      if (it == options.end()) it = options.insert(options.end(), {name, ""});
+      it->second += (it->second.empty() ? "" : ", ") + std::string(info.name) + "'s " + name;
+    }
+  return options;
+}
 
 Subcommand add_eval(CLI::App& app, CommonText& t) {
   auto e = std::make_shared<EvalText>();
@@ -168,10 +183,8 @@ Subcommand add_eval(CLI::App& app, CommonText& t) {
   eval->add_option("--b", e->options.b, "second input of a binary node (.npy)");
   eval->add_flag("--same", e->options.same, "record a binary node as op(a, a) (give --a only); da is the total");
   eval->add_option("--g", e->options.g, "upstream gradient (.npy); without it only y is written");
-  e->scalars = {{eval->add_option("--c", e->c, "scale's c")->type_name("FLOAT"), &e->c, &e->options.c},
-                {eval->add_option("--lo", e->lo, "clamp's lo")->type_name("FLOAT"), &e->lo, &e->options.lo},
-                {eval->add_option("--hi", e->hi, "clamp's hi")->type_name("FLOAT"), &e->hi, &e->options.hi},
-                {eval->add_option("--eps", e->eps, "safeLog's eps")->type_name("FLOAT"), &e->eps, &e->options.eps}};
+  for (const auto& [name, help] : scalar_options())
+    e->scalars.emplace_back(eval->add_option("--" + name, e->scalar_text[name], help)->type_name("FLOAT"), name);
   CLI::Option* staged = eval->add_flag("--staged", e->staged, "VJP by the spec's stages");
   staged->excludes(eval->add_flag("--fused", e->fused, "VJP by the fused kernel (default)"));
   eval->add_option("--backend", t.backend, "auto, cpu or cuda");
@@ -185,11 +198,12 @@ Subcommand add_eval(CLI::App& app, CommonText& t) {
             if (!backend) return usage_error(backend.error().message);
             e->options.backend = *backend;
             e->options.path = e->staged ? tapewise::VjpPath::staged : tapewise::VjpPath::fused;
-            for (const auto& [option, text, target] : e->scalars) {
+            for (const auto& [option, name] : e->scalars) {
               if (!option->count()) continue;
-              const auto value = parse_double(*text);
-              if (!value) return usage_error(option->get_name() + ": '" + *text + "' is not a number");
-              *target = *value;
+              const std::string& text = e->scalar_text[name];
+              const auto value = parse_double(text);
+              if (!value) return usage_error(option->get_name() + ": '" + text + "' is not a number");
+              e->options.scalars[name] = *value;
             }
             return tc::guarded("eval", [&] { return tc::eval_command(e->options); });
           }};

@@ -43,10 +43,12 @@ Json op_json(const OpInfo& info) {
               {"index", static_cast<int>(info.op)},
               {"arity", info.arity},
               {"scalars", names},
+              {"scalar_contract", scalar_contract_name(info.scalar_contract)},
               {"domain_log2_lo", info.domain_log2_lo},
               {"domain_log2_hi", info.domain_log2_hi},
               {"positive_only", info.positive_only},
               {"kink", kink_name(info.kink)},
+              {"same_parent", same_parent_name(info.same_parent)},
               {"bench_inputs", bench_inputs_name(info.bench_inputs)},
               {"aten_parity", aten_parity_name(info.aten_parity)},
               {"vjp_reads", vjp_reads_name(info.vjp_reads)},
@@ -65,16 +67,17 @@ std::string sets_text(const OpInfo& info, const ScalarSets& sets) {
 
 void print_op_table(std::ostream& out) {
   char line[256];
-  std::snprintf(line, sizeof line, "%-9s %5s  %-7s %-13s %-5s %-7s %-9s %-9s %s\n", "node", "arity", "scalars",
-                "|domain|", "sign", "kink", "bench", "aten", "run scalar sets");
+  std::snprintf(line, sizeof line, "%-9s %5s  %-7s %-9s %-13s %-5s %-7s %-6s %-9s %-9s %s\n", "node", "arity",
+                "scalars", "contract", "|domain|", "sign", "kink", "same", "bench", "aten", "run scalar sets");
   out << line;
   for (const OpInfo& info : kOps) {
     std::string scalars = info.scalar_count() == 0 ? "-" : info.scalar_names[0];
     if (info.scalar_count() == 2) scalars += std::string(",") + info.scalar_names[1];
     const std::string domain =
         "[2^" + std::to_string(info.domain_log2_lo) + ",2^" + std::to_string(info.domain_log2_hi) + ")";
-    std::snprintf(line, sizeof line, "%-9s %5d  %-7s %-13s %-5s %-7s %-9s %-9s %s\n", info.name, info.arity,
-                  scalars.c_str(), domain.c_str(), info.positive_only ? "+" : "+-", kink_name(info.kink),
+    std::snprintf(line, sizeof line, "%-9s %5d  %-7s %-9s %-13s %-5s %-7s %-6s %-9s %-9s %s\n", info.name,
+                  info.arity, scalars.c_str(), scalar_contract_name(info.scalar_contract), domain.c_str(),
+                  info.positive_only ? "+" : "+-", kink_name(info.kink), same_parent_name(info.same_parent),
                   bench_inputs_name(info.bench_inputs), aten_parity_name(info.aten_parity),
                   sets_text(info, info.run_scalars).c_str());
     out << line;
@@ -89,9 +92,11 @@ struct Place {
   const char* holds;
   const char* pattern;
 };
-// Every place a node is written, in the order a new node fills them (README "Adding a node").
+// Every place a node is written, in the order a new node fills them (docs/adding-a-node.md).
 constexpr Place kPlaces[] = {
-    {"spec/ops.def", "the row (arity, scalars, domain, kink, bench, ATen grading, VJP reads, sweep, staged form)", R"(^TAPEWISE_OP\(NAME,)"},
+    {"spec/ops.def", "the row (arity, scalars and their contract, domain, kink, same parent, bench, ATen grading, VJP reads, sweep, staged form)", R"(^TAPEWISE_OP\(NAME,)"},
+    {"include/tapewise/tapewise.h", "its pinned C op id (TW_OP_NAME = next number)", R"(\bTW_OP_NAME = [0-9]+)"},
+    {"proptest/c_api_test.cpp", "the released C op ids, written out (OpIdsArePinnedAndAppendOnly)", R"(\{TW_OP_NAME, "NAME"\})"},
     {"spec/conventions.md", "its section in words", R"(^### 1\.[0-9]+ NAME\b)"},
     {"cuda/kernels/op_math.cuh", "forward and fused VJP, OpMath<Op::NAME>", R"(OpMath<Op::NAME>)"},
     {"cuda/tape/staged_vjp.cpp", "the staged VJP (case Op::NAME)", R"(case Op::NAME:)"},
@@ -101,6 +106,7 @@ constexpr Place kPlaces[] = {
     {"spec/special_points", "its bit-exact special points (op=NAME)", R"(^op=NAME )"},
     {"reference/sweep_reference.hpp", "the sweep transcription (Op::NAME)", R"(Op::NAME\b)"},
     {"include/tapewise/tape.hpp", "Tape's named method", R"(Op::NAME\b)"},
+    {"python/tapewise/_tapewise.pyi", "the Python Tape method's type stub", R"(def NAME\()"},
     {"python/tapewise/torch.py", "tapewise.torch's function and name table", R"(["']NAME["'])"},
     {"conform/aten_parity.py", "the ATen staging", R"(["']NAME["'])"},
     {"conform/frameworks/forms.py", "the PyTorch and JAX forms (the audit runs, the benchmark times)", R"(["']NAME["'])"},

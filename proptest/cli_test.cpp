@@ -18,6 +18,7 @@
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <tapewise/op.hpp>
 #include <tapewise/version.hpp>
 
 #include "npy.hpp"
@@ -281,6 +282,30 @@ TEST_F(Cli, SpecialPointsWithNoRowsAreUsageErrors) {
   EXPECT_FALSE(fs::exists(path("v/index.json")));
 }
 
+// eval's scalar options come from the op table: each scalar name of spec/ops.def is an option that
+// the node taking it needs, and every other node refuses, so a node with a new scalar name never
+// runs with a silent 0.
+TEST_F(Cli, EvalTakesEveryScalarOfTheTableByName) {
+  write_float_npy(path("x.npy"), {0.25f, 2.0f});
+  for (const tapewise::OpInfo& info : tapewise::kOps) {
+    if (info.arity != 1) continue;
+    for (int k = 0; k < info.scalar_count(); ++k) {
+      const std::string name = info.scalar_names[k];
+      std::string given;
+      for (int j = 0; j < info.scalar_count(); ++j)
+        given += std::string(" --") + info.scalar_names[j] + " " + (j == 0 ? "0.5" : "1.5");
+      const Ran ran = conform("eval " + std::string(info.name) + " --x x.npy --backend cpu --out o_" + info.name + given);
+      EXPECT_EQ(ran.status, 0) << info.name << given << ": " << ran.err;
+      std::string without;
+      for (int j = 0; j < info.scalar_count(); ++j)
+        if (j != k) without += std::string(" --") + info.scalar_names[j] + " 1.5";
+      expect_usage_error("eval " + std::string(info.name) + " --x x.npy --backend cpu" + without,
+                         std::string(info.name) + " needs --" + name);
+      expect_usage_error("eval sin --x x.npy --backend cpu --" + name + " 1", "--" + name + " is not a scalar of sin");
+    }
+  }
+}
+
 // --- 6: writes stay in the output folder ------------------------------------------------------------
 
 TEST_F(Cli, EvalWritesOnlyInsideItsOutputFolder) {
@@ -483,22 +508,23 @@ TEST_F(Cli, StandardOutputThatCannotBeWrittenIsAnError) {
   EXPECT_NE(graph.out.find("\"schema\": \"tapewise-conform.graph-report/1\""), std::string::npos) << graph.out;
 }
 
-// --- issue 22, item 1: a node's card --------------------------------------------------------------
+// --- a node's card --------------------------------------------------------------------------------
 
 // `ops --card NAME` lists every place of the checkout that defines the node, each with the line where
-// it is found: all thirteen for sin (a swept TorchLean node). An unknown node, and a folder that is
+// it is found: all sixteen for sin (a swept TorchLean node). An unknown node, and a folder that is
 // not a checkout, are usage errors naming what was wrong.
 TEST_F(Cli, OpsCardNamesEveryPlaceThatDefinesANode) {
   const fs::path source = fs::path(TAPEWISE_SPECIAL_POINTS).parent_path().parent_path();
   const Ran card = conform("ops --card sin --source " + quoted(source));
   ASSERT_EQ(card.status, 0) << card.err;
-  for (const char* file : {"spec/ops.def:", "spec/conventions.md:", "cuda/kernels/op_math.cuh:", "cuda/tape/staged_vjp.cpp:",
+  for (const char* file : {"spec/ops.def:", "include/tapewise/tapewise.h:", "proptest/c_api_test.cpp:",
+                           "python/tapewise/_tapewise.pyi:", "spec/conventions.md:", "cuda/kernels/op_math.cuh:", "cuda/tape/staged_vjp.cpp:",
                            "reference/reference.cpp:", "spec/bounds.def:", "spec/special_points:",
                            "reference/sweep_reference.hpp:", "include/tapewise/tape.hpp:", "python/tapewise/torch.py:",
                            "conform/aten_parity.py:", "conform/frameworks/forms.py:"})
     EXPECT_NE(card.out.find(file), std::string::npos) << file << " missing from\n" << card.out;
   EXPECT_EQ(card.out.find("(not found)"), std::string::npos) << card.out;
-  EXPECT_NE(card.out.find("0 of 13 places lack sin"), std::string::npos) << card.out;
+  EXPECT_NE(card.out.find("0 of 16 places lack sin"), std::string::npos) << card.out;
 
   expect_usage_error("ops --card sine --source " + quoted(source), "--card: unknown node 'sine'; did you mean 'sin'?");
   expect_usage_error("ops --card sin --source " + quoted(work_), "--card needs the source tree");

@@ -148,9 +148,11 @@ void add_random_node(RandomGraph& g, Rng& rng, Op op) {
   const OpInfo& info = op_info(op);
   std::array<std::size_t, 2> parents{pick_parent(g, rng, info), 0};
   if (info.arity == 2) {
-    // max(a, a) at least once (the coalesced-contribution rule), and now and then any op's op(a, a).
-    const bool repeat = (op == Op::max && !g.coalesced) || rng.below((op == Op::max || op == Op::min) ? 3 : 10) == 0;
-    g.coalesced = g.coalesced || (repeat && op == Op::max);
+    // A same_parent = once node as op(a, a) at least once (the coalesced-contribution rule), and now
+    // and then any op's op(a, a).
+    const bool once = info.same_parent == SameParent::once;
+    const bool repeat = (once && !g.coalesced) || rng.below(once ? 3 : 10) == 0;
+    g.coalesced = g.coalesced || (repeat && once);
     parents[1] = repeat ? parents[0] : pick_parent(g, rng, info);
   }
   append_node(g, op, parents, scalars_for(rng, op));

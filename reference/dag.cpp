@@ -89,7 +89,7 @@ std::vector<std::optional<std::vector<double>>> dag_backward(std::span<const Dag
     check_parents(nodes, id);
     const std::vector<double>& g = *slots[static_cast<std::size_t>(id)];
     const bool repeated = node.arity == 2 && node.parents[0] == node.parents[1];
-    if (repeated && (*node.op == Op::max || *node.op == Op::min)) {
+    if (repeated && op_info(*node.op).same_parent == SameParent::once) {
       contribute(node.parents[0], g);  // the upstream value once, before graph accumulation
       continue;
     }

@@ -333,7 +333,8 @@ std::string scalar_list(const OpInfo& info) {
   return list;
 }
 
-// A scalar's value is the spec's host double; the op's needs decide which values are allowed.
+// A scalar's value is the spec's host double; the row's scalar_contract decides which values are
+// allowed once rounded to the dtype (never NaN).
 [[nodiscard]] Result<double> read_scalar(const GraphJson& value, const OpInfo& info, const std::string& name,
                                          DType dtype, const std::string& where) {
   const auto v = read_number(value, DType::float64);
@@ -341,12 +342,14 @@ std::string scalar_list(const OpInfo& info) {
   if (std::isnan(*v)) return bad_graph(where + ": scalar '" + name + "' is NaN");
   const double rounded = round_to(dtype, *v);
   const std::string in_dtype = std::string(" in ") + dtype_name(dtype);
-  if ((info.op == Op::scale || info.op == Op::safeLog) && !std::isfinite(rounded))
+  const bool needs_finite = info.scalar_contract == ScalarContract::finite || info.scalar_contract == ScalarContract::positive;
+  if (needs_finite && !std::isfinite(rounded))
     return bad_graph(where + ": scalar '" + name + "' rounds to " + (rounded > 0 ? "inf" : "-inf") + in_dtype +
                      "; " + info.name + " needs a finite " + name);
-  if (info.op == Op::safeLog && !(rounded > 0))
-    return bad_graph(where + ": scalar 'eps' " + quote(value) + " rounds to " + (rounded == 0 && std::signbit(rounded) ? "-0" : number(rounded)) +
-                     in_dtype + "; safeLog needs eps to round to a positive value (TorchLean's contract)");
+  if (info.scalar_contract == ScalarContract::positive && !(rounded > 0))
+    return bad_graph(where + ": scalar '" + name + "' " + quote(value) + " rounds to " +
+                     (rounded == 0 && std::signbit(rounded) ? "-0" : number(rounded)) + in_dtype + "; " + info.name +
+                     " needs " + name + " to round to a positive value (TorchLean's contract)");
   return *v;
 }
 
@@ -525,7 +528,7 @@ Values widen(const HostArray& h) {
 }
 
 bool passes_once(const GraphNode& n) {
-  return n.arity == 2 && n.parents[0] == n.parents[1] && (*n.op == Op::max || *n.op == Op::min);
+  return n.arity == 2 && n.parents[0] == n.parents[1] && op_info(*n.op).same_parent == SameParent::once;
 }
 
 // The tape's walk (spec §2) on the graph's structure alone: which nodes receive a gradient, which

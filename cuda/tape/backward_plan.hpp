@@ -36,9 +36,10 @@ struct BackwardPlan {
   }
 };
 
-// The coalesced-contribution rule: max(a, a) / min(a, a) give their parent the upstream value once.
+// The coalesced-contribution rule: a node whose row says same_parent = once (max, min), with one
+// node as both parents, gives it the upstream value once.
 inline bool contributes_once(const Node& n) {
-  return n.arity == 2 && n.parents[0] == n.parents[1] && (*n.op == Op::max || *n.op == Op::min);
+  return n.arity == 2 && n.parents[0] == n.parents[1] && op_info(*n.op).same_parent == SameParent::once;
 }
 
 // Which nodes lead to a wanted one (ascending ids: parents come first): a wanted node, and a node

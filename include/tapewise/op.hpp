@@ -58,8 +58,13 @@ class ScalarSets {
   int count_ = 0;
 };
 
+/// What a node needs of its scalars once rounded to the dtype (spec/ops.def, `scalar_contract`).
+enum class ScalarContract { none, any, finite, positive };
 /// Where the spec decides a derivative by a convention (spec/ops.def, `kink`).
 enum class Kink { none, zero, bounds, tie };
+/// What op(a, a) gives a's gradient (spec/ops.def, `same_parent`): none (unary), both contributions
+/// added, or the upstream value once (max, min).
+enum class SameParent { none, twice, once };
 /// What the benchmarks feed a node: N(0, 1), or |N(0, 1)| + 0.5.
 enum class BenchInputs { normal, positive };
 /// What conform/aten_parity.py does with the node: grade its ATen transcription of the staging, only
@@ -71,9 +76,19 @@ enum class VjpReads { g, inputs };
 enum class SweepReference { transcribed, none };
 
 /// The words of spec/ops.def for these columns (also the JSON's and Python's).
+constexpr const char* scalar_contract_name(ScalarContract c) {
+  constexpr const char* names[] = {"none", "any", "finite", "positive"};
+  return names[static_cast<int>(c)];
+}
+/// "none", "zero", "bounds" or "tie".
 constexpr const char* kink_name(Kink k) {
   constexpr const char* names[] = {"none", "zero", "bounds", "tie"};
   return names[static_cast<int>(k)];
+}
+/// "none", "twice" or "once".
+constexpr const char* same_parent_name(SameParent p) {
+  constexpr const char* names[] = {"none", "twice", "once"};
+  return names[static_cast<int>(p)];
 }
 /// "normal" or "positive".
 constexpr const char* bench_inputs_name(BenchInputs b) { return b == BenchInputs::normal ? "normal" : "positive"; }
@@ -98,6 +113,8 @@ struct OpInfo {
   /// Inputs: 1 or 2.
   int arity;
   const char* scalar_names[2];  ///< "" when unused
+  /// What it needs of its scalars once rounded.
+  ScalarContract scalar_contract;
   int domain_log2_lo;           ///< random magnitudes in [2^lo, 2^hi)
   /// See domain_log2_lo.
   int domain_log2_hi;
@@ -105,6 +122,8 @@ struct OpInfo {
   bool positive_only;
   /// Where a derivative is decided by a convention.
   Kink kink;
+  /// What op(a, a) gives a's gradient.
+  SameParent same_parent;
   /// What the benchmarks feed it.
   BenchInputs bench_inputs;
   /// What conform/aten_parity.py does with it.
@@ -125,8 +144,10 @@ struct OpInfo {
 #define TAPEWISE_SCALAR_SETS_(...) ScalarSets{__VA_ARGS__}
 /// The op table, indexed by Op.
 inline constexpr OpInfo kOps[] = {
-#define TAPEWISE_OP(name, arity, s0, s1, lo, hi, pos, kink, bench, aten, reads, sweep, run, graded, edge, staged) \
-  OpInfo{Op::name, #name, arity, {s0, s1}, lo, hi, pos != 0, Kink::kink, BenchInputs::bench, AtenParity::aten, \
+#define TAPEWISE_OP(name, arity, s0, s1, contract, lo, hi, pos, kink, same, bench, aten, reads, sweep, run, graded, \
+                    edge, staged)                                                                             \
+  OpInfo{Op::name, #name, arity, {s0, s1}, ScalarContract::contract, lo, hi, pos != 0, Kink::kink,             \
+         SameParent::same, BenchInputs::bench, AtenParity::aten,                                               \
          VjpReads::reads, SweepReference::sweep, TAPEWISE_SCALAR_SETS_ run, TAPEWISE_SCALAR_SETS_ graded, TAPEWISE_SCALAR_SETS_ edge, staged},
 #include <tapewise/ops.def>
 #undef TAPEWISE_OP
@@ -200,6 +221,9 @@ template <Op op> void kink_zero_needs_one_input();
 template <Op op> void kink_bounds_needs_two_scalars();
 template <Op op> void kink_tie_needs_two_inputs();
 template <Op op> void positive_only_nodes_benchmark_positive_inputs();
+template <Op op> void scalar_contract_none_exactly_without_scalars();
+template <Op op> void same_parent_none_exactly_for_unary_nodes();
+template <Op op> void kink_tie_passes_g_once_for_the_same_parent();
 
 constexpr bool unused_scalars_zero(const OpInfo& r) {
   for (const ScalarSets* column : {&r.run_scalars, &r.graded_scalars, &r.edge_scalars})
@@ -225,6 +249,12 @@ constexpr bool row_follows_rules() {
   if constexpr (r.kink == Kink::tie && r.arity != 2) kink_tie_needs_two_inputs<r.op>();
   if constexpr (r.positive_only && r.bench_inputs != BenchInputs::positive)
     positive_only_nodes_benchmark_positive_inputs<r.op>();
+  if constexpr ((r.scalar_contract == ScalarContract::none) != !has_scalars)
+    scalar_contract_none_exactly_without_scalars<r.op>();
+  if constexpr ((r.same_parent == SameParent::none) != (r.arity == 1)) same_parent_none_exactly_for_unary_nodes<r.op>();
+  // A tie splits g in halves; with one node as both parents the halves would be one value, so the
+  // spec passes g once (the tie's rule and the repeated-parent rule are one decision).
+  if constexpr (r.kink == Kink::tie && r.same_parent != SameParent::once) kink_tie_passes_g_once_for_the_same_parent<r.op>();
   return true;
 }
 

@@ -67,10 +67,12 @@ nb::list op_table() {
     row["index"] = static_cast<int>(info.op);
     row["arity"] = info.arity;
     row["scalars"] = names;
+    row["scalar_contract"] = scalar_contract_name(info.scalar_contract);
     row["domain_log2_lo"] = info.domain_log2_lo;
     row["domain_log2_hi"] = info.domain_log2_hi;
     row["positive_only"] = info.positive_only;
     row["kink"] = kink_name(info.kink);
+    row["same_parent"] = same_parent_name(info.same_parent);
     row["bench_inputs"] = bench_inputs_name(info.bench_inputs);
     row["aten_parity"] = aten_parity_name(info.aten_parity);
     row["vjp_reads"] = vjp_reads_name(info.vjp_reads);

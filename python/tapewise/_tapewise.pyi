@@ -524,8 +524,9 @@ def ops() -> list:
 def op_table() -> list:
     """
     Every column of the op table (spec/ops.def), one dict per node in table order: name, index,
-    arity, scalars, domain_log2_lo, domain_log2_hi (random magnitudes in [2^lo, 2^hi)),
-    positive_only, kink, bench_inputs, aten_parity, run_scalars, graded_scalars, edge_scalars
+    arity, scalars, scalar_contract, domain_log2_lo, domain_log2_hi (random magnitudes in
+    [2^lo, 2^hi)), positive_only, kink, same_parent, bench_inputs, aten_parity, vjp_reads,
+    sweep_reference, run_scalars, graded_scalars, edge_scalars
     (lists of {scalar name: value}) and staged. The same rows as `tapewise-conform ops --json`.
     """
 
