@@ -4,8 +4,8 @@ committed measurements in evidence/ (one command: `python3 tools/figures.py`).
 
 Figures (matplotlib, SVG, deterministic: fixed svg.hashsalt, no date, text kept as text) go to
 docs/figures/; tables are written between `<!-- figures.py: NAME -->` and `<!-- figures.py: end NAME -->`
-in README.md and docs/*.md. docs/figures/manifest.json records, per figure, the SHA-256 of its source
-JSON files, of this script and of the SVG written.
+in docs/*.md (TABLES names each one's document). docs/figures/manifest.json records, per figure, the
+SHA-256 of its source JSON files, of this script and of the SVG written.
 
 `--check` (no matplotlib needed; a ctest test runs it) fails, naming what is stale and the command
 that regenerates it, when a figure's sources or this script changed since it was drawn, when a figure
@@ -397,7 +397,7 @@ FIGURES = {
 }
 
 TABLES = {  # name: (document, function of the root)
-    "chain-summary": ("README.md", table_chain_summary),
+    "chain-summary": ("docs/performance.md", table_chain_summary),
     "chain": ("docs/performance.md", table_chain),
     "chain-shapes": ("docs/performance.md", table_chain_shapes),
     "kernels": ("docs/performance.md", table_kernels),
