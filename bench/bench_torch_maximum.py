@@ -9,7 +9,7 @@
 CUDA events, warm-up, medians of --reps calls, random inputs (never zeros). Prints a table and writes
 JSON to --out.
 
-    python3 bench/bench_torch_maximum.py --out results/bench_torch_maximum.json
+    python3 bench/bench_torch_maximum.py --out evidence/performance/torch-nodes/python_bench.json
 """
 
 import argparse

@@ -17,7 +17,7 @@ result is checked (the region's and the per-node gradients against Tape.backward
 against tapewise's within a tolerance): the script exits non-zero rather than report a number of a
 computation that is wrong or empty. Prints a table, writes JSON to --out.
 
-    python3 bench/bench_torch_nodes.py --out results/bench_torch_nodes.json            # an H200
+    python3 bench/bench_torch_nodes.py --out evidence/performance/torch-nodes/bench_torch_nodes.json            # an H200
     python3 bench/bench_torch_nodes.py --device cpu --chain-sizes 4 8 --out bench_torch_nodes_cpu.json
 """
 

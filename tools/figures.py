@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """tools/figures.py — every figure and every generated numbers table of the documentation, from the
-committed measurements in results/ (one command: `python3 tools/figures.py`).
+committed measurements in evidence/ (one command: `python3 tools/figures.py`).
 
 Figures (matplotlib, SVG, deterministic: fixed svg.hashsalt, no date, text kept as text) go to
 docs/figures/; tables are written between `<!-- figures.py: NAME -->` and `<!-- figures.py: end NAME -->`
-in README.md and docs/*.md. docs/figures/manifest.json records, per figure, the SHA-256 of its source
-JSON files, of this script and of the SVG written.
+in docs/*.md (TABLES names each one's document). docs/figures/manifest.json records, per figure, the
+SHA-256 of its source JSON files, of this script and of the SVG written.
 
 `--check` (no matplotlib needed; a ctest test runs it) fails, naming what is stale and the command
 that regenerates it, when a figure's sources or this script changed since it was drawn, when a figure
@@ -25,28 +25,28 @@ MANIFEST = "docs/figures/manifest.json"
 # The committed measurements each figure and table is drawn from (paths from the repository root).
 # The chain's final run: tapewise-bench, all three shapes, with PyTorch's eager and CUDA-graph times of
 # the same call attached to each row (bench/run_bench.sh's pairing).
-CHAIN = "results/2026-12-04_H200_kept_slabs/run31/bench_chain_1.json"
+CHAIN = "evidence/performance/chain/bench_chain_1.json"
 # torch.compile takes 70-210 s to compile one shape at one size, so no one call holds all twelve: each
 # of these calls compiled some, and timed tapewise beside them (its row's us_per_node).
 CHAIN_COMPILED = [
-    "results/2026-12-03_H200_host_path/run18/bench_unary.json",         # unary, every size
-    "results/2026-12-03_H200_torch_nodes/run22/bench_bf.json",          # binary and fanout, 2^12
-    "results/2026-12-03_H200_host_and_region/run29/bench_bf.json",      # 2^16
-    "results/2026-12-04_H200_kept_slabs/run35/bench_bf.json",           # 2^18
-    "results/2026-12-03_H200_host_and_region/run30/bench_bf.json",      # 2^20
+    "evidence/performance/chain/compile/unary_all_sizes.json",     # unary, every size
+    "evidence/performance/chain/compile/binary_fanout_2e12.json",  # binary and fanout, 2^12
+    "evidence/performance/chain/compile/binary_fanout_2e16.json",  # 2^16
+    "evidence/performance/chain/compile/binary_fanout_2e18.json",  # 2^18
+    "evidence/performance/chain/compile/binary_fanout_2e20.json",  # 2^20
 ]
-KERNELS = "results/2026-12-01_H200_d762d428001f/bench.json"       # per-node kernels at 2^26, with rooflines
-ROOFLINE = "results/2026-12-01_H200_d762d428001f/roofline.json"   # which pipe bounds a compute-bound kernel
+KERNELS = "evidence/performance/kernels/bench.json"      # per-node kernels at 2^26, with rooflines
+ROOFLINE = "evidence/performance/kernels/roofline.json"  # which pipe bounds a compute-bound kernel
 SWEEPS = {
-    "float32, every bit pattern (unary)": "results/2026-12-01_H200_7370f5c/sweep/sweep_unary_f32.json",
-    "float32, 2^32 exponent pairs (binary)": "results/2026-12-01_H200_7370f5c/sweep/sweep_binary_f32.json",
-    "float64, 2^32 random cases": "results/2026-12-01_H200_7370f5c/sweep/sweep_f64.json",
-    "bfloat16 and float16, every input (pair)": "results/2026-12-03_H200_sweep_all_dtypes/sweep/sweep_16bit.json",
+    "float32, every bit pattern (unary)": "evidence/accuracy/tables/sweep_unary_f32.json",
+    "float32, 2^32 exponent pairs (binary)": "evidence/accuracy/tables/sweep_binary_f32.json",
+    "float64, 2^32 random cases": "evidence/accuracy/tables/sweep_f64.json",
+    "bfloat16 and float16, every input (pair)": "evidence/accuracy/sweep/sweep_16bit.json",
 }
 SWEEP_16BIT = SWEEPS["bfloat16 and float16, every input (pair)"]
 # Error against input needs the sweep's per-binade maxima, which the H200 sweeps above predate: the
 # H200's exhaustive float32 unary sweep of 2026-12-02 (every bit pattern, CUDA's libdevice) has them.
-BINADES = "results/2026-12-02_H200_sweep_binades/sweep_unary_f32.json"
+BINADES = "evidence/accuracy/binades/sweep_unary_f32.json"
 PEERS = [("compile", "torch.compile"), ("graph", "CUDA graph"), ("eager", "PyTorch eager")]
 # Every JSON this script reads, for whatever copies its inputs (python/tests/test_figures.py).
 ALL_SOURCES = {CHAIN, *CHAIN_COMPILED, KERNELS, ROOFLINE, *SWEEPS.values(), BINADES}
@@ -397,7 +397,7 @@ FIGURES = {
 }
 
 TABLES = {  # name: (document, function of the root)
-    "chain-summary": ("README.md", table_chain_summary),
+    "chain-summary": ("docs/performance.md", table_chain_summary),
     "chain": ("docs/performance.md", table_chain),
     "chain-shapes": ("docs/performance.md", table_chain_shapes),
     "kernels": ("docs/performance.md", table_kernels),

@@ -100,7 +100,7 @@ struct TunedShape<detail::VjpFn<op, T>> {
 };
 
 // The 16-bit formats: 128 threads and one or two 16-byte vectors (8 or 16 elements) a thread, per
-// kernel, from both side by side at 2^26 on the H200 (results/2026-12-03_H200_16bit_shapes/): two where an
+// kernel, from both side by side at 2^26 on the H200 (evidence/half-precision/): two where an
 // element's libm math is long, as a thread's second vector hides its latency (sin's forward 0.93x
 // -> 1.09x eager, gelu's 0.63x -> 0.69x), one where the kernel streams memory (two cost 0.5-1% there).
 constexpr int forward_vectors16(Op op) {
@@ -153,7 +153,7 @@ __device__ __forceinline__ void map_element(const Fn& fn, std::int64_t i, const 
 // and returns; block 0 also takes the few elements past the last whole vector. Where the elements
 // are 2 bytes and a node's math is short, the general path's frame (the tile loop, its bound checks
 // and the grid-stride tail, ~50 instructions a thread, 6-7 per element) was what separated the
-// one-op forwards from ATen's (Nsight Compute, results/2026-12-03_H200_sweep_all_dtypes/).
+// one-op forwards from ATen's (Nsight Compute, evidence/half-precision/).
 template <class Fn, class T, int Threads, int Vectors>
 __device__ __forceinline__ bool map_whole_tile16(const Fn& fn, std::int64_t n, std::int64_t nvec,
                                                  const Pointers<const T, Fn::nin>& in, const Pointers<T, Fn::nout>& out) {

@@ -36,7 +36,7 @@ __device__ __forceinline__ void last_step(Pipeline& pipeline, const Step& step) 
 // A block covers tiles of kProgramThreads * Lanes elements; thread t takes t, t + kProgramThreads, ...
 // of each. StepsInShared: the block first copies the steps from the parameter to shared memory, where
 // the interpreter reads each step's fields (the design measured on the H200,
-// results/2026-12-01_H200_chain_interpreter/); else they are read from the parameter.
+// evidence/performance/history/2026-12-01_chain_interpreter.md); else they are read from the parameter.
 template <int Capacity, class T, class Index, int Lanes, bool StepsInShared, class Steps>
 __device__ __forceinline__ void run_piece_kernel(const StepBlock<Capacity>& block, Index n, Index covered) {
   const Step* steps = block.steps;

@@ -72,8 +72,8 @@ def test_an_edited_figure_or_table_is_stale(tree):
 
 
 def test_missing_markers_are_named(tree):
-    readme = tree / "README.md"
-    readme.write_text(readme.read_text().replace("<!-- figures.py: end chain-summary -->", ""))
+    performance = tree / "docs/performance.md"
+    performance.write_text(performance.read_text().replace("<!-- figures.py: end chain-summary -->", ""))
     done = check(tree)
     assert done.returncode == 1
-    assert "README.md: no '<!-- figures.py: chain-summary -->'" in done.stderr
+    assert "docs/performance.md: no '<!-- figures.py: chain-summary -->'" in done.stderr
