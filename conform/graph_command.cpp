@@ -9,6 +9,7 @@
 
 #include "commands.hpp"
 #include "graph.hpp"
+#include "report.hpp"
 #include "json_io.hpp"
 
 namespace tapewise::conform {
@@ -16,26 +17,6 @@ namespace tapewise::conform {
 namespace {
 
 using ReportJson = nlohmann::ordered_json;  // keys in the order written: the schema reads top-down
-
-std::string ulps_text(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return "inf";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, v < 1000 ? "%.2f" : "%.1e", v);
-  return buf;
-}
-
-std::string bound_text(const reference::Bound& b) {
-  std::string s = number(b.ulp);
-  if (b.abs > 0) s += "+" + number(b.abs) + "eps*w";
-  return s;
-}
-
-std::string pad(const std::string& s, std::size_t width, bool right = false) {
-  if (s.size() >= width) return s;
-  const std::string fill(width - s.size(), ' ');
-  return right ? fill + s : s + fill;
-}
 
 std::string op_text(const NodeCheck& n) { return n.op ? op_name(*n.op) : "leaf"; }
 

@@ -61,11 +61,6 @@ using namespace sweep;
 
 namespace {
 
-#define SWEEP_TRY(var, expr)                                      \
-  auto var##_result = (expr);                                     \
-  if (!var##_result) return tl::unexpected(var##_result.error()); \
-  auto var = std::move(*var##_result)
-
 // printf into a string (the table's columns).
 template <class... Args>
 std::string text(const char* format, Args... args) {
@@ -259,17 +254,17 @@ struct ChunkBuffers {
   const Shape shape{n};
   const bool binary = p.job.arity == 2;
   ChunkBuffers c;
-  SWEEP_TRY(a, backend.allocate(shape, d, AllocTag::workspace));
-  SWEEP_TRY(y, backend.allocate(shape, d, AllocTag::workspace));
-  SWEEP_TRY(ga, backend.allocate(shape, d, AllocTag::workspace));
-  SWEEP_TRY(g, backend.allocate(shape, d, AllocTag::workspace));
+  TAPEWISE_TRY(a, backend.allocate(shape, d, AllocTag::workspace));
+  TAPEWISE_TRY(y, backend.allocate(shape, d, AllocTag::workspace));
+  TAPEWISE_TRY(ga, backend.allocate(shape, d, AllocTag::workspace));
+  TAPEWISE_TRY(g, backend.allocate(shape, d, AllocTag::workspace));
   c.a = std::move(a);
   c.y = std::move(y);
   c.ga = std::move(ga);
   c.g = std::move(g);
   if (binary) {
-    SWEEP_TRY(b, backend.allocate(shape, d, AllocTag::workspace));
-    SWEEP_TRY(gb, backend.allocate(shape, d, AllocTag::workspace));
+    TAPEWISE_TRY(b, backend.allocate(shape, d, AllocTag::workspace));
+    TAPEWISE_TRY(gb, backend.allocate(shape, d, AllocTag::workspace));
     c.b = std::move(b);
     c.gb = std::move(gb);
   }
@@ -310,7 +305,7 @@ struct ChunkBuffers {
     const auto n = static_cast<std::int64_t>(std::min<std::uint64_t>(static_cast<std::uint64_t>(chunk), hi - base));
     if (n != allocated) {  // the first chunk, and a shorter last one
       buffers.reset();
-      SWEEP_TRY(c, allocate_chunk(backend, p, n));
+      TAPEWISE_TRY(c, allocate_chunk(backend, p, n));
       buffers.emplace(std::move(c));
       allocated = n;
     }
@@ -351,13 +346,13 @@ struct Workers {
 
 [[nodiscard]] Result<Workers> open_backends(const SweepOptions& o) {
   Workers w;
-  SWEEP_TRY(chosen, choose_backend(o.backend));
+  TAPEWISE_TRY(chosen, choose_backend(o.backend));
   w.name = chosen.name;
   w.why = chosen.why;
   w.backends.push_back(chosen.backend);
   if (chosen.name == "cuda")
     for (int d = 1; d < o.devices; ++d) {
-      SWEEP_TRY(be, make_cuda_backend(CudaOptions{d, nullptr}));
+      TAPEWISE_TRY(be, make_cuda_backend(CudaOptions{d, nullptr}));
       w.backends.push_back(be);
     }
   return w;
@@ -487,7 +482,7 @@ reference::ErrorCheck mpfr_check(const Plan& p, const OutputRequest& request, co
   std::vector<std::vector<double>> out(p.outputs.size());
   for (std::size_t slot = 1; slot < p.outputs.size(); slot += static_cast<std::size_t>(p.job.arity)) {
     const HostArray g = host_array(p.dtype, std::vector<double>(cases.size(), p.outputs[slot].g));
-    SWEEP_TRY(run, run_node(backend, p.op, p.scalars, inputs, &g, VjpPath::fused));
+    TAPEWISE_TRY(run, run_node(backend, p.op, p.scalars, inputs, &g, VjpPath::fused));
     for (std::size_t i = 0; i < cases.size(); ++i) {
       if (slot == 1) out[0].push_back(run.y.as_double(static_cast<std::int64_t>(i)));
       for (int k = 0; k < p.job.arity; ++k)
@@ -567,7 +562,7 @@ std::vector<std::pair<std::string, std::uint32_t>> recheck_cases(const OutputTal
       inputs.push_back(r.in);
     }
   if (inputs.empty()) return {};
-  SWEEP_TRY(produced, production_at(backend, p, inputs));
+  TAPEWISE_TRY(produced, production_at(backend, p, inputs));
   std::size_t next = 0;
   for (std::size_t slot = 0; slot < node.outputs.size(); ++slot)
     for (Recheck& r : node.outputs[slot].rechecks) {
@@ -595,7 +590,7 @@ std::vector<std::pair<std::string, std::uint32_t>> recheck_cases(const OutputTal
 [[nodiscard]] Result<std::vector<OutputTally>> grade_on_host_with_mpfr(Backend& backend, const Plan& p) {
   std::vector<Inputs> cases;
   for (std::uint64_t i = p.lo; i < p.hi; ++i) cases.push_back(case_inputs(p.job, static_cast<std::uint32_t>(i)));
-  SWEEP_TRY(produced, production_at(backend, p, cases));
+  TAPEWISE_TRY(produced, production_at(backend, p, cases));
   std::vector<OutputTally> tallies(p.outputs.size());
   std::vector<std::mutex> locks(p.outputs.size());
   for (OutputTally& t : tallies) std::memset(&t, 0, sizeof t);
@@ -679,7 +674,7 @@ bool reference_within(const Plan& p, int output, const Inputs& in, double g, DD 
       std::vector<DD> device_values;
 #ifdef TAPEWISE_HAS_CUDA
       if (on_device) {
-        SWEEP_TRY(values, device_reference_values(0, p->job, request.output, request.g, inputs));
+        TAPEWISE_TRY(values, device_reference_values(0, p->job, request.output, request.g, inputs));
         device_values = std::move(values);
         v.device_checked = true;
       }
@@ -957,14 +952,14 @@ constexpr std::uint64_t kCalibrationCases = 2048;
     const auto start = std::chrono::steady_clock::now();
     if (p.method == Method::host_mpfr) {
       sample.hi = sample.lo + n;
-      SWEEP_TRY(tallies, grade_on_host_with_mpfr(*w.backends.front(), sample));
+      TAPEWISE_TRY(tallies, grade_on_host_with_mpfr(*w.backends.front(), sample));
       (void)tallies;
     } else {
       sample.job.case_stride = static_cast<std::uint32_t>(
           std::min<std::uint64_t>(std::uint64_t{p.job.case_stride} * (p.cases() / n), UINT32_MAX));
-      SWEEP_TRY(engine, make_engine(*w.backends.front(), static_cast<int>(p.outputs.size())));
+      TAPEWISE_TRY(engine, make_engine(*w.backends.front(), static_cast<int>(p.outputs.size())));
       std::atomic<std::int64_t> done{0};
-      SWEEP_TRY(tallies, sweep_range(*w.backends.front(), *engine, sample, 0, n, static_cast<std::int64_t>(n), done));
+      TAPEWISE_TRY(tallies, sweep_range(*w.backends.front(), *engine, sample, 0, n, static_cast<std::int64_t>(n), done));
       (void)tallies;
     }
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -976,7 +971,7 @@ constexpr std::uint64_t kCalibrationCases = 2048;
 // On the CPU: says how long the sweep will take, and refuses one past the limit without --allow-long.
 [[nodiscard]] Result<void> check_cpu_duration(Workers& w, const std::vector<Plan>& plans, const SweepOptions& o) {
   if (w.name != "cpu") return {};
-  SWEEP_TRY(seconds, estimate_cpu_seconds(w, plans));
+  TAPEWISE_TRY(seconds, estimate_cpu_seconds(w, plans));
   std::uint64_t cases = 0;
   for (const Plan& p : plans) cases += p.cases();
   std::cerr << "tapewise-conform sweep: " << cases << " cases on the CPU, estimated " << duration_text(seconds)
@@ -1252,13 +1247,13 @@ struct SweepCli {
 
 // The numeric options, each strictly decimal within its range (parse_whole_number).
 [[nodiscard]] Result<void> read_numbers(const SweepCli& cli, SweepOptions& o) {
-  SWEEP_TRY(devices, parse_whole_number(cli.devices, "--devices", 1, 64));
-  SWEEP_TRY(stride, parse_whole_number(cli.stride, "--stride", 1, std::int64_t{1} << 31));
-  SWEEP_TRY(pair_log2, parse_whole_number(cli.pair_log2, "--pair-log2", 0, 16));
-  SWEEP_TRY(float64_log2, parse_whole_number(cli.float64_log2, "--float64-log2", 0, 32));
-  SWEEP_TRY(host_cases, parse_whole_number(cli.host_cases, "--host-cases", 0, kMaxCases));
-  SWEEP_TRY(validate, parse_whole_number(cli.validate, "--validate", 0, kMaxCases));
-  SWEEP_TRY(chunk, parse_whole_number(cli.chunk, "--chunk", 0, std::int64_t{1} << 30));
+  TAPEWISE_TRY(devices, parse_whole_number(cli.devices, "--devices", 1, 64));
+  TAPEWISE_TRY(stride, parse_whole_number(cli.stride, "--stride", 1, std::int64_t{1} << 31));
+  TAPEWISE_TRY(pair_log2, parse_whole_number(cli.pair_log2, "--pair-log2", 0, 16));
+  TAPEWISE_TRY(float64_log2, parse_whole_number(cli.float64_log2, "--float64-log2", 0, 32));
+  TAPEWISE_TRY(host_cases, parse_whole_number(cli.host_cases, "--host-cases", 0, kMaxCases));
+  TAPEWISE_TRY(validate, parse_whole_number(cli.validate, "--validate", 0, kMaxCases));
+  TAPEWISE_TRY(chunk, parse_whole_number(cli.chunk, "--chunk", 0, std::int64_t{1} << 30));
   o.devices = static_cast<int>(devices);
   o.stride = static_cast<std::uint32_t>(stride);
   o.pair_log2 = static_cast<int>(pair_log2);

@@ -390,6 +390,36 @@ TEST(KeepInRegisters, UnwantedChainGradientsNeverReachMemory) {
   EXPECT_EQ(stored, kNodes / detail::kStepsPerLaunch);
 }
 
+// A step the builder appended and never sealed is refused, naming it, on every backend, and nothing
+// runs: before, its code was 0 and it ran as add's forward.
+TEST_P(Programs, AnUnsealedStepIsRefusedAndNothingRuns) {
+  const std::shared_ptr<Backend> be = backend;
+  const double sentinel = -12345.0;
+  const Buffer x = must(be->upload(host(std::vector<double>{0.5, -1.25})));
+  const Buffer out = must(be->upload(host(std::vector<double>(2, sentinel))));
+  detail::Program program;
+  detail::Step& sealed = program.append();
+  sealed.kind = detail::StepKind::forward;
+  sealed.op = Op::sin;
+  sealed.dtype = DType::float64;
+  sealed.numel = 2;
+  sealed.in[0] = x.data();
+  sealed.out[0] = const_cast<void*>(out.data());
+  program.seal_last();
+  detail::Step& unsealed = program.append();
+  unsealed = program.steps[0];
+  unsealed.op = Op::cos;
+  unsealed.code = detail::kCodeUnsealed;
+  const auto ran = detail::engine_of(*be).run_program(program);
+  ASSERT_FALSE(ran);
+  EXPECT_EQ(ran.error().code, ErrorCode::InvalidArgument);
+  EXPECT_NE(ran.error().message.find("step 1 of 2 was appended and never sealed"), std::string::npos) << ran.error().message;
+  EXPECT_EQ(must(be->download(out)).at<double>(0), sentinel);
+  program.seal_last();
+  ASSERT_TRUE(detail::engine_of(*be).run_program(program));
+  EXPECT_NE(must(be->download(out)).at<double>(0), sentinel);
+}
+
 // Many contributions into one slot: children of x (and y) summed in a random tree. Their order of
 // accumulation (descending ids, existing + g) decides the low bits of dx, and so does max(x, x)
 // passing g once (not g * 0.5 twice) into a slot that holds other contributions.

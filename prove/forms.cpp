@@ -90,7 +90,7 @@ class SymbolicBackend final : public detail::Engine {
   }
   // The interpreter itself (program.hpp: run_steps_at), piece by piece as the real runners cut them,
   // re-executed once per outcome of its comparisons; every slot a step writes becomes the join.
-  [[nodiscard]] Result<void> run_program(const detail::Program& program) override {
+  [[nodiscard]] Result<void> run_sealed_program(const detail::Program& program) override {
     for (std::size_t first = 0; first < program.steps.size();) {
       const detail::Piece piece = detail::piece_at(program, first, detail::kStepsPerLaunch);
       first += static_cast<std::size_t>(piece.count);

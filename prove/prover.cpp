@@ -37,24 +37,24 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-S sort_of_dtype(DType d) {
+Sort sort_of_dtype(DType d) {
   switch (d) {
-    case DType::float32: return S::f32;
-    case DType::float64: return S::f64;
-    case DType::bfloat16: return S::bf16;
-    case DType::float16: return S::f16;
+    case DType::float32: return Sort::f32;
+    case DType::float64: return Sort::f64;
+    case DType::bfloat16: return Sort::bf16;
+    case DType::float16: return Sort::f16;
   }
-  return S::f64;
+  return Sort::f64;
 }
 
-std::string hex_bits(std::uint64_t bits, S s) {
+std::string hex_bits(std::uint64_t bits, Sort s) {
   std::ostringstream o;
   o << "0x" << std::hex << std::setfill('0') << std::setw(sort_width(s) / 4) << bits;
   return o.str();
 }
 // The shortest decimal digits that name every value of the sort.
-int digits_of(S s) { return s == S::f64 ? 17 : s == S::f32 ? 9 : 5; }
-std::string describe_bits(std::uint64_t bits, S s) {
+int digits_of(Sort s) { return s == Sort::f64 ? 17 : s == Sort::f32 ? 9 : 5; }
+std::string describe_bits(std::uint64_t bits, Sort s) {
   std::ostringstream o;
   o << hex_bits(bits, s) << " (" << std::setprecision(digits_of(s)) << sort_value(s, bits) << ")";
   return o.str();
@@ -71,7 +71,7 @@ std::uint64_t bits_in(DType d, double v) {
 }
 bool agree_up_to_nan(std::uint64_t a, std::uint64_t b, DType d) {
   if (a == b) return true;
-  const S s = sort_of_dtype(d);
+  const Sort s = sort_of_dtype(d);
   return std::isnan(sort_value(s, a)) && std::isnan(sort_value(s, b));
 }
 
@@ -182,7 +182,7 @@ json make_query(NodeId u, NodeId v, bool abstract, int id, double timeout_s, std
   if (abstract) {
     const std::set<NodeId> ru = reach(u), rv = reach(v);
     for (NodeId n : ru)
-      if (rv.count(n) && g[n].k != K::var && g[n].k != K::cst) shared.insert(n);
+      if (rv.count(n) && g[n].k != NodeKind::var && g[n].k != NodeKind::cst) shared.insert(n);
   }
   std::map<NodeId, int> local;
   json nodes = json::array();
@@ -208,10 +208,10 @@ json make_query(NodeId u, NodeId v, bool abstract, int id, double timeout_s, std
       name = "w" + std::to_string(n);
     } else {
       for (int i = 0; i < kind_arity(node.k); ++i) children.push_back(local.at(ch[i]));
-      if (node.k == K::var) name = g.name(n);
+      if (node.k == NodeKind::var) name = g.name(n);
     }
     local[n] = static_cast<int>(nodes.size());
-    nodes.push_back(json::array({kind, sort_name(node.s), children, std::to_string(node.k == K::cst ? node.bits : 0), name}));
+    nodes.push_back(json::array({kind, sort_name(node.s), children, std::to_string(node.k == NodeKind::cst ? node.bits : 0), name}));
   }
   if (size) *size = nodes.size();
   return json{{"id", id}, {"nodes", nodes}, {"goal", json::array({local.at(u), local.at(v)})},
@@ -246,8 +246,8 @@ struct Verdict {
 std::string show(NodeId n, int depth = 3) {
   const Graph& g = graph();
   const Node& node = g[n];
-  if (node.k == K::var) return g.name(n);
-  if (node.k == K::cst) {
+  if (node.k == NodeKind::var) return g.name(n);
+  if (node.k == NodeKind::cst) {
     std::ostringstream o;
     o << std::setprecision(digits_of(node.s)) << sort_value(node.s, node.bits);
     return o.str();
@@ -298,7 +298,7 @@ class Engine {
     const Graph& g = graph();
     const Node &a = g[u], &b = g[v];
     Status s = Status::refuted;
-    const bool same_shape = a.k == b.k && a.s == b.s && a.k != K::var && a.k != K::cst;
+    const bool same_shape = a.k == b.k && a.s == b.s && a.k != NodeKind::var && a.k != NodeKind::cst;
     bool child_failed = false;
     if (same_shape) {
       const NodeId ca[3] = {a.a, a.b, a.c}, cb[3] = {b.a, b.b, b.c};
@@ -309,7 +309,7 @@ class Engine {
     }
     json model;
     if (s != Status::congruent) {
-      if (a.s == S::b || b.s == S::b) {
+      if (a.s == Sort::b || b.s == Sort::b) {
         s = Status::refuted;  // predicates are compared through the values they select
       } else {
         // A pair whose operands already differ gets the quick abstracted lemma only (it may mask the
@@ -489,7 +489,7 @@ constexpr int kModelSamples = 256;
 // differed.
 std::string check_model(const Extracted& ex, Op op, DType d, const std::shared_ptr<Backend>& cpu, int samples) {
   std::mt19937_64 rng(0x6d6f64656cull + static_cast<std::uint64_t>(op) * 8 + static_cast<std::uint64_t>(d));
-  const S sort = sort_of_dtype(d);
+  const Sort sort = sort_of_dtype(d);
   for (int i = 0; i < samples; ++i) {
     const Bits in = sample_inputs(op, d, i, rng);
     std::map<std::string, double> values;
@@ -509,7 +509,7 @@ std::string check_model(const Extracted& ex, Op op, DType d, const std::shared_p
         if (agree_up_to_nan(model, code, d)) continue;
         std::ostringstream o;
         o << form_name << " " << output << " at";
-        for (const auto& [name, bits] : in) o << " " << name << "=" << hex_bits(bits, name[0] == 's' ? S::f64 : sort);
+        for (const auto& [name, bits] : in) o << " " << name << "=" << hex_bits(bits, name[0] == 's' ? Sort::f64 : sort);
         o << ": the graph gives " << hex_bits(model, sort) << ", the code " << hex_bits(code, sort);
         return o.str();
       }
@@ -688,10 +688,10 @@ int prove_command(const ProveOptions& o) {
         }
         if (!cr.verdict.reason.empty()) j["reason"] = cr.verdict.reason;
         if (cr.verdict.status == Status::refuted) {
-          const S s = sort_of_dtype(d);
+          const Sort s = sort_of_dtype(d);
           json inputs = json::object(), lhs = json::object(), rhs = json::object();
           for (const auto& [name, bits] : cr.replay.inputs)
-            inputs[name] = (name == "s0" || name == "s1") ? hex_bits(bits, S::f64) : hex_bits(bits, s);
+            inputs[name] = (name == "s0" || name == "s1") ? hex_bits(bits, Sort::f64) : hex_bits(bits, s);
           for (const auto& [name, bits] : cr.replay.lhs) lhs[name] = hex_bits(bits, s);
           for (const auto& [name, bits] : cr.replay.rhs) rhs[name] = hex_bits(bits, s);
           j["counterexample"] = {{"inputs", inputs}, {"replayed", cr.replay.ran}, {"differ", cr.replay.differ},
@@ -701,7 +701,7 @@ int prove_command(const ProveOptions& o) {
           std::cout << "  REFUTED " << cr.claim->lhs << " != " << cr.claim->rhs << " on " << cr.output << " at";
           for (const auto& [name, bits] : cr.replay.inputs)
             std::cout << " " << name << "="
-                      << describe_bits(bits, (name == "s0" || name == "s1") ? S::f64 : s);
+                      << describe_bits(bits, (name == "s0" || name == "s1") ? Sort::f64 : s);
           std::cout << "\n    replayed on " << backend->describe() << " (" << cr.replay.how << "): ";
           if (!cr.replay.ran) std::cout << "could not run: " << cr.replay.error;
           else {

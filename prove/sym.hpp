@@ -38,42 +38,42 @@ namespace tapewise::prove {
 // Node kinds. Values: var, cst, the IEEE operations (RNE), the libm calls (uninterpreted), cvt (RNE
 // conversion of the child to this node's sort), ite (a select). Predicates (boolean): eq, lt, le
 // (IEEE comparisons: false when either operand is NaN) and signbit.
-enum class K : std::uint8_t { var, cst, add, sub, mul, div, neg, abs, sqrt, exp, log, sin, cos, tanh, cvt, ite,
-                              eq, lt, le, signbit };
+enum class NodeKind : std::uint8_t { var, cst, add, sub, mul, div, neg, abs, sqrt, exp, log, sin, cos, tanh, cvt,
+                                     ite, eq, lt, le, signbit };
 // Sorts: binary32, binary64, bfloat16 (8-bit exponent, 8-bit significand with the hidden bit), IEEE
 // binary16 (5, 11), boolean.
-enum class S : std::uint8_t { f32, f64, bf16, f16, b };
+enum class Sort : std::uint8_t { f32, f64, bf16, f16, b };
 
-inline const char* sort_name(S s) {
+inline const char* sort_name(Sort s) {
   static const char* names[] = {"f32", "f64", "bf16", "f16", "b"};
   return names[static_cast<int>(s)];
 }
 // A floating-point sort's width in bits.
-inline int sort_width(S s) { return s == S::f64 ? 64 : s == S::f32 ? 32 : 16; }
+inline int sort_width(Sort s) { return s == Sort::f64 ? 64 : s == Sort::f32 ? 32 : 16; }
 // The value of a constant's bits (of a floating-point sort), exactly, as a double.
-inline double sort_value(S s, std::uint64_t bits) {
+inline double sort_value(Sort s, std::uint64_t bits) {
   switch (s) {
-    case S::f32: return std::bit_cast<float>(static_cast<std::uint32_t>(bits));
-    case S::f64: return std::bit_cast<double>(bits);
-    case S::bf16: return static_cast<double>(bfloat16::from_bits(static_cast<std::uint16_t>(bits)));
-    case S::f16: return static_cast<double>(float16::from_bits(static_cast<std::uint16_t>(bits)));
-    case S::b: break;
+    case Sort::f32: return std::bit_cast<float>(static_cast<std::uint32_t>(bits));
+    case Sort::f64: return std::bit_cast<double>(bits);
+    case Sort::bf16: return static_cast<double>(bfloat16::from_bits(static_cast<std::uint16_t>(bits)));
+    case Sort::f16: return static_cast<double>(float16::from_bits(static_cast<std::uint16_t>(bits)));
+    case Sort::b: break;
   }
   return bits != 0;
 }
 
-inline const char* kind_name(K k) {
+inline const char* kind_name(NodeKind k) {
   static const char* names[] = {"var", "cst", "add", "sub", "mul", "div", "neg", "abs", "sqrt", "exp",
                                 "log", "sin", "cos", "tanh", "cvt", "ite", "eq", "lt", "le", "signbit"};
   return names[static_cast<int>(k)];
 }
-inline bool is_libm(K k) { return k == K::exp || k == K::log || k == K::sin || k == K::cos || k == K::tanh; }
-inline int kind_arity(K k) {
+inline bool is_libm(NodeKind k) { return k == NodeKind::exp || k == NodeKind::log || k == NodeKind::sin || k == NodeKind::cos || k == NodeKind::tanh; }
+inline int kind_arity(NodeKind k) {
   switch (k) {
-    case K::var: case K::cst: return 0;
-    case K::neg: case K::abs: case K::sqrt: case K::exp: case K::log: case K::sin: case K::cos: case K::tanh:
-    case K::cvt: case K::signbit: return 1;
-    case K::ite: return 3;
+    case NodeKind::var: case NodeKind::cst: return 0;
+    case NodeKind::neg: case NodeKind::abs: case NodeKind::sqrt: case NodeKind::exp: case NodeKind::log: case NodeKind::sin: case NodeKind::cos: case NodeKind::tanh:
+    case NodeKind::cvt: case NodeKind::signbit: return 1;
+    case NodeKind::ite: return 3;
     default: return 2;
   }
 }
@@ -81,8 +81,8 @@ inline int kind_arity(K k) {
 using NodeId = std::uint32_t;
 
 struct Node {
-  K k;
-  S s;
+  NodeKind k;
+  Sort s;
   NodeId a = 0, b = 0, c = 0;  // children (kind_arity of them)
   std::uint64_t bits = 0;      // cst: the value's bits; var: its index in Graph::names
   friend bool operator==(const Node&, const Node&) = default;
@@ -110,13 +110,13 @@ class Graph {
     index_.emplace(n, id);
     return id;
   }
-  NodeId var(const std::string& name, S s) {
+  NodeId var(const std::string& name, Sort s) {
     for (std::size_t i = 0; i < names_.size(); ++i)
-      if (names_[i] == name) return make(Node{K::var, s, 0, 0, 0, i});
+      if (names_[i] == name) return make(Node{NodeKind::var, s, 0, 0, 0, i});
     names_.push_back(name);
-    return make(Node{K::var, s, 0, 0, 0, names_.size() - 1});
+    return make(Node{NodeKind::var, s, 0, 0, 0, names_.size() - 1});
   }
-  NodeId constant(S s, std::uint64_t bits) { return make(Node{K::cst, s, 0, 0, 0, bits}); }
+  NodeId constant(Sort s, std::uint64_t bits) { return make(Node{NodeKind::cst, s, 0, 0, 0, bits}); }
   // Two normalisations, both exact (the same bits, NaN payloads included), since every node is a
   // pure function of its children and one condition p selects every hole alike:
   //   ite(p, u, u) = u;
@@ -125,8 +125,8 @@ class Graph {
   // libm nodes; selects, predicates, variables and constants are its leaves). So a value selected
   // inside one kernel and then used (the fused path's one exploration) and the same value selected
   // by its own prim and then used (the staged path) are one node.
-  NodeId op(K k, S s, NodeId a, NodeId b = 0, NodeId c = 0) {
-    if (k == K::ite) {
+  NodeId op(NodeKind k, Sort s, NodeId a, NodeId b = 0, NodeId c = 0) {
+    if (k == NodeKind::ite) {
       std::unordered_map<std::uint64_t, NodeId> memo;
       return hoist(a, b, c, memo);
     }
@@ -138,17 +138,17 @@ class Graph {
     if (auto it = memo.find(key); it != memo.end()) return it->second;
     const Node tn = nodes_[t], en = nodes_[e];
     NodeId out;
-    const bool opaque = tn.k == K::var || tn.k == K::cst || tn.k == K::ite || tn.s == S::b;
+    const bool opaque = tn.k == NodeKind::var || tn.k == NodeKind::cst || tn.k == NodeKind::ite || tn.s == Sort::b;
     // Two conversions to one sort from different sorts (a scalar's double, a 16-bit value) are not one
     // context: their children could not share a select.
-    const bool same_children = tn.k != K::cvt || nodes_[tn.a].s == nodes_[en.a].s;
+    const bool same_children = tn.k != NodeKind::cvt || nodes_[tn.a].s == nodes_[en.a].s;
     if (!opaque && tn.k == en.k && tn.s == en.s && tn.bits == en.bits && same_children) {
       NodeId tc[3] = {tn.a, tn.b, tn.c};
       const NodeId ec[3] = {en.a, en.b, en.c};
       for (int i = 0; i < kind_arity(tn.k); ++i) tc[i] = hoist(p, tc[i], ec[i], memo);
       out = make(Node{tn.k, tn.s, tc[0], tc[1], tc[2], 0});
     } else {
-      out = make(Node{K::ite, tn.s, p, t, e, 0});
+      out = make(Node{NodeKind::ite, tn.s, p, t, e, 0});
     }
     memo[key] = out;
     return out;
@@ -224,7 +224,7 @@ class Explorer {
     const Graph& g = graph();
     for (const Decision& d : trail_) {
       const Node& p = g[d.pred];
-      if (d.value && (p.k == K::eq || p.k == K::lt || p.k == K::le) && (p.a == x || p.b == x)) return true;
+      if (d.value && (p.k == NodeKind::eq || p.k == NodeKind::lt || p.k == NodeKind::le) && (p.a == x || p.b == x)) return true;
     }
     return false;
   }
@@ -263,7 +263,7 @@ class Explorer {
     std::vector<NodeId> out(f.size());
     for (std::size_t k = 0; k < f.size(); ++k) {
       const Node& n = graph()[t[k]];
-      out[k] = graph().op(K::ite, n.s, pred, t[k], f[k]);
+      out[k] = graph().op(NodeKind::ite, n.s, pred, t[k], f[k]);
     }
     return out;
   }
@@ -280,8 +280,8 @@ inline constexpr std::uint64_t kScalarSentinelMask = 0xffff'ffff'ffff'0000ull;
 inline double scalar_sentinel(int k) { return std::bit_cast<double>(kScalarSentinelFamily | static_cast<std::uint64_t>(k + 1)); }
 
 template <class F>
-constexpr S sort_of() {
-  return std::is_same_v<F, float> ? S::f32 : S::f64;
+constexpr Sort sort_of() {
+  return std::is_same_v<F, float> ? Sort::f32 : Sort::f64;
 }
 
 template <class F>
@@ -302,7 +302,7 @@ inline F from_bits(std::uint64_t b) {
 template <class F>
 struct Sym {
   static_assert(std::is_same_v<F, float> || std::is_same_v<F, double>);
-  static constexpr S sort = sort_of<F>();
+  static constexpr Sort sort = sort_of<F>();
   F v{};               // the value, while the Sym is a constant not yet in the graph
   std::uint32_t id1 = 0;  // node id + 1; 0: the constant v
 
@@ -318,15 +318,15 @@ struct Sym {
       if ((b & kScalarSentinelMask) == kScalarSentinelFamily) {
         const std::uint64_t k = b & ~kScalarSentinelMask;
         if (k != 1 && k != 2) throw ModelError("a scalar went through double arithmetic before its rounding to the dtype");
-        const NodeId s = graph().var(k == 1 ? "s0" : "s1", S::f64);
-        id1 = (sort_of<F>() == S::f64 ? s : graph().op(K::cvt, sort_of<F>(), s)) + 1;
+        const NodeId s = graph().var(k == 1 ? "s0" : "s1", Sort::f64);
+        id1 = (sort_of<F>() == Sort::f64 ? s : graph().op(NodeKind::cvt, sort_of<F>(), s)) + 1;
       }
     }
   }
   static Sym of(NodeId id) {
     Sym s;
     const Node& n = graph()[id];
-    if (n.k == K::cst) s.v = from_bits<F>(n.bits);  // a constant stays one: comparisons of it fold
+    if (n.k == NodeKind::cst) s.v = from_bits<F>(n.bits);  // a constant stays one: comparisons of it fold
     else s.id1 = id + 1;
     return s;
   }
@@ -342,11 +342,11 @@ struct Sym {
 
 namespace sym_detail {
 template <class F>
-inline Sym<F> unary(K k, Sym<F> a) {
+inline Sym<F> unary(NodeKind k, Sym<F> a) {
   return Sym<F>::of(graph().op(k, sort_of<F>(), a.node()));
 }
 template <class F>
-inline Sym<F> binary(K k, Sym<F> a, Sym<F> b) {
+inline Sym<F> binary(NodeKind k, Sym<F> a, Sym<F> b) {
   return Sym<F>::of(graph().op(k, sort_of<F>(), a.node(), b.node()));
 }
 inline bool decide(NodeId pred) {
@@ -355,42 +355,42 @@ inline bool decide(NodeId pred) {
   return e->decide(pred);
 }
 template <class F>
-inline bool compare(K k, Sym<F> a, Sym<F> b) {
+inline bool compare(NodeKind k, Sym<F> a, Sym<F> b) {
   NodeId x = a.node(), y = b.node();
-  if (k == K::eq && y < x) std::swap(x, y);  // a == b is b == a, exactly
-  return decide(graph().op(k, S::b, x, y));
+  if (k == NodeKind::eq && y < x) std::swap(x, y);  // a == b is b == a, exactly
+  return decide(graph().op(k, Sort::b, x, y));
 }
 }  // namespace sym_detail
 
 template <class F>
 inline Sym<F> operator+(Sym<F> a, Sym<F> b) {
   if (a.constant() && b.constant()) return Sym<F>(a.v + b.v);
-  return sym_detail::binary(K::add, a, b);
+  return sym_detail::binary(NodeKind::add, a, b);
 }
 template <class F>
 inline Sym<F> operator-(Sym<F> a, Sym<F> b) {
   if (a.constant() && b.constant()) return Sym<F>(a.v - b.v);
-  return sym_detail::binary(K::sub, a, b);
+  return sym_detail::binary(NodeKind::sub, a, b);
 }
 template <class F>
 inline Sym<F> operator*(Sym<F> a, Sym<F> b) {
   if (a.constant() && b.constant()) return Sym<F>(a.v * b.v);
-  return sym_detail::binary(K::mul, a, b);
+  return sym_detail::binary(NodeKind::mul, a, b);
 }
 template <class F>
 inline Sym<F> operator/(Sym<F> a, Sym<F> b) {
   if (a.constant() && b.constant()) return Sym<F>(a.v / b.v);
-  return sym_detail::binary(K::div, a, b);
+  return sym_detail::binary(NodeKind::div, a, b);
 }
 template <class F>
 inline Sym<F> operator-(Sym<F> a) {
   if (a.constant()) return Sym<F>(-a.v);
-  return sym_detail::unary(K::neg, a);
+  return sym_detail::unary(NodeKind::neg, a);
 }
 template <class F>
 inline bool operator==(Sym<F> a, Sym<F> b) {
   if (a.constant() && b.constant()) return a.v == b.v;
-  return sym_detail::compare(K::eq, a, b);
+  return sym_detail::compare(NodeKind::eq, a, b);
 }
 template <class F>
 inline bool operator!=(Sym<F> a, Sym<F> b) {
@@ -399,7 +399,7 @@ inline bool operator!=(Sym<F> a, Sym<F> b) {
 template <class F>
 inline bool operator<(Sym<F> a, Sym<F> b) {
   if (a.constant() && b.constant()) return a.v < b.v;
-  return sym_detail::compare(K::lt, a, b);
+  return sym_detail::compare(NodeKind::lt, a, b);
 }
 template <class F>
 inline bool operator>(Sym<F> a, Sym<F> b) {
@@ -408,7 +408,7 @@ inline bool operator>(Sym<F> a, Sym<F> b) {
 template <class F>
 inline bool operator<=(Sym<F> a, Sym<F> b) {
   if (a.constant() && b.constant()) return a.v <= b.v;
-  return sym_detail::compare(K::le, a, b);
+  return sym_detail::compare(NodeKind::le, a, b);
 }
 template <class F>
 inline bool operator>=(Sym<F> a, Sym<F> b) {
@@ -417,25 +417,25 @@ inline bool operator>=(Sym<F> a, Sym<F> b) {
 
 // The scalar primitives' libm entry points (found by argument-dependent lookup from scalar_math.cuh).
 template <class F>
-inline Sym<F> lm_exp(Sym<F> x) { return sym_detail::unary(K::exp, x); }
+inline Sym<F> lm_exp(Sym<F> x) { return sym_detail::unary(NodeKind::exp, x); }
 template <class F>
-inline Sym<F> lm_log(Sym<F> x) { return sym_detail::unary(K::log, x); }
+inline Sym<F> lm_log(Sym<F> x) { return sym_detail::unary(NodeKind::log, x); }
 template <class F>
-inline Sym<F> lm_sin(Sym<F> x) { return sym_detail::unary(K::sin, x); }
+inline Sym<F> lm_sin(Sym<F> x) { return sym_detail::unary(NodeKind::sin, x); }
 template <class F>
-inline Sym<F> lm_cos(Sym<F> x) { return sym_detail::unary(K::cos, x); }
+inline Sym<F> lm_cos(Sym<F> x) { return sym_detail::unary(NodeKind::cos, x); }
 template <class F>
-inline Sym<F> lm_tanh(Sym<F> x) { return sym_detail::unary(K::tanh, x); }
+inline Sym<F> lm_tanh(Sym<F> x) { return sym_detail::unary(NodeKind::tanh, x); }
 // sqrt and fabs are IEEE operations (correctly rounded / exact), folded on constants.
 template <class F>
 inline Sym<F> lm_sqrt(Sym<F> x) {
   if (x.constant()) return Sym<F>(std::sqrt(x.v));
-  return sym_detail::unary(K::sqrt, x);
+  return sym_detail::unary(NodeKind::sqrt, x);
 }
 template <class F>
 inline Sym<F> lm_fabs(Sym<F> x) {
   if (x.constant()) return Sym<F>(std::fabs(x.v));
-  return sym_detail::unary(K::abs, x);
+  return sym_detail::unary(NodeKind::abs, x);
 }
 
 // std::signbit on a symbolic value. The model treats every NaN as one value (TorchLean's
@@ -448,7 +448,7 @@ inline bool signbit_node(NodeId x, NodeId compared) {
   if (e == nullptr) throw ModelError("signbit of a symbolic value outside an exploration");
   if (!e->known_not_nan(x) && !e->known_not_nan(compared))
     throw ModelError("signbit of a value that may be NaN: outside the prover's NaN model");
-  return e->decide(graph().op(K::signbit, S::b, x));
+  return e->decide(graph().op(NodeKind::signbit, Sort::b, x));
 }
 template <class F>
 inline bool sym_signbit(Sym<F> x) {
@@ -461,11 +461,11 @@ inline bool sym_signbit(Sym<F> x) {
 // The formats: the real element type (whose conversions fold constants) and the SMT sort.
 struct BF16 {
   using storage = bfloat16;
-  static constexpr S sort = S::bf16;
+  static constexpr Sort sort = Sort::bf16;
 };
 struct F16 {
   using storage = float16;
-  static constexpr S sort = S::f16;
+  static constexpr Sort sort = Sort::f16;
 };
 
 // The kernels' T for a 16-bit dtype. Each operation is what scalar_math.cuh does for bfloat16 and
@@ -478,7 +478,7 @@ struct F16 {
 template <class Fmt>
 struct Sym16 {
   using Storage = typename Fmt::storage;
-  static constexpr S sort = Fmt::sort;
+  static constexpr Sort sort = Fmt::sort;
   std::uint16_t v = 0;    // the constant's bits, while the Sym16 is a constant not yet in the graph
   std::uint32_t id1 = 0;  // node id + 1; 0: the constant v
 
@@ -497,7 +497,7 @@ struct Sym16 {
   }
   static Sym16 of(NodeId id) {
     const Node& n = graph()[id];
-    if (n.k == K::cst) return from_bits(static_cast<std::uint16_t>(n.bits));  // comparisons of it fold
+    if (n.k == NodeKind::cst) return from_bits(static_cast<std::uint16_t>(n.bits));  // comparisons of it fold
     Sym16 s;
     s.id1 = id + 1;
     return s;
@@ -513,12 +513,12 @@ struct Sym16 {
   // static_cast<float>(x): exact.
   friend Sym<float> widen(Sym16 x) {
     if (x.constant()) return Sym<float>(static_cast<float>(Storage::from_bits(x.v)));
-    return Sym<float>::of(graph().op(K::cvt, S::f32, x.node()));
+    return Sym<float>::of(graph().op(NodeKind::cvt, Sort::f32, x.node()));
   }
   // Storage(f): f rounded once to the format, RNE (a constant by the real conversion).
   static Sym16 round(Sym<float> f) {
     if (f.constant()) return from_bits(Storage(f.v).bits);
-    return of(graph().op(K::cvt, sort, f.node()));
+    return of(graph().op(NodeKind::cvt, sort, f.node()));
   }
 
   friend Sym16 operator+(Sym16 a, Sym16 b) { return round(widen(a) + widen(b)); }
@@ -527,7 +527,7 @@ struct Sym16 {
   friend Sym16 operator/(Sym16 a, Sym16 b) { return round(widen(a) / widen(b)); }
   friend Sym16 operator-(Sym16 a) {
     if (a.constant()) return from_bits(static_cast<std::uint16_t>(a.v ^ 0x8000u));
-    return of(graph().op(K::neg, sort, a.node()));
+    return of(graph().op(NodeKind::neg, sort, a.node()));
   }
   friend bool operator<(Sym16 a, Sym16 b) { return widen(a) < widen(b); }
   friend bool operator>(Sym16 a, Sym16 b) { return widen(a) > widen(b); }
@@ -546,7 +546,7 @@ struct Sym16 {
   // |x| clears the sign bit.
   friend Sym16 lm_fabs(Sym16 x) {
     if (x.constant()) return from_bits(static_cast<std::uint16_t>(x.v & 0x7fffu));
-    return of(graph().op(K::abs, sort, x.node()));
+    return of(graph().op(NodeKind::abs, sort, x.node()));
   }
   // sign_bit's 16-bit branch reads the sign bit of x's bits; like std::signbit on Sym, only where the
   // decisions so far show x is not NaN (its comparisons saw x widened).

@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
 # tools/test.sh — every test, after tools/setup.sh --for-tests has built build/: the GoogleTest and
 # RapidCheck suite and the runner's CLI tests (ctest), the prover and its mutants (prove), the installed
-# package and its consumers
-# (test_package.sh), the build without the system's tl-expected and dlpack headers
-# (test_vendored_headers.sh), the Python package (pip install . and pytest, with the framework adapters'
-# tests), the Doxygen API reference with no undocumented public symbol (api_docs.sh), the ASan+UBSan
-# build (sanitize.sh), the threaded C ABI test under ThreadSanitizer (tsan.sh)
-# and a short fuzzing run (fuzz.sh). Runs every step,
-# then prints one line per step and "N passed, N failed"; exit status: the number of failed steps.
-# FUZZ_SECONDS (default 60) is the time per fuzz harness. Python is the virtual environment that
-# setup.sh --for-tests made ($TAPEWISE_VENV, default .venv/), first on the PATH for every step.
+# package and its consumers (test_package.sh), the build without the system's tl-expected and dlpack
+# headers (test_vendored_headers.sh), the Python package (pip install . and pytest, with the framework
+# adapters' tests), the Doxygen API reference with no undocumented public symbol (api_docs.sh), the
+# ASan+UBSan build (sanitize.sh), the threaded C ABI test under ThreadSanitizer (tsan.sh) and a short
+# fuzzing run (fuzz.sh). Runs every step, then prints one line per step and "N passed, N failed"; exit
+# status: the number of failed steps.
+#
+# The steps run in two lanes at once: the sanitizer and package builds keep both cores busy while the
+# other lane's single-threaded work (pytest, the solver, the fuzzers) runs beside them. Each step's
+# output is printed whole when it ends; no step shares a build folder with another lane's.
+# TAPEWISE_TEST_LANES=1 runs the steps one after another. FUZZ_SECONDS (default 60) is the time per
+# fuzz harness. Python is the virtual environment that setup.sh --for-tests made ($TAPEWISE_VENV,
+# default .venv/), first on the PATH for every step.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build="${TAPEWISE_BUILD:-build}"
@@ -20,17 +24,14 @@ if [ ! -x "$venv/bin/python3" ]; then
   exit 2
 fi
 export VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH"
-results=()
-failed=0
-step() {  # step NAME COMMAND...
-  local name=$1; shift
-  local start=$SECONDS
-  echo "===== $name"
-  "$@"
-  local rc=$?
-  results+=("$(printf '%-10s %s after %d s' "$name" "$([ "$rc" -eq 0 ] && echo passed || echo "FAILED (exit $rc)")" $((SECONDS - start)))")
-  [ "$rc" -eq 0 ] || failed=$((failed + 1))
-}
+lanes="${TAPEWISE_TEST_LANES:-2}"
+if [ "$lanes" != 1 ] && [ "$lanes" != 2 ]; then
+  echo "test.sh: TAPEWISE_TEST_LANES is '$lanes'; it takes 1 or 2" >&2
+  exit 2
+fi
+logs="$(mktemp -d "${TMPDIR:-/tmp}/tapewise_test.XXXXXX")"
+trap 'rm -rf "$logs"' EXIT
+
 python_tests() {
   # The architectures setup.sh built for (CUDA_ARCH, default 90), not the package's default list: that
   # list costs 5-10 minutes more here and this machine runs no kernel. The long option: Debian 12's pip
@@ -46,16 +47,58 @@ prove_tests() {
     "$build/bin/tapewise-conform" prove --frameworks --json "$build/prove.json" &&
     python3 prove/mutants.py --build "$build" --out "$build/prove-mutants" --jobs "$(nproc)"
 }
-step ctest ctest --test-dir "$build" --output-on-failure -j2
-step prove prove_tests
-step package tools/test_package.sh
-step vendored tools/test_vendored_headers.sh
-step python python_tests
-step apidocs tools/api_docs.sh
-step sanitize tools/sanitize.sh
-step tsan tools/tsan.sh
-step fuzz tools/fuzz.sh "${FUZZ_SECONDS:-60}"
+
+# step NAME COMMAND...: runs the command with its output in $logs/NAME.log, then prints the log whole
+# (under a lock, so two lanes' logs never interleave) and records "NAME passed/FAILED after N s".
+step() {
+  local name=$1; shift
+  local start=$SECONDS rc
+  "$@" >"$logs/$name.log" 2>&1
+  rc=$?
+  local verdict="passed"
+  [ "$rc" -eq 0 ] || verdict="FAILED (exit $rc)"
+  {
+    flock 9
+    echo "===== $name"
+    cat "$logs/$name.log"
+    printf '%-10s %s after %d s\n' "$name" "$verdict" $((SECONDS - start)) >"$logs/$name.result"
+  } 9>"$logs/.lock"
+  return 0
+}
+lane_a() {
+  step ctest ctest --test-dir "$build" --output-on-failure -j2
+  step prove prove_tests
+  step python python_tests
+  step fuzz tools/fuzz.sh "${FUZZ_SECONDS:-60}"
+}
+lane_b() {
+  step sanitize tools/sanitize.sh
+  step package tools/test_package.sh
+  step vendored tools/test_vendored_headers.sh
+  step tsan tools/tsan.sh
+  step apidocs tools/api_docs.sh
+}
+if [ "$lanes" = 2 ]; then
+  lane_a &
+  lane_b &
+  wait
+else
+  lane_a
+  lane_b
+fi
+
 echo "===== summary"
-printf '%s\n' "${results[@]}"
-echo "test.sh: $((${#results[@]} - failed)) passed, $failed failed"
+failed=0
+total=0
+for name in ctest prove package vendored python apidocs sanitize tsan fuzz; do
+  total=$((total + 1))
+  if [ -f "$logs/$name.result" ]; then
+    cat "$logs/$name.result"
+    grep -q " passed after " "$logs/$name.result" || failed=$((failed + 1))
+  else
+    printf '%-10s FAILED (did not run)\n' "$name"
+    failed=$((failed + 1))
+  fi
+done
+echo "test.sh: $((total - failed)) passed, $failed failed"
 exit "$failed"

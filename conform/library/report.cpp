@@ -20,31 +20,6 @@ std::string fixed(const char* format, double v) {
   return buf;
 }
 
-// An error in ULPs: two decimals while small, scientific once large, "inf"/"nan" as such.
-std::string ulps_text(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return "inf";
-  return v < 1000 ? fixed("%.2f", v) : fixed("%.1e", v);
-}
-
-std::string trim_number(double v) {
-  char buf[32];
-  const auto r = std::to_chars(buf, buf + sizeof buf, v);
-  return std::string(buf, r.ptr);
-}
-
-std::string bound_text(const reference::Bound& b) {
-  std::string s = trim_number(b.ulp);
-  if (b.abs > 0) s += "+" + trim_number(b.abs) + "eps*w";
-  return s;
-}
-
-std::string pad(const std::string& s, std::size_t width, bool right) {
-  if (s.size() >= width) return s;
-  const std::string fill(width - s.size(), ' ');
-  return right ? fill + s : s + fill;
-}
-
 Json sample_json(const Sample& s, Op op) {
   Json inputs = Json::object();
   const std::vector<std::string> names = input_names(op);
@@ -85,6 +60,33 @@ std::string sample_text(const Sample& s, Op op, DType dtype) {
 }
 
 }  // namespace
+
+// An error in ULPs: two decimals while small, scientific once large, "inf"/"nan" as such.
+std::string ulps_text(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return "inf";
+  return v < 1000 ? fixed("%.2f", v) : fixed("%.1e", v);
+}
+
+namespace {
+std::string trim_number(double v) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
+}
+}  // namespace
+
+std::string bound_text(const reference::Bound& b) {
+  std::string s = trim_number(b.ulp);
+  if (b.abs > 0) s += "+" + trim_number(b.abs) + "eps*w";
+  return s;
+}
+
+std::string pad(const std::string& s, std::size_t width, bool right) {
+  if (s.size() >= width) return s;
+  const std::string fill(width - s.size(), ' ');
+  return right ? fill + s : s + fill;
+}
 
 void print_table_header(std::ostream& out) {
   out << pad("node", 9, false) << pad("dtype", 8, false) << pad("cases", 6, true) << pad("fwd ulp", 10, true)

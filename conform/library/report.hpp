@@ -60,6 +60,11 @@ Json summary_json(const Summary& s, double elapsed_s);
 Json number_json(double v);
 // Shortest decimal that reads back to the same value in the dtype ("0.1", "-0", "1e-45", "inf").
 std::string short_value(double v, DType dtype);
+// The report's cells, shared by every table the runner prints: an error in ULPs (two decimals while
+// small, scientific once large, "inf"/"nan"), a bound as "ULP+ABSeps*w", a cell padded to a width.
+std::string ulps_text(double v);
+std::string bound_text(const reference::Bound& b);
+std::string pad(const std::string& s, std::size_t width, bool right = false);
 
 // A one-line progress display on stdout, only when stdout is a terminal and only once the run has
 // taken longer than a couple of seconds; erased before anything else is printed.

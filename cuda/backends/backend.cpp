@@ -8,6 +8,7 @@
 
 #include "backends/engine.hpp"
 #include "kernels/dispatch.hpp"
+#include "kernels/program.hpp"
 
 namespace tapewise {
 
@@ -148,6 +149,15 @@ detail::Engine& Backend::engine() { return static_cast<detail::Engine&>(*this); 
 void detail::Engine::inject_allocation_failure(std::int64_t nth) {
   std::lock_guard lock(allocation_mutex_);
   fail_countdown_ = nth;
+}
+
+Result<void> detail::Engine::run_program(const Program& program) {
+  const std::int64_t unsealed = first_unsealed_step(program);
+  if (unsealed >= 0)
+    return fail(ErrorCode::InvalidArgument, "tape program: step " + std::to_string(unsealed) + " of " +
+                                                std::to_string(program.steps.size()) +
+                                                " was appended and never sealed (Program::seal_last); nothing ran");
+  return run_sealed_program(program);
 }
 
 MemoryStats Backend::stats() const {

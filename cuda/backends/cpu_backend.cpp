@@ -54,7 +54,7 @@ class CpuBackend final : public detail::Engine {
   // same pieces (interpreter.hpp: run_steps_at; program.hpp: piece_at), so CI checks that code on the host: four
   // neighbouring elements at a time, as the CUDA runner's lanes of a large piece (a piece's last
   // elements then leave lanes that a step does not cover, as there).
-  [[nodiscard]] Result<void> run_program(const detail::Program& program) override {
+  [[nodiscard]] Result<void> run_sealed_program(const detail::Program& program) override {
     constexpr int kLanes = 4;
     for (std::size_t first = 0; first < program.steps.size();) {
       const detail::Piece piece = detail::piece_at(program, first, detail::kStepsPerLaunch);

@@ -386,7 +386,7 @@ class CudaBackend final : public detail::Engine {
     KernelLaunch launch = launcher();
     return detail::run_prim(launch, p, c, inputs, out);
   }
-  [[nodiscard]] Result<void> run_program(const detail::Program& program) override {
+  [[nodiscard]] Result<void> run_sealed_program(const detail::Program& program) override {
     DeviceGuard guard(device_);
     const cudaError_t err = detail::launch_program(stream_, program, compiled_ ? &*compiled_ : nullptr);
     if (err == cudaSuccess) return {};

@@ -23,8 +23,9 @@ class Engine : public Backend {
   /// One primitive buffer op (the vocabulary of the staged forms).
   [[nodiscard]] virtual Result<void> prim(Prim p, double c, std::span<const Buffer* const> inputs, Buffer& out) = 0;
   /// Runs a tape program: every step, in order, at every element (cuda/kernels/program.hpp). Queued like a
-  /// kernel: no synchronisation, no allocation.
-  [[nodiscard]] virtual Result<void> run_program(const Program& program) = 0;
+  /// kernel: no synchronisation, no allocation. A step appended and never sealed is an InvalidArgument
+  /// naming it, and nothing runs (backend.cpp).
+  [[nodiscard]] Result<void> run_program(const Program& program);
 
   /// allocate for a buffer of like's shape and dtype (a shape a buffer holds is valid, so it is not
   /// checked again: the tape allocates one per node).
@@ -38,6 +39,9 @@ class Engine : public Backend {
   /// does with its values and a backward with its slots. Borrowed ones, empty ones and another
   /// backend's are reset as usual.
   void release_buffers(std::span<Buffer* const> buffers) { release_all(buffers); }
+
+  /// What run_program runs once it has checked that every step is sealed.
+  [[nodiscard]] virtual Result<void> run_sealed_program(const Program& program) = 0;
 
   /// wrap without asking the driver where `data` lives (cudaPointerGetAttributes, about a microsecond
   /// a pointer): for a caller that already knows it is this backend's kind of memory on its device,

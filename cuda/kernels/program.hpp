@@ -86,7 +86,11 @@ inline constexpr int kFromWritten0 = kOperandCount, kFromWritten1 = 2 * kOperand
 inline constexpr unsigned kOperandBits = (1u << kOperandCount) - 1;
 
 // The dense dispatch number: forwards 0..kOpCount-1, VJPs kOpCount..2 kOpCount-1, then pass, zero.
+// kCodeUnsealed marks a step Program::append made and seal_last has not yet given its code: an engine
+// refuses a program holding one (Engine::run_program), rather than run it as code 0, add's forward.
 inline constexpr int kCodePass = 2 * kOpCount, kCodeZero = 2 * kOpCount + 1;
+inline constexpr std::uint8_t kCodeUnsealed = 0xFF;
+static_assert(kCodeZero < kCodeUnsealed, "the dispatch numbers fit below the unsealed mark");
 #if !defined(__CUDACC_RTC__)
 inline std::uint8_t code_of(StepKind kind, Op op) {
   switch (kind) {
@@ -161,10 +165,15 @@ struct Program {
     steps.push_back(step);
     seal_last();
   }
-  // A new last step, zeroed, for the builder to fill where it lies and then seal_last(): the tape builds a
+  // A new last step, zeroed but marked unsealed, for the builder to fill where it lies and then
+  // seal_last(): the tape builds a
   // step per node this way, since a step filled field by field on the stack and then copied stalls on
   // the copy's wide loads of the narrow stores (a fifth of a backward's host time before).
-  Step& append() { return steps.emplace_back(); }
+  Step& append() {
+    Step& step = steps.emplace_back();
+    step.code = kCodeUnsealed;
+    return step;
+  }
   // Derives the last step's code and sources from its fields (and the step before it).
   void seal_last() {
     Step& step = steps.back();
@@ -172,6 +181,12 @@ struct Program {
     step.sources = sources_of(step, steps.size() > 1 ? &steps[steps.size() - 2] : nullptr);
   }
 };
+// The index of the program's first step that was appended and never sealed, or -1 when every step is.
+inline std::int64_t first_unsealed_step(const Program& program) {
+  for (std::size_t j = 0; j < program.steps.size(); ++j)
+    if (program.steps[j].code == kCodeUnsealed) return static_cast<std::int64_t>(j);
+  return -1;
+}
 #endif  // !defined(__CUDACC_RTC__)
 
 // Steps per CUDA launch: the steps travel as one __grid_constant__ kernel parameter, and CUDA 12.1+

@@ -50,9 +50,8 @@ struct BackwardPlan;  ///< the backward walk (cuda/tape/backward_plan.hpp): inte
 struct TapeOptions {
   /// Nodes of at most this many elements run as programs (their forwards deferred and flushed
   /// together, their fused backward one program); 0 runs every node with its own kernels. At least 0.
-  /// The default, 2^20: on an H200 the 1,000-node chain of the README's Performance part runs faster
-  /// as programs up to 2^20 elements (6.7 against 12.9 us per node at 2^20) and slower at 2^22 (32.4
-  /// against 20.3, measured before the four-lane fast path).
+  /// The default, 2^20: up to that size a long chain runs faster as programs than node by node, and
+  /// beyond it the per-node kernels, at the copy roofline, are faster (docs/performance.md).
   std::int64_t program_threshold = std::int64_t{1} << 20;
   /// At most this many nodes wait for their forward; recording one more flushes first. From 1 to
   /// 65,536. The default, 448, is one CUDA launch's worth of program steps, so a full list flushes as
