@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/program.hpp"
+#include "tape/backward_program.hpp"
 #include "test_support.hpp"
 
 namespace tapewise::testing {

@@ -229,38 +229,6 @@ inline Piece piece_at(const Program& program, std::size_t first, int max_steps) 
   return piece;
 }
 
-// Slot writes kept in registers. `only_the_next_reads[j]` has bit k where the program's builder
-// knows that slot k of step j is not returned and that no step but j + 1 reads it (or none does).
-// Where that step then takes it from the register step j writes it to — the same piece, the same
-// elements, and its sources say so — or nothing reads it, out[k] becomes nullptr: the interpreter
-// stores nothing and hands the value on in the register, so an unwanted gradient of a chain never
-// reaches memory. Only first contributions (store, store_dense) qualify: an accumulation reads its
-// slot. Called once the program is complete (sources final); O(steps).
-inline void keep_in_registers(Program& program, std::span<const std::uint8_t> only_the_next_reads) {
-  std::vector<Step>& steps = program.steps;
-  std::size_t next_piece = 0;  // the first step of the piece after the current one
-  for (std::size_t j = 0; j < steps.size(); ++j) {
-    if (j == next_piece) next_piece += static_cast<std::size_t>(piece_at(program, j, kStepsPerLaunch).count);
-    Step& step = steps[j];
-    if (step.out[1] && step.out[1] == step.out[0]) continue;  // one buffer written twice: both stores kept
-    for (int k = 0; k < 2; ++k) {
-      const SlotWrite how = step.write[k];
-      const bool first_contribution = how == SlotWrite::store || how == SlotWrite::store_dense;
-      if (!first_contribution || !step.out[k] || !((only_the_next_reads[j] >> k) & 1u)) continue;
-      bool in_register = true;  // every read of the slot by step j + 1 comes from the register
-      if (j + 1 < steps.size()) {
-        const Step& next = steps[j + 1];
-        for (int operand = 0; operand < kOperandCount; ++operand) {
-          if (!reads(next, operand) || operand_address(next, operand) != step.out[k]) continue;
-          const unsigned from_register = (1u << (kFromWritten0 + operand)) | (1u << (kFromWritten1 + operand));
-          in_register = in_register && j + 1 != next_piece && next.numel == step.numel && (next.sources & from_register);
-        }
-      }
-      if (in_register) step.out[k] = nullptr;
-    }
-  }
-}
-
 #endif  // !defined(__CUDACC_RTC__)
 
 }  // namespace tapewise::detail

@@ -1,21 +1,19 @@
-// cuda/tape/tape.cpp — recording and reverse mode. Recording checks ids, shapes and dtypes, runs the
-// forward (or defers it to the next program, for small nodes) and appends a data node; backward
-// interprets nodes in descending id order, node by node or as one program. Nothing is appended or
-// mutated until every step has succeeded, so an error leaves the tape unchanged, but for the one
-// thing tape.hpp states: pending forwards that a flush before the failure has run.
+// cuda/tape/tape.cpp — recording: a node's checks (ids, shapes, dtypes), its forward run now or deferred
+// to the next program (small nodes, flushed together), and the data node appended; the tape's values
+// and its teardown. Nothing is appended or mutated until every step has succeeded, so an error leaves
+// the tape unchanged, but for the one thing tape.hpp states: pending forwards that a flush before the
+// failure has run. Reverse mode is backward.cpp.
 #include <algorithm>
 #include <cstdint>
 #include <iterator>
-#include <limits>
 #include <new>
-#include <optional>
 #include <string>
 
 #include <tapewise/tape.hpp>
 
 #include "backends/engine.hpp"
-#include "tape/backward_plan.hpp"
 #include "kernels/program.hpp"
+#include "tape/tape_internal.hpp"
 
 namespace tapewise {
 
@@ -24,54 +22,16 @@ static_assert(TapeOptions{}.max_pending_nodes == detail::kStepsPerLaunch,
 constexpr std::int64_t kMostPendingNodes = 65536;  // TapeOptions::max_pending_nodes's upper bound
 
 namespace {
-std::string id_str(NodeId id) { return "#" + std::to_string(id); }
+using detail::id_str;
+using detail::runs_as_program;
 
 // Programs write into buffers the tape hands out as const (values computed late, slots being
 // filled): the buffers are the tape's own.
 void* writable(const Buffer& b) { return const_cast<void*>(b.data()); }
 
-bool runs_as_program(std::int64_t numel, std::int64_t threshold) { return threshold > 0 && numel <= threshold; }
-
-// The arithmetic of detail::land_contribution on whole buffers (the per-node path): contribution c
-// reaching a parent's slot, by the backend's prims.
-struct BufferSums {
-  detail::Engine& be;
-  std::optional<Buffer>& slot;
-  Buffer& c;
-  Result<void> onto_existing() {
-    const Buffer* in[2] = {&*slot, &c};
-    return be.prim(Prim::add, 0.0, in, *slot);
-  }
-  Result<void> plus_zero() {
-    const Buffer* in[1] = {&c};
-    TAPEWISE_CHECK(be.prim(Prim::add_scalar, 0.0, in, c));
-    return as_is();
-  }
-  Result<void> as_is() {
-    slot = std::move(c);
-    return {};
-  }
-  Result<void> dropped() { return {}; }
-};
-
-// Working storage of flush and backward, reused by every tape of the thread: a long recording and
-// its backward then build their programs, plans and slot lists in memory that is already there
-// (no large temporary allocated and freed, and touched afresh, per call). Neither calls the other
-// while using its part, so one set per thread is enough.
-struct Scratch {
-  detail::Program flush_program;
-  detail::Program backward_program;
-  detail::BackwardPlan plan;
-  std::vector<BufferSpec> specs;
-  std::vector<std::size_t> slot_of;
-  std::vector<void*> slot_address;
-  std::vector<NodeId> internal_slots;
-  std::vector<NodeId> large_zeros;
-  std::vector<std::int64_t> reader_step;
-  std::vector<std::uint8_t> accumulated, only_the_next_reads;
-  std::vector<Buffer> slots;  // a program backward's gradient slots; empty between calls
-};
-thread_local Scratch scratch;
+// The flush's program, reused by every tape of the thread: a long recording builds its programs in
+// memory that is already there (no large temporary allocated and freed, and touched afresh, per call).
+thread_local detail::Program flush_program;
 
 // Releases the buffer of each item, taking the backend's allocation lock once per 256 buffers rather
 // than once each (a tape's teardown, a backward's slots).
@@ -87,40 +47,6 @@ void release_together(detail::Engine& engine, Items& items, BufferOf buffer_of) 
     }
   }
   engine.release_buffers({batch, count});
-}
-
-// For a backward returning only the wanted gradients: which slot writes of its program (the seed copy,
-// then a step per visit) no step but the next reads, the slot not being returned — a slot no
-// contribution accumulates onto, read only by its own node's visit — and so stay in registers.
-void keep_unwanted_in_registers(const detail::BackwardPlan& plan, std::span<const Node> nodes, NodeId out,
-                                detail::Program& program) {
-  const std::size_t count = plan.wanted.size();
-  std::vector<std::int64_t>& reader_step = scratch.reader_step;  // the step reading a node's slot as g
-  std::vector<std::uint8_t>& accumulated = scratch.accumulated;
-  reader_step.assign(count, -1);
-  accumulated.assign(count, 0);
-  for (std::size_t i = 0; i < plan.visits.size(); ++i) {
-    const detail::Visit& visit = plan.visits[i];
-    reader_step[static_cast<std::size_t>(visit.node)] = static_cast<std::int64_t>(i + 1);
-    for (std::size_t k = 0; k < 2; ++k)
-      if (visit.write[k] == detail::SlotWrite::accumulate)
-        accumulated[static_cast<std::size_t>(nodes[static_cast<std::size_t>(visit.node)].parents[k])] = 1;
-  }
-  std::vector<std::uint8_t>& only_next = scratch.only_the_next_reads;
-  only_next.assign(program.steps.size(), 0);
-  auto mark = [&](std::size_t step, int k, NodeId node) {
-    const auto id = static_cast<std::size_t>(node);
-    if (!plan.wanted[id] && !accumulated[id] && (reader_step[id] < 0 || reader_step[id] == static_cast<std::int64_t>(step + 1)))
-      only_next[step] |= static_cast<std::uint8_t>(1u << k);
-  };
-  mark(0, 0, out);  // the seed copy
-  for (std::size_t i = 0; i < plan.visits.size(); ++i) {
-    const detail::Visit& visit = plan.visits[i];
-    for (int k = 0; k < 2; ++k)
-      if (visit.write[static_cast<std::size_t>(k)] != detail::SlotWrite::none)
-        mark(i + 1, k, nodes[static_cast<std::size_t>(visit.node)].parents[static_cast<std::size_t>(k)]);
-  }
-  detail::keep_in_registers(program, only_next);
 }
 
 }  // namespace
@@ -193,7 +119,7 @@ Result<void> Tape::set_options(const TapeOptions& options) {
 
 Result<void> Tape::flush() const {
   if (pending_.empty()) return {};
-  detail::Program& program = scratch.flush_program;
+  detail::Program& program = flush_program;
   program.steps.clear();
   for (NodeId id : pending_) {
     const Node& n = nodes_[static_cast<std::size_t>(id)];
@@ -341,237 +267,6 @@ Result<Gradients> Tape::backward_dense(NodeId out, const Buffer& seed, std::span
 Result<Gradients> Tape::backward_dense(NodeId out, const HostArray& seed, std::span<const NodeId> wanted,
                                        VjpPath path) const {
   return run_backward(out, seed, path, true, &wanted);
-}
-
-Result<Gradients> Tape::run_backward(NodeId out, const HostArray& seed, VjpPath path, bool dense,
-                                     const std::span<const NodeId>* wanted) const {
-  TAPEWISE_CHECK(check_has_backend(dense ? "backward_dense" : "backward"));
-  auto buf = backend_->upload(seed, AllocTag::gradient);
-  TAPEWISE_CHECK(buf);
-  return run_backward(out, *buf, path, dense, wanted);
-}
-
-Result<void> Tape::check_backward_args(const char* what, NodeId out, const Buffer& seed) const {
-  if (out < 0 || static_cast<std::size_t>(out) >= nodes_.size())
-    return fail(ErrorCode::InvalidNodeId, std::string(what) + ": invalid output id " + std::to_string(out) +
-                                              " (tape has " + std::to_string(nodes_.size()) + " nodes)");
-  const Buffer& out_value = nodes_[static_cast<std::size_t>(out)].value;
-  if (seed.backend() != backend_.get())
-    return fail(ErrorCode::BackendMismatch, std::string(what) + ": seed belongs to another backend");
-  if (seed.shape() != out_value.shape())
-    return fail(ErrorCode::SeedShapeMismatch, std::string(what) + ": seed has shape " + seed.shape().str() +
-                                                  ", output " + id_str(out) + " has shape " + out_value.shape().str());
-  if (seed.dtype() != out_value.dtype())
-    return fail(ErrorCode::SeedDTypeMismatch, std::string(what) + ": seed is " + dtype_name(seed.dtype()) +
-                                                  ", output " + id_str(out) + " is " + dtype_name(out_value.dtype()));
-  return {};
-}
-
-Result<Gradients> Tape::run_backward(NodeId out, const Buffer& seed, VjpPath path, bool dense,
-                                     const std::span<const NodeId>* wanted) const {
-  const char* what = dense ? "backward_dense" : "backward";
-  TAPEWISE_CHECK(check_backward_args(what, out, seed));
-  detail::BackwardPlan& plan = scratch.plan;
-  plan.wanted.clear();
-  if (wanted) {
-    plan.wanted.assign(nodes_.size(), 0);
-    for (NodeId id : *wanted) {
-      if (id < 0 || static_cast<std::size_t>(id) >= nodes_.size())
-        return fail(ErrorCode::InvalidNodeId, std::string(what) + ": invalid wanted id " + std::to_string(id) +
-                                                  " (tape has " + std::to_string(nodes_.size()) + " nodes)");
-      plan.wanted[static_cast<std::size_t>(id)] = 1;
-    }
-  }
-  detail::plan_backward(nodes_, out, dense, plan);
-  // Every node the backward visits has the output's shape (a node's inputs have its shape), so
-  // the output's size decides whether they are all small enough for one program.
-  const std::int64_t numel = nodes_[static_cast<std::size_t>(out)].value.numel();
-  if (path == VjpPath::fused && runs_as_program(numel, options_.program_threshold))
-    return run_plan_as_program(plan, out, seed, dense);
-  TAPEWISE_CHECK(flush());
-  return run_plan_per_node(plan, out, seed, path);
-}
-
-// The plan node by node: each VJP one kernel (fused) or the spec's stages, into fresh contribution
-// buffers that then land in their parents' slots as the plan says.
-Result<Gradients> Tape::run_plan_per_node(const detail::BackwardPlan& plan, NodeId out, const Buffer& seed,
-                                          VjpPath path) const {
-  Backend& be = *backend_;
-  detail::Engine& engine = detail::engine_of(be);
-  std::vector<std::optional<Buffer>> slots(nodes_.size());
-  auto fresh_copy = [&](const Buffer& source) -> Result<Buffer> {
-    auto copy = be.allocate(source.shape(), source.dtype(), AllocTag::gradient);
-    if (!copy) return copy;
-    const Buffer* in[1] = {&source};
-    TAPEWISE_CHECK(engine.prim(Prim::copy, 0.0, in, *copy));
-    return copy;
-  };
-  auto land = [&](NodeId pid, Buffer contribution, detail::SlotWrite how) -> Result<void> {
-    BufferSums sums{engine, slots[static_cast<std::size_t>(pid)], contribution};
-    return detail::land_contribution(how, sums);
-  };
-
-  auto seed_copy = fresh_copy(seed);
-  TAPEWISE_CHECK(seed_copy);
-  slots[static_cast<std::size_t>(out)] = std::move(*seed_copy);
-  for (const detail::Visit& visit : plan.visits) {
-    const Node& node = nodes_[static_cast<std::size_t>(visit.node)];
-    const Buffer& g = *slots[static_cast<std::size_t>(visit.node)];
-    if (visit.pass_once) {
-      auto once = fresh_copy(g);
-      TAPEWISE_CHECK(once);
-      TAPEWISE_CHECK(land(node.parents[0], std::move(*once), visit.write[0]));
-      continue;
-    }
-    const Buffer* inputs[2] = {};
-    Buffer contributions[2];
-    Buffer* outs[2] = {&contributions[0], &contributions[1]};
-    for (int k = 0; k < node.arity; ++k) {
-      inputs[k] = &nodes_[static_cast<std::size_t>(node.parents[k])].value;
-      auto c = be.allocate(g.shape(), g.dtype(), AllocTag::gradient);
-      TAPEWISE_CHECK(c);
-      contributions[k] = std::move(*c);
-    }
-    const std::span<const Buffer* const> in_span(inputs, static_cast<std::size_t>(node.arity));
-    const std::span<Buffer* const> out_span(outs, static_cast<std::size_t>(node.arity));
-    auto ok = path == VjpPath::fused ? be.vjp_fused(*node.op, node.scalars, in_span, g, out_span)
-                                     : staged_vjp(be, *node.op, node.scalars, in_span, g, out_span);
-    TAPEWISE_CHECK(ok);
-    for (int k = 0; k < node.arity; ++k)
-      TAPEWISE_CHECK(land(node.parents[k], std::move(contributions[k]), visit.write[k]));
-    // An unwanted gradient is released once its node's VJP has read it (stream-ordered, like every
-    // contribution buffer here).
-    if (!plan.is_wanted(visit.node)) slots[static_cast<std::size_t>(visit.node)].reset();
-  }
-  for (NodeId id : plan.zero_slots) {
-    auto zeros = be.allocate(nodes_[static_cast<std::size_t>(id)].value.shape(),
-                             nodes_[static_cast<std::size_t>(id)].value.dtype(), AllocTag::gradient);
-    TAPEWISE_CHECK(zeros);
-    TAPEWISE_CHECK(engine.prim(Prim::fill, 0.0, {}, *zeros));
-    slots[static_cast<std::size_t>(id)] = std::move(*zeros);
-  }
-  Gradients grads(nodes_.size());
-  for (std::size_t id = 0; id < slots.size(); ++id)
-    if (slots[id] && plan.is_wanted(static_cast<NodeId>(id))) grads.put(static_cast<NodeId>(id), std::move(*slots[id]));
-  return grads;
-}
-
-// The plan as one program: the same visits in the same order, each contribution written as the
-// per-node executor lands it. The slots returned are buffers carved from one allocation; the others
-// (the gradients in between, when only some are wanted) are addresses in one more, released once the
-// program is queued: no buffer object per node. Both are made before the pending forwards are
-// flushed, so a failing allocation changes nothing at all.
-Result<Gradients> Tape::run_plan_as_program(const detail::BackwardPlan& plan, NodeId out, const Buffer& seed,
-                                            bool dense) const {
-  Backend& be = *backend_;
-  detail::Engine& engine = detail::engine_of(be);
-  const std::size_t count = nodes_.size();
-  auto at = [&](NodeId id) -> const Node& { return nodes_[static_cast<std::size_t>(id)]; };
-  // A slot the walk reaches has the output's shape and dtype (a node's inputs have its own).
-  const Buffer& like = at(out).value;
-  // Slot specs written over the scratch's earlier ones: their shapes' storage is reused.
-  std::vector<BufferSpec>& specs = scratch.specs;
-  std::vector<std::size_t>& slot_of = scratch.slot_of;  // a returned slot's index in `slots`
-  std::vector<void*>& address = scratch.slot_address;
-  std::vector<NodeId>& internal = scratch.internal_slots;
-  slot_of.assign(count, SIZE_MAX);
-  address.assign(count, nullptr);
-  internal.clear();
-  std::size_t returned = 0;
-  for (std::size_t id = 0; id < count; ++id) {
-    if (!plan.has_slot(static_cast<NodeId>(id), dense, nodes_[id])) continue;
-    if (!plan.is_wanted(static_cast<NodeId>(id))) {
-      internal.push_back(static_cast<NodeId>(id));
-      continue;
-    }
-    if (returned == specs.size()) specs.emplace_back();
-    specs[returned].shape = nodes_[id].value.shape();  // a dense zero slot may lie outside the output's graph
-    specs[returned].dtype = nodes_[id].value.dtype();
-    slot_of[id] = returned++;
-  }
-  std::vector<Buffer>& slots = scratch.slots;
-  Buffer internal_slots;
-  struct Emptied {  // on every way out, so that the scratch holds no buffer between calls
-    std::vector<Buffer>& slots;
-    ~Emptied() { slots.clear(); }
-  } emptied{slots};
-  TAPEWISE_CHECK(engine.allocate_many_into({specs.data(), returned}, AllocTag::gradient, slots));
-  if (!internal.empty()) {
-    // One buffer of the internal slots end to end, each 16-byte aligned as allocate_many's parts are.
-    const std::int64_t stride = (like.numel() * static_cast<std::int64_t>(dtype_size(like.dtype())) + 15) / 16 * 16;
-    const auto slots_inside = static_cast<std::int64_t>(internal.size());
-    if (stride > 0 && slots_inside > std::numeric_limits<std::int64_t>::max() / stride)
-      return fail(ErrorCode::OutOfMemory, std::string(dense ? "backward_dense" : "backward") + ": " +
-                                              std::to_string(slots_inside) + " gradient slots of " + like.shape().str() +
-                                              " are too large to address");
-    auto buffer = engine.allocate(Shape{slots_inside * stride / static_cast<std::int64_t>(dtype_size(like.dtype()))},
-                                  like.dtype(), AllocTag::gradient);
-    TAPEWISE_CHECK(buffer);
-    internal_slots = std::move(*buffer);
-    if (stride > 0)  // else every internal slot is empty, its address null as an empty buffer's
-      for (std::size_t i = 0; i < internal.size(); ++i)
-        address[static_cast<std::size_t>(internal[i])] = static_cast<std::byte*>(internal_slots.data()) + i * stride;
-  }
-  for (std::size_t id = 0; id < count; ++id)
-    if (slot_of[id] != SIZE_MAX) address[id] = slots[slot_of[id]].data();
-  TAPEWISE_CHECK(flush());
-  auto slot = [&](NodeId id) { return address[static_cast<std::size_t>(id)]; };
-  detail::Program& program = scratch.backward_program;
-  program.steps.clear();
-  // A new step of the program, filled where it lies (Program::append) and sealed once complete.
-  auto new_step = [&](detail::StepKind kind, const Buffer& shaped) -> detail::Step& {
-    detail::Step& step = program.append();
-    step.kind = kind;
-    step.dtype = shaped.dtype();
-    step.numel = shaped.numel();
-    return step;
-  };
-  detail::Step& copy = new_step(detail::StepKind::pass, seed);
-  copy.in[0] = seed.data();
-  copy.out[0] = slot(out);
-  copy.write[0] = detail::SlotWrite::store;
-  program.seal_last();
-  for (const detail::Visit& visit : plan.visits) {
-    const Node& n = at(visit.node);
-    void* g = slot(visit.node);
-    detail::Step& step = new_step(visit.pass_once ? detail::StepKind::pass : detail::StepKind::vjp, like);
-    step.in[0] = g;
-    if (!visit.pass_once) {
-      step.op = *n.op;
-      step.s0 = n.scalars.s0;
-      step.s1 = n.scalars.s1;
-      step.g = g;
-      for (int k = 0; k < n.arity; ++k) step.in[k] = at(n.parents[k]).value.data();
-    }
-    for (int k = 0; k < (visit.pass_once ? 1 : n.arity); ++k) {
-      step.write[k] = visit.write[k];
-      if (visit.write[k] != detail::SlotWrite::none) step.out[k] = slot(n.parents[k]);
-    }
-    program.seal_last();
-  }
-  // Dense: slots that received nothing hold +0; a large one (a node outside the output's graph)
-  // by a fill kernel, so the program's threads stay as many as the output's elements. Each is returned.
-  std::vector<NodeId>& large_zeros = scratch.large_zeros;
-  large_zeros.clear();
-  for (NodeId id : plan.zero_slots) {
-    Buffer& zeros = slots[slot_of[static_cast<std::size_t>(id)]];
-    if (!runs_as_program(zeros.numel(), options_.program_threshold)) {
-      large_zeros.push_back(id);
-      continue;
-    }
-    detail::Step& zero = new_step(detail::StepKind::zero, zeros);
-    zero.out[0] = zeros.data();
-    program.seal_last();
-  }
-  if (!plan.wanted.empty()) keep_unwanted_in_registers(plan, nodes_, out, program);
-  TAPEWISE_CHECK(engine.run_program(program));
-  for (NodeId id : large_zeros)
-    TAPEWISE_CHECK(engine.prim(Prim::fill, 0.0, {}, slots[slot_of[static_cast<std::size_t>(id)]]));
-
-  Gradients grads(count);
-  for (std::size_t id = 0; id < count; ++id)
-    if (slot_of[id] != SIZE_MAX) grads.put(static_cast<NodeId>(id), std::move(slots[slot_of[id]]));
-  return grads;  // internal_slots released here, stream-ordered after the program
 }
 
 }  // namespace tapewise

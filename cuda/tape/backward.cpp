@@ -1,0 +1,183 @@
+// cuda/tape/backward.cpp — reverse mode: a backward's checks and plan (backward_plan.hpp), then one of
+// its two executors: node by node (a kernel per VJP, fused or staged, into fresh contribution buffers)
+// or as one program (backward_program.hpp). Both run the same plan, so they cannot disagree; neither
+// changes the tape.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <tapewise/tape.hpp>
+
+#include "backends/engine.hpp"
+#include "tape/backward_plan.hpp"
+#include "tape/backward_program.hpp"
+#include "tape/tape_internal.hpp"
+
+namespace tapewise {
+
+namespace {
+
+// The arithmetic of detail::land_contribution on whole buffers (the per-node path): contribution c
+// reaching a parent's slot, by the backend's prims.
+struct BufferSums {
+  detail::Engine& be;
+  std::optional<Buffer>& slot;
+  Buffer& c;
+  Result<void> onto_existing() {
+    const Buffer* in[2] = {&*slot, &c};
+    return be.prim(Prim::add, 0.0, in, *slot);
+  }
+  Result<void> plus_zero() {
+    const Buffer* in[1] = {&c};
+    TAPEWISE_CHECK(be.prim(Prim::add_scalar, 0.0, in, c));
+    return as_is();
+  }
+  Result<void> as_is() {
+    slot = std::move(c);
+    return {};
+  }
+  Result<void> dropped() { return {}; }
+};
+
+// The plan and the program builder of a backward, reused by every tape of the thread: a long tape's
+// backward builds its plan and steps in memory already there. A backward never runs another, so one
+// of each per thread is enough.
+thread_local detail::BackwardPlan backward_plan;
+thread_local detail::BackwardProgram backward_program;
+
+}  // namespace
+
+Result<Gradients> Tape::run_backward(NodeId out, const HostArray& seed, VjpPath path, bool dense,
+                                     const std::span<const NodeId>* wanted) const {
+  TAPEWISE_CHECK(check_has_backend(dense ? "backward_dense" : "backward"));
+  auto buf = backend_->upload(seed, AllocTag::gradient);
+  TAPEWISE_CHECK(buf);
+  return run_backward(out, *buf, path, dense, wanted);
+}
+
+Result<void> Tape::check_backward_args(const char* what, NodeId out, const Buffer& seed) const {
+  if (out < 0 || static_cast<std::size_t>(out) >= nodes_.size())
+    return fail(ErrorCode::InvalidNodeId, std::string(what) + ": invalid output id " + std::to_string(out) +
+                                              " (tape has " + std::to_string(nodes_.size()) + " nodes)");
+  const Buffer& out_value = nodes_[static_cast<std::size_t>(out)].value;
+  if (seed.backend() != backend_.get())
+    return fail(ErrorCode::BackendMismatch, std::string(what) + ": seed belongs to another backend");
+  if (seed.shape() != out_value.shape())
+    return fail(ErrorCode::SeedShapeMismatch, std::string(what) + ": seed has shape " + seed.shape().str() +
+                                                  ", output " + detail::id_str(out) + " has shape " + out_value.shape().str());
+  if (seed.dtype() != out_value.dtype())
+    return fail(ErrorCode::SeedDTypeMismatch, std::string(what) + ": seed is " + dtype_name(seed.dtype()) +
+                                                  ", output " + detail::id_str(out) + " is " + dtype_name(out_value.dtype()));
+  return {};
+}
+
+Result<Gradients> Tape::run_backward(NodeId out, const Buffer& seed, VjpPath path, bool dense,
+                                     const std::span<const NodeId>* wanted) const {
+  const char* what = dense ? "backward_dense" : "backward";
+  TAPEWISE_CHECK(check_backward_args(what, out, seed));
+  detail::BackwardPlan& plan = backward_plan;
+  plan.wanted.clear();
+  if (wanted) {
+    plan.wanted.assign(nodes_.size(), 0);
+    for (NodeId id : *wanted) {
+      if (id < 0 || static_cast<std::size_t>(id) >= nodes_.size())
+        return fail(ErrorCode::InvalidNodeId, std::string(what) + ": invalid wanted id " + std::to_string(id) +
+                                                  " (tape has " + std::to_string(nodes_.size()) + " nodes)");
+      plan.wanted[static_cast<std::size_t>(id)] = 1;
+    }
+  }
+  detail::plan_backward(nodes_, out, dense, plan);
+  // Every node the backward visits has the output's shape (a node's inputs have its shape), so
+  // the output's size decides whether they are all small enough for one program.
+  const std::int64_t numel = nodes_[static_cast<std::size_t>(out)].value.numel();
+  if (path == VjpPath::fused && detail::runs_as_program(numel, options_.program_threshold))
+    return run_plan_as_program(plan, out, seed, dense);
+  TAPEWISE_CHECK(flush());
+  return run_plan_per_node(plan, out, seed, path);
+}
+
+// The plan node by node: each VJP one kernel (fused) or the spec's stages, into fresh contribution
+// buffers that then land in their parents' slots as the plan says.
+Result<Gradients> Tape::run_plan_per_node(const detail::BackwardPlan& plan, NodeId out, const Buffer& seed,
+                                          VjpPath path) const {
+  Backend& be = *backend_;
+  detail::Engine& engine = detail::engine_of(be);
+  std::vector<std::optional<Buffer>> slots(nodes_.size());
+  auto fresh_copy = [&](const Buffer& source) -> Result<Buffer> {
+    auto copy = be.allocate(source.shape(), source.dtype(), AllocTag::gradient);
+    if (!copy) return copy;
+    const Buffer* in[1] = {&source};
+    TAPEWISE_CHECK(engine.prim(Prim::copy, 0.0, in, *copy));
+    return copy;
+  };
+  auto land = [&](NodeId pid, Buffer contribution, detail::SlotWrite how) -> Result<void> {
+    BufferSums sums{engine, slots[static_cast<std::size_t>(pid)], contribution};
+    return detail::land_contribution(how, sums);
+  };
+
+  auto seed_copy = fresh_copy(seed);
+  TAPEWISE_CHECK(seed_copy);
+  slots[static_cast<std::size_t>(out)] = std::move(*seed_copy);
+  for (const detail::Visit& visit : plan.visits) {
+    const Node& node = nodes_[static_cast<std::size_t>(visit.node)];
+    const Buffer& g = *slots[static_cast<std::size_t>(visit.node)];
+    if (visit.pass_once) {
+      auto once = fresh_copy(g);
+      TAPEWISE_CHECK(once);
+      TAPEWISE_CHECK(land(node.parents[0], std::move(*once), visit.write[0]));
+      continue;
+    }
+    const Buffer* inputs[2] = {};
+    Buffer contributions[2];
+    Buffer* outs[2] = {&contributions[0], &contributions[1]};
+    for (int k = 0; k < node.arity; ++k) {
+      inputs[k] = &nodes_[static_cast<std::size_t>(node.parents[k])].value;
+      auto c = be.allocate(g.shape(), g.dtype(), AllocTag::gradient);
+      TAPEWISE_CHECK(c);
+      contributions[k] = std::move(*c);
+    }
+    const std::span<const Buffer* const> in_span(inputs, static_cast<std::size_t>(node.arity));
+    const std::span<Buffer* const> out_span(outs, static_cast<std::size_t>(node.arity));
+    auto ok = path == VjpPath::fused ? be.vjp_fused(*node.op, node.scalars, in_span, g, out_span)
+                                     : staged_vjp(be, *node.op, node.scalars, in_span, g, out_span);
+    TAPEWISE_CHECK(ok);
+    for (int k = 0; k < node.arity; ++k)
+      TAPEWISE_CHECK(land(node.parents[k], std::move(contributions[k]), visit.write[k]));
+    // An unwanted gradient is released once its node's VJP has read it (stream-ordered, like every
+    // contribution buffer here).
+    if (!plan.is_wanted(visit.node)) slots[static_cast<std::size_t>(visit.node)].reset();
+  }
+  for (NodeId id : plan.zero_slots) {
+    auto zeros = be.allocate(nodes_[static_cast<std::size_t>(id)].value.shape(),
+                             nodes_[static_cast<std::size_t>(id)].value.dtype(), AllocTag::gradient);
+    TAPEWISE_CHECK(zeros);
+    TAPEWISE_CHECK(engine.prim(Prim::fill, 0.0, {}, *zeros));
+    slots[static_cast<std::size_t>(id)] = std::move(*zeros);
+  }
+  Gradients grads(nodes_.size());
+  for (std::size_t id = 0; id < slots.size(); ++id)
+    if (slots[id] && plan.is_wanted(static_cast<NodeId>(id))) grads.put(static_cast<NodeId>(id), std::move(*slots[id]));
+  return grads;
+}
+
+// The plan as one program (backward_program.hpp builds it): the same visits in the same order, each
+// contribution written as the per-node executor lands it. The slots are allocated before the pending
+// forwards are flushed, so a failing allocation changes nothing at all.
+Result<Gradients> Tape::run_plan_as_program(const detail::BackwardPlan& plan, NodeId out, const Buffer& seed,
+                                            bool dense) const {
+  detail::Engine& engine = detail::engine_of(*backend_);
+  detail::BackwardProgram& builder = backward_program;
+  struct Released {  // on every way out: the builder holds no buffer between calls
+    detail::BackwardProgram& builder;
+    ~Released() { builder.release(); }
+  } released{builder};
+  TAPEWISE_CHECK(builder.allocate_slots(engine, plan, nodes_, out, dense, dense ? "backward_dense" : "backward"));
+  TAPEWISE_CHECK(flush());
+  TAPEWISE_CHECK(engine.run_program(builder.build(plan, nodes_, out, seed, options_.program_threshold)));
+  TAPEWISE_CHECK(builder.fill_large_zeros(engine));
+  Gradients grads(nodes_.size());
+  builder.hand_out([&](NodeId id, Buffer slot) { grads.put(id, std::move(slot)); });
+  return grads;  // the internal slots released with the builder's, stream-ordered after the program
+}
+
+}  // namespace tapewise

@@ -1,0 +1,71 @@
+// cuda/tape/backward_program.hpp — a backward as one tape program, built in one place: the gradient
+// slots (the returned ones as buffers, the ones in between as addresses in one allocation), the steps
+// in the plan's order, and the register pass that keeps gradients nobody returns out of memory, with
+// the piece boundaries it must respect. The tape's program executor (backward.cpp) and the tests use it.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include <tapewise/tape.hpp>
+
+#include "backends/engine.hpp"
+#include "kernels/program.hpp"
+#include "tape/backward_plan.hpp"
+
+namespace tapewise::detail {
+
+// Slot writes kept in registers. `only_the_next_reads[j]` has bit k where the program's builder
+// knows that slot k of step j is not returned and that no step but j + 1 reads it (or none does).
+// Where that step then takes it from the register step j writes it to — the same piece, the same
+// elements, and its sources say so — or nothing reads it, out[k] becomes nullptr: the interpreter
+// stores nothing and hands the value on in the register, so an unwanted gradient of a chain never
+// reaches memory. Only first contributions (store, store_dense) qualify: an accumulation reads its
+// slot. Called once the program is complete (sources final); O(steps).
+void keep_in_registers(Program& program, std::span<const std::uint8_t> only_the_next_reads);
+
+// The builder of one backward program. Reused by every backward of a thread (backward.cpp keeps one
+// per thread), so a long tape's backward builds its steps and slot lists in memory already there; it
+// holds no buffer between calls (release()).
+class BackwardProgram {
+ public:
+  // The gradient slots of `plan`'s walk from `out`: a buffer for each returned one, addresses in one
+  // allocation for the others. Called before anything runs, so that a failing allocation changes
+  // nothing. `what` names the call in errors.
+  [[nodiscard]] Result<void> allocate_slots(Engine& engine, const BackwardPlan& plan, std::span<const Node> nodes,
+                                            NodeId out, bool dense, const char* what);
+  // The program over the slots: the seed copy, a step per visit, then dense zeros of at most
+  // `threshold` elements (a larger one is a fill kernel: fill_large_zeros); when only some gradients
+  // are wanted, the register pass.
+  const Program& build(const BackwardPlan& plan, std::span<const Node> nodes, NodeId out, const Buffer& seed,
+                       std::int64_t threshold);
+  // The dense zero slots too large for the program, by fill kernels queued after it.
+  [[nodiscard]] Result<void> fill_large_zeros(Engine& engine);
+  // Hands each returned slot to put(id, Buffer), ascending ids.
+  template <class Put>
+  void hand_out(Put put) {
+    for (std::size_t id = 0; id < slot_of_.size(); ++id)
+      if (slot_of_[id] != kNoSlot) put(static_cast<NodeId>(id), std::move(slots_[slot_of_[id]]));
+  }
+  // Drops every buffer the builder holds (the internal slots' release is stream-ordered after the
+  // program). Called on every way out of a backward.
+  void release();
+
+ private:
+  static constexpr std::size_t kNoSlot = SIZE_MAX;
+  void keep_unwanted_in_registers(const BackwardPlan& plan, std::span<const Node> nodes, NodeId out);
+
+  Program program_;
+  std::vector<BufferSpec> specs_;
+  std::vector<std::size_t> slot_of_;   // a returned slot's index in slots_, else kNoSlot
+  std::vector<void*> address_;         // every slot's address, returned or internal
+  std::vector<NodeId> internal_;       // the slots in between, in one allocation
+  std::vector<NodeId> large_zeros_;
+  std::vector<std::int64_t> reader_step_;
+  std::vector<std::uint8_t> accumulated_, only_the_next_reads_;
+  std::vector<Buffer> slots_;          // the returned slots; empty between calls
+  Buffer internal_slots_;
+};
+
+}  // namespace tapewise::detail
