@@ -334,6 +334,12 @@ TEST(CApi, BackendQueries) {
   std::string small(needed - 1, '#');
   EXPECT_EQ(tw_backend_describe(raw, small.data(), small.size(), nullptr), TW_INVALID_ARGUMENT);
   EXPECT_EQ(small, std::string(needed - 1, '#'));  // nothing written
+  // A short buffer still reports the size needed (as snprintf does), so the caller can retry.
+  std::size_t retry = 0;
+  char eight[8] = "#######";
+  EXPECT_EQ(tw_backend_describe(raw, eight, sizeof eight, &retry), TW_INVALID_ARGUMENT);
+  EXPECT_EQ(retry, needed);
+  EXPECT_STREQ(eight, "#######");
   std::vector<char> dst(needed);
   TW_EXPECT_OK(tw_backend_describe(raw, dst.data(), dst.size(), nullptr));
   EXPECT_EQ(std::string(dst.data()), text);

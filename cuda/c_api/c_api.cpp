@@ -488,13 +488,15 @@ tw_status tw_backend_describe(const tw_backend* backend, char* dst, size_t dst_s
   return guarded(__func__, [&] {
     const std::string text = live(backend).backend->describe();
     const std::size_t size = text.size() + 1;
+    // Written first, as snprintf reports the length it needed: a caller whose buffer was short learns
+    // the size to retry with from the failing call itself.
+    if (needed) *needed = size;
     if (dst || dst_size > 0) {
       if (!dst) raise(TW_NULL_POINTER, "dst is NULL with dst_size " + std::to_string(dst_size));
       if (dst_size < size)
         raise(TW_INVALID_ARGUMENT, "dst_size " + std::to_string(dst_size) + " is less than the " + std::to_string(size) + " bytes needed");
       std::memcpy(dst, text.c_str(), size);
     }
-    if (needed) *needed = size;
   });
 }
 

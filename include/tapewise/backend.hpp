@@ -8,6 +8,8 @@
 /// \file
 #pragma once
 
+#include "requires_cpp20.hpp"
+
 #include <array>
 #include <cstdint>
 #include <memory>

@@ -3,6 +3,8 @@
 /// \file
 #pragma once
 
+#include "requires_cpp20.hpp"
+
 #include <cstdint>
 
 #include "float16.hpp"

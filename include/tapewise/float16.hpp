@@ -5,6 +5,8 @@
 /// \file
 #pragma once
 
+#include "requires_cpp20.hpp"
+
 #include <cstdint>
 #include <cstring>
 

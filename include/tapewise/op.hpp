@@ -4,6 +4,8 @@
 /// \file
 #pragma once
 
+#include "requires_cpp20.hpp"
+
 #include <cstddef>
 #include <initializer_list>
 // Kernels compiled at run time (NVRTC, which has no C++ standard library) see the table, not its

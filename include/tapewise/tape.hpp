@@ -29,6 +29,8 @@
 /// \file
 #pragma once
 
+#include "requires_cpp20.hpp"
+
 #include <cstdint>
 #include <memory>
 #include <optional>

@@ -190,8 +190,9 @@ TW_API tw_status tw_backend_kind_of(const tw_backend* backend, int* out);
  * is the backend's to destroy; a caller's stream stays the caller's. */
 TW_API tw_status tw_backend_stream(const tw_backend* backend, void** out);
 /** Copies the description ("CUDA device 0: NVIDIA H200 (…)") with its NUL into dst. `needed` (may be
- * NULL) receives its size including the NUL; dst = NULL with dst_size = 0 only asks for that size; a
- * dst_size smaller than needed is TW_INVALID_ARGUMENT (nothing written). */
+ * NULL) receives its size including the NUL, also when the call fails for a short dst (as snprintf
+ * reports it); dst = NULL with dst_size = 0 only asks for that size; a dst_size smaller than needed is
+ * TW_INVALID_ARGUMENT (nothing written to dst). */
 TW_API tw_status tw_backend_describe(const tw_backend* backend, char* dst, size_t dst_size, size_t* needed);
 /** Waits for all queued work; reports an asynchronous failure. */
 TW_API tw_status tw_backend_synchronize(tw_backend* backend);
