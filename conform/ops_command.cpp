@@ -107,7 +107,7 @@ constexpr Place kPlaces[] = {
     {"reference/sweep_reference.hpp", "the sweep transcription (Op::NAME)", R"(Op::NAME\b)"},
     {"include/tapewise/tape.hpp", "Tape's named method", R"(Op::NAME\b)"},
     {"python/tapewise/_tapewise.pyi", "the Python Tape method's type stub", R"(def NAME\()"},
-    {"python/tapewise/torch.py", "tapewise.torch's function and name table", R"(["']NAME["'])"},
+    {"python/tapewise/torch/_ops.py", "tapewise.torch's function and name table", R"(["']NAME["'])"},
     {"conform/aten_parity.py", "the ATen staging", R"(["']NAME["'])"},
     {"conform/frameworks/forms.py", "the PyTorch and JAX forms (the audit runs, the benchmark times)", R"(["']NAME["'])"},
 };

@@ -37,7 +37,7 @@ struct PyTape {
   }
 };
 
-// tapewise.torch's regions (python/tapewise/torch.py): one region call, and the values its ops record.
+// tapewise.torch's regions (python/tapewise/torch/_region.py): one region call, and the values its ops record.
 // Made here so that recording a node in a region is one call from Python that builds no Python object
 // in Python: the region's cost per node is then the tape's, not the interpreter's.
 struct PyRegion {

@@ -1,9 +1,9 @@
 // tapewise/native/torch_nodes.cpp — tapewise.torch's per-node path in C++: each node's forward
 // records a C++ autograd node, as PyTorch's own ops do, so that a node costs PyTorch what one of its
 // ops does: no Python autograd.Function, no Python in the backward. tapewise.torch builds this file
-// against the installed PyTorch on first use (torch.utils.cpp_extension, cached; tapewise/torch.py,
+// against the installed PyTorch on first use (torch.utils.cpp_extension, cached; tapewise/torch/_native.py,
 // _load_native) and calls unary/binary below; the kernels are tapewise's, reached through the table of
-// node_kernels.h. Forward and backward keep the Python path's rules (tapewise/torch.py, _UnaryNode and
+// node_kernels.h. Forward and backward keep the Python path's rules (tapewise/torch/_nodes.py, _UnaryNode and
 // _BinaryNode).
 #include <array>
 #include <cstdint>

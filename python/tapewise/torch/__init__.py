@@ -1,0 +1,78 @@
+"""tapewise.torch — every tapewise node as a differentiable torch op: the forward and the fused VJP
+are tapewise's kernels, run in place on the tensors' memory (no copies), on PyTorch's current CUDA
+stream (or the CPU backend for CPU tensors); and region(fn), which runs a function written with
+these ops as one tapewise tape.
+
+    import torch, tapewise.torch as twt
+    x = torch.randn(1 << 20, device="cuda", requires_grad=True)
+    y = twt.maximum(twt.sin(x), twt.clamp(x, -0.5, 0.5))
+    y.sum().backward()                       # x.grad: tapewise's fused VJPs, one autograd node each
+
+    @twt.region                              # the same ops, one tape: forward and backward as programs
+    def block(x, w):
+        return twt.relu(twt.scale(twt.tanh(twt.mul(x, w)), 0.9))
+    block(x, w).sum().backward()             # x.grad, w.grad: Tape.backward's bits
+
+Node by node: inputs must be float32, float64, bfloat16 or float16 tensors of one shape, dtype and
+device (no broadcasting); they are made contiguous first. Results have the inputs' dtype; in bfloat16
+and float16 each stage is computed in float32 and rounded once to 16 bits, as ATen does, and scalars
+are the dtype's values R16(R32(c)) (spec/conventions.md 0.3). Double backward is not supported (backward with
+create_graph=True runs, and differentiating its result raises). Gradients are identical to
+tapewise.Tape.backward's up to NaN (equal bits, or both NaN: a NaN's sign and payload may differ):
+each backward is the node's fused VJP, and contributions accumulate as the tape's do (maximum(a, a)
+and minimum(a, a) contribute the upstream gradient once, as the tape does).
+
+C++ nodes: each call records one C++ autograd node, as PyTorch's own ops do (grad_fn
+tapewise::UnaryNodeBackward or BinaryNodeBackward), so a node costs what an eager op does and its
+backward runs no Python. They live in native/torch_nodes.cpp, which the first node call builds against
+the installed torch (torch.utils.cpp_extension: a C++ compiler and ninja; 18-50 s, once per torch
+build, cached under TAPEWISE_TORCH_NATIVE_DIR or ~/.cache/tapewise/torch_nodes). Where that cannot
+be done, each node is a Python torch.autograd.Function instead, with the same bits and errors but
+PyTorch's autograd.Function cost per call, and a RuntimeWarning says why. TAPEWISE_TORCH_NATIVE=1
+raises instead, =0 uses the Python nodes without trying; node_path() says which run.
+
+Regions (region(fn)): each call records a fresh tape (no compile step; Python control flow is
+followed afresh every call), a leaf per distinct tensor argument (a view, no copy), the nodes of fn,
+and returns the output as an ordinary torch tensor sharing the tape's memory, with one grad_fn whose
+backward is Tape.backward(out, g, wanted=[the inputs that need a gradient]) — one backward program.
+Each input's gradient is Tape.backward's, bit for bit (and the node-by-node path's up to NaN).
+Autograd: inputs that do not require grad get none (and under torch.no_grad(), or with no input
+requiring grad, the output has no grad_fn); the output feeds any further torch op; the inputs are saved
+for backward, so changing one in place before backward raises PyTorch's in-place error, and a second
+backward needs retain_graph=True (then the tape's backward runs again and PyTorch accumulates) or
+raises PyTorch's "backward through the graph a second time" error. The output shares the tape's
+memory, so the tape's values (every node of the region) live as long as the output tensor or its
+graph does. fn must return one value (Tape.backward seeds one output); torch functions, operators and
+bool() on region values raise TypeError, and so does a torch tensor reaching an op without being an
+argument. Double backward through a region is not supported, as node by node.
+
+Streams: the backend for a CUDA tensor is bound to PyTorch's current stream on that device (one
+backend cached per (device, stream)), so tapewise's kernels are ordered with PyTorch's work exactly as
+a native op's would be, and no synchronisation is needed. PyTorch runs each backward on its forward's
+stream, which is the stream the node's (or the region's tape's) backend is bound to.
+
+torch.compile: a region is one graph break (it is torch.compiler.disable'd: Dynamo would otherwise
+trace into the recording and fail on the tape's arrays); the graphs before and after it are compiled
+and the region runs eagerly between them, with the same bits as without compile. A node called
+directly under torch.compile is a graph break too (Dynamo cannot trace the kernel call), so a compiled
+function of n nodes is n + 1 graphs: use a region there. Observed with torch 2.15 on the CPU, backends
+eager, aot_eager and inductor.
+"""
+
+from __future__ import annotations
+
+import tapewise
+
+# Each idea in its module: _nodes (the Python autograd nodes, backend_for), _native (building and
+# loading the C++ nodes), _region (region), _ops (the ops, NODES, and which nodes run: node_path).
+# _nodes comes first: it imports torch, or raises the ImportError that says tapewise.torch needs it.
+from ._nodes import backend_for  # isort: skip
+from ._native import _native_build_dir  # noqa: F401 (for tests: where the C++ nodes are cached)
+from ._ops import (  # noqa: F401 (the ops; _use_nodes for tests and benchmarks)
+    _DEFINED, NODES, _use_nodes, abs, add, clamp, cos, div, exp, gelu, inv, log, max, maximum, min, minimum, mul,
+    neg, node_path, relu, safe_log, safeLog, scale, sigmoid, silu, sin, softplus, sqrt, sub, tanh)
+from ._region import region
+
+
+__all__ = ["backend_for", "node_path", "region", "NODES", "maximum", "minimum", "safe_log"] + \
+    [n for n in tapewise.NODE_NAMES if n in _DEFINED]

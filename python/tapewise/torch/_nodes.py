@@ -1,0 +1,161 @@
+"""tapewise.torch._nodes — the Python autograd nodes: every tapewise node as a torch.autograd.Function
+(_UnaryNode, _BinaryNode: the forward and the fused VJP are tapewise's kernels, run in place on the
+tensors' memory), and what they and the rest of tapewise.torch share: the op indices, the dtype codes,
+the backend for a tensor (backend_for) and the input checks."""
+
+from __future__ import annotations
+
+try:
+    import torch
+    from torch.autograd.function import once_differentiable
+except ImportError as e:  # tapewise itself works without torch; only tapewise.torch needs it
+    raise ImportError("tapewise.torch needs PyTorch (pip install torch); the rest of tapewise works without it") from e
+
+import tapewise
+
+_OP_INDEX = {name: i for i, (name, _, _) in enumerate(tapewise.ops())}
+_DTYPE_NAMES = {torch.float32: "float32", torch.float64: "float64", torch.bfloat16: "bfloat16",
+                torch.float16: "float16"}
+# The dtype as the int code Backend._forward_raw/_vjp_raw take (no string parsing per call).
+_DTYPE_CODES = {dtype: tapewise._tapewise.DTYPE_CODES[name] for dtype, name in _DTYPE_NAMES.items()}
+_TIE_NODES = (_OP_INDEX["max"], _OP_INDEX["min"])
+
+_cpu_backend = None
+_cuda_backends: dict[tuple[int, int], tapewise.Backend] = {}
+# PyTorch's current cudaStream_t of a device as an int, without building a torch.cuda.Stream object
+# per call (torch._C._cuda_getCurrentRawStream, private, what torch's compiled code calls; a CPU-only
+# torch build lacks it, and a future torch might: torch.cuda.current_stream(...).cuda_stream then).
+_current_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+if _current_raw_stream is None:
+    def _current_raw_stream(device: int) -> int:
+        return torch.cuda.current_stream(device).cuda_stream
+
+
+def backend_for(t: torch.Tensor) -> tapewise.Backend:
+    """The backend that runs `t`'s nodes: the CPU backend, or a CUDA backend on PyTorch's current stream
+    of `t`'s device (cached per (device, stream))."""
+    global _cpu_backend
+    if t.is_cuda:
+        device = t.get_device()
+        stream = _current_raw_stream(device)
+        backend = _cuda_backends.get((device, stream))
+        if backend is None:
+            backend = tapewise.cuda(device=device, stream=stream)
+            _cuda_backends[(device, stream)] = backend
+        return backend
+    if t.is_cpu:
+        if _cpu_backend is None:
+            _cpu_backend = tapewise.cpu()
+        return _cpu_backend
+    raise TypeError(f"tapewise.torch: tensors on {t.device} are not supported (cpu or cuda)")
+
+
+def _dtype_code(t: torch.Tensor, what: str) -> int:
+    code = _DTYPE_CODES.get(t.dtype)
+    if code is None:
+        raise TypeError(f"tapewise.torch: {what} is {t.dtype}; tapewise takes float32, float64, bfloat16 or float16")
+    return code
+
+
+def _check_same(a: torch.Tensor, b: torch.Tensor, node: str) -> None:
+    if a.shape != b.shape or a.dtype != b.dtype or a.device != b.device:
+        raise ValueError(f"tapewise.torch.{node}: inputs must have one shape, dtype and device (no broadcasting), "
+                         f"got {tuple(a.shape)} {a.dtype} {a.device} and {tuple(b.shape)} {b.dtype} {b.device}")
+
+
+def _upstream(g: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """The upstream gradient as contiguous memory of the node's dtype (sum()'s backward, for one, hands
+    an expanded, stride-0 g); no work when it already is."""
+    if g.dtype is not dtype:
+        g = g.to(dtype)
+    return g.contiguous()
+
+
+# The fast path of each node: the forward and backward below do no more per call than the kernels
+# need — the backend is taken once in the forward and kept on ctx (PyTorch runs a node's backward on
+# its forward's stream, the stream that backend is bound to), outputs are torch.empty_like of
+# contiguous inputs (already contiguous), and the kernels are called through Backend._forward_raw /
+# _vjp_raw (fixed arity, int dtype code). once_differentiable's no_grad context and output wrapping
+# are only needed when the backward itself records a graph (backward(create_graph=True)): the
+# backward takes that path then and the lean one otherwise, with the same result.
+
+
+class _UnaryNode(torch.autograd.Function):
+    """y = op(x, scalars); backward: tapewise's fused VJP."""
+
+    @staticmethod
+    def forward(ctx, x, op_index, s0, s1):
+        code = _dtype_code(x, "x")
+        x = x.contiguous()
+        y = torch.empty_like(x)
+        backend = backend_for(x)
+        n = x.numel()
+        if n:  # an empty tensor has nothing to compute (and may have no address)
+            backend._forward_raw(op_index, s0, s1, x.data_ptr(), 0, y.data_ptr(), n, code)
+        ctx.save_for_backward(x)
+        ctx.node = (op_index, s0, s1, code, backend)
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        if torch.is_grad_enabled():
+            return _unary_backward_once(ctx, g)
+        return _unary_backward(ctx, g)
+
+
+def _unary_backward(ctx, g):
+    (x,) = ctx.saved_tensors
+    op_index, s0, s1, code, backend = ctx.node
+    g = _upstream(g, x.dtype)
+    dx = torch.empty_like(x)
+    n = x.numel()
+    if n:
+        backend._vjp_raw(op_index, s0, s1, x.data_ptr(), 0, g.data_ptr(), dx.data_ptr(), 0, n, code)
+    return dx, None, None, None
+
+
+class _BinaryNode(torch.autograd.Function):
+    """y = op(a, b); backward: tapewise's fused VJP (both gradients in one kernel)."""
+
+    @staticmethod
+    def forward(ctx, a, b, op_index):
+        code = _dtype_code(a, "a")
+        if a.shape != b.shape or a.dtype is not b.dtype or a.device != b.device:
+            _check_same(a, b, tapewise.NODE_NAMES[op_index])
+        ctx.same_input = a is b
+        a, b = a.contiguous(), b.contiguous()
+        y = torch.empty_like(a)
+        backend = backend_for(a)
+        n = a.numel()
+        if n:
+            backend._forward_raw(op_index, 0.0, 0.0, a.data_ptr(), b.data_ptr(), y.data_ptr(), n, code)
+        ctx.save_for_backward(a, b)
+        ctx.node = (op_index, code, backend)
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        if torch.is_grad_enabled():
+            return _binary_backward_once(ctx, g)
+        return _binary_backward(ctx, g)
+
+
+def _binary_backward(ctx, g):
+    a, b = ctx.saved_tensors
+    op_index, code, backend = ctx.node
+    g = _upstream(g, a.dtype)
+    if ctx.same_input and op_index in _TIE_NODES:
+        # The tape's rule for max(a, a)/min(a, a): the upstream gradient once, not g*0.5 + g*0.5
+        # (which differs from g where g*0.5 underflows).
+        return g.clone(), None, None
+    da = torch.empty_like(a)
+    db = torch.empty_like(b)
+    n = a.numel()
+    if n:
+        backend._vjp_raw(op_index, 0.0, 0.0, a.data_ptr(), b.data_ptr(), g.data_ptr(), da.data_ptr(), db.data_ptr(),
+                         n, code)
+    return da, db, None
+
+
+_unary_backward_once = once_differentiable(_unary_backward)
+_binary_backward_once = once_differentiable(_binary_backward)

@@ -1,0 +1,222 @@
+"""tapewise.torch._ops — the ops, tapewise.torch's public functions (add, ..., softplus, max, min,
+safe_log) and its name table NODES, one function per node of the op table; and the choice of the
+code that runs them outside regions (the C++ nodes or the Python ones: node_path, _use_nodes)."""
+
+from __future__ import annotations
+
+import threading
+import warnings
+
+import torch
+
+import tapewise
+
+from . import _native
+from ._nodes import _OP_INDEX, _BinaryNode, _UnaryNode
+from ._region import _record_binary, _record_unary, _region_unary, _Value
+
+# ---------------------------------------------------------------------------------------------------
+# Which nodes run: the ops below call _unary_apply/_binary_apply, which the first node call binds to
+# the C++ nodes (_native) or to the Python Functions (_nodes) (TAPEWISE_TORCH_NATIVE, node_path()).
+# They are this module's globals, read by the ops as globals, so that a bound node costs one lookup;
+# _native's functions are read through that module, so that patching tapewise.torch._native reaches here.
+
+_node_lock = threading.Lock()
+_node_path: tuple[str, str] | None = None
+
+
+def _bind_nodes(kind: str, detail: str, module=None) -> None:
+    global _unary_apply, _binary_apply, _node_path
+    if kind == "native":
+        _unary_apply, _binary_apply = module.unary, module.binary
+    else:
+        _unary_apply, _binary_apply = _UnaryNode.apply, _BinaryNode.apply
+    _node_path = (kind, detail)
+
+
+def _choose_nodes() -> None:
+    with _node_lock:
+        if _node_path is not None:
+            return
+        mode = _native._native_mode()
+        if mode == "0":
+            _bind_nodes("python", "TAPEWISE_TORCH_NATIVE=0")
+            return
+        try:
+            module, library = _native._load_native()
+            _bind_nodes("native", library, module)
+        except Exception as failure:  # noqa: BLE001 (any failure to build or load: raised, or the Python nodes)
+            why = f"{type(failure).__name__}: {failure}"
+            if len(why) > 2000:  # a compiler's output; the end names the error
+                why = "..." + why[-2000:]
+            if mode == "1":
+                raise RuntimeError("tapewise.torch: TAPEWISE_TORCH_NATIVE=1, but its C++ nodes could not be built "
+                                   f"or loaded: {why}") from failure
+            _bind_nodes("python", f"the C++ nodes could not be built or loaded ({why})")
+            warnings.warn("tapewise.torch: each node runs as a Python autograd.Function, slower than PyTorch's own "
+                          f"ops, because {_node_path[1]}. TAPEWISE_TORCH_NATIVE=0 chooses these nodes without "
+                          "trying; remove the cache folder to retry a build.", RuntimeWarning, stacklevel=4)
+
+
+def _use_nodes(kind: str) -> None:
+    """Binds the nodes to "native" (loaded, or built, now: raises if it cannot be) or "python", whatever
+    TAPEWISE_TORCH_NATIVE says: for tests and benchmarks that run both in one process."""
+    with _node_lock:
+        if kind == "native":
+            module, library = _native._load_native()
+            _bind_nodes("native", library, module)
+        elif kind == "python":
+            _bind_nodes("python", "chosen by tapewise.torch._use_nodes")
+        else:
+            raise ValueError(f"tapewise.torch._use_nodes: {kind!r} is not 'native' or 'python'")
+
+
+def _first_unary(x, op_index, s0, s1):
+    _choose_nodes()
+    return _unary_apply(x, op_index, s0, s1)
+
+
+def _first_binary(a, b, op_index):
+    _choose_nodes()
+    return _binary_apply(a, b, op_index)
+
+
+_unary_apply, _binary_apply = _first_unary, _first_binary
+
+
+def node_path() -> tuple[str, str]:
+    """Which code runs the nodes outside regions, choosing it first if no node has run yet: ("native",
+    the C++ nodes' library) or ("python", why not). TAPEWISE_TORCH_NATIVE picks: auto (the default)
+    builds the C++ nodes against the installed torch on first use, 18-50 s once per torch build,
+    cached under TAPEWISE_TORCH_NATIVE_DIR or ~/.cache/tapewise/torch_nodes, and falls back to the Python
+    nodes with a RuntimeWarning saying why when it cannot (no C++ compiler or ninja, say); 1 raises
+    instead; 0 uses the Python nodes. Both give the same bits and errors."""
+    _choose_nodes()
+    return _node_path
+
+
+# ---------------------------------------------------------------------------------------------------
+# The ops: each takes torch tensors (one autograd node per call) or region values (one tape node).
+
+
+def _unary(name):
+    op_index = _OP_INDEX[name]
+
+    def node(x: torch.Tensor) -> torch.Tensor:
+        if x.__class__ is _Value:
+            value = _region_unary(op_index, x, 0.0, 0.0)
+            return value if value is not None else x._tape(name)  # _tape raises: the region has returned
+        return _unary_apply(x, op_index, 0.0, 0.0)
+
+    node.__name__ = node.__qualname__ = name
+    node.__doc__ = f"tapewise's {name}(x) as a differentiable torch op (see the module docstring)."
+    return node
+
+
+def _binary(name, alias):
+    op_index = _OP_INDEX[name]
+
+    def node(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        if a.__class__ is _Value or b.__class__ is _Value:
+            return _record_binary(alias, op_index, a, b)
+        return _binary_apply(a, b, op_index)
+
+    node.__name__ = node.__qualname__ = alias
+    node.__doc__ = f"tapewise's {name}(a, b) as a differentiable torch op (same shape, dtype and device)."
+    return node
+
+
+def _with_scalars(name, scalar_names):
+    """A node with scalars (one of the op table without a function of its own), called as (x, *scalars)."""
+    op_index = _OP_INDEX[name]
+
+    def node(x, *scalars):
+        if len(scalars) != len(scalar_names):
+            raise TypeError(f"tapewise.torch.{name} takes x and {len(scalar_names)} scalar(s) "
+                            f"({', '.join(scalar_names) or 'none'}), got {len(scalars)}")
+        s = [float(v) for v in scalars]
+        if x.__class__ is _Value:
+            return _record_unary(name, op_index, x, *s)
+        s += [0.0, 0.0]
+        return _unary_apply(x, op_index, s[0], s[1])
+
+    return node
+
+
+add = _binary("add", "add")
+sub = _binary("sub", "sub")
+mul = _binary("mul", "mul")
+maximum = _binary("max", "maximum")
+minimum = _binary("min", "minimum")
+div = _binary("div", "div")
+neg = _unary("neg")
+abs = _unary("abs")  # noqa: A001 (the node's name)
+sqrt = _unary("sqrt")
+relu = _unary("relu")
+exp = _unary("exp")
+sin = _unary("sin")
+cos = _unary("cos")
+log = _unary("log")
+inv = _unary("inv")
+sigmoid = _unary("sigmoid")
+tanh = _unary("tanh")
+silu = _unary("silu")
+gelu = _unary("gelu")
+softplus = _unary("softplus")
+
+_SCALE, _CLAMP, _SAFE_LOG = _OP_INDEX["scale"], _OP_INDEX["clamp"], _OP_INDEX["safeLog"]
+
+
+def scale(x: torch.Tensor, c: float) -> torch.Tensor:
+    """tapewise's scale: x * R(c), c rounded once to x's dtype."""
+    if x.__class__ is _Value:
+        return _record_unary("scale", _SCALE, x, float(c))
+    return _unary_apply(x, _SCALE, float(c), 0.0)
+
+
+def clamp(x: torch.Tensor, lo: float, hi: float) -> torch.Tensor:
+    """tapewise's clamp: fmin(fmax(x, R(lo)), R(hi)); gradient g strictly inside (lo, hi), +0 elsewhere."""
+    if x.__class__ is _Value:
+        return _record_unary("clamp", _CLAMP, x, float(lo), float(hi))
+    return _unary_apply(x, _CLAMP, float(lo), float(hi))
+
+
+def safeLog(x: torch.Tensor, eps: float) -> torch.Tensor:  # noqa: N802 (the spec's name)
+    """tapewise's safeLog: log(softplus(x) + R(eps))."""
+    if x.__class__ is _Value:
+        return _record_unary("safeLog", _SAFE_LOG, x, float(eps))
+    return _unary_apply(x, _SAFE_LOG, float(eps), 0.0)
+
+
+safe_log = safeLog
+max = maximum  # noqa: A001 (the spec's node names are aliases of the torch-style ones)
+min = minimum  # noqa: A001
+
+_DEFINED = {
+    "add": add, "sub": sub, "mul": mul, "neg": neg, "scale": scale, "abs": abs, "sqrt": sqrt, "clamp": clamp,
+    "max": maximum, "min": minimum, "div": div, "relu": relu, "exp": exp, "sin": sin, "cos": cos, "log": log,
+    "inv": inv, "safeLog": safeLog, "sigmoid": sigmoid, "tanh": tanh, "silu": silu, "gelu": gelu,
+    "softplus": softplus,
+}
+
+
+def _from_table(row):
+    """A node of the op table without a function above: called as (x, *scalars) or (a, b)."""
+    name = row["name"]
+    if row["arity"] == 2:
+        return _binary(name, name)
+    node = _with_scalars(name, row["scalars"]) if row["scalars"] else _unary(name)
+    node.__name__ = node.__qualname__ = name
+    node.__doc__ = f"tapewise's {name}(x{''.join(', ' + n for n in row['scalars'])}) as a differentiable torch op."
+    return node
+
+
+# Every node of the op table under its spec name (tapewise.NODE_NAMES): NODES["max"] is maximum; a
+# node added to the table without a function above is still here.
+NODES = {row["name"]: _DEFINED.get(row["name"]) or _from_table(row) for row in tapewise.op_table()}
+_stale = set(_DEFINED) - set(NODES)
+if _stale:
+    raise ImportError(f"tapewise.torch defines nodes the op table does not have: {sorted(_stale)}")
+
+__all__ = ["backend_for", "node_path", "region", "NODES", "maximum", "minimum", "safe_log"] + \
+    [n for n in tapewise.NODE_NAMES if n in _DEFINED]
