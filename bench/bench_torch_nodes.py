@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """bench/bench_torch_nodes.py — what a tapewise.torch node and a tapewise.torch region cost from
-PyTorch, against PyTorch eager and tapewise.Tape (issue 24, target 3), in one run:
+PyTorch, against PyTorch eager and tapewise.Tape in one run:
 
 (a) per node kind, forward + backward per call (torch.autograd.grad of one node) at 2^12 elements:
     the eager torch op against the tapewise.torch node, and their ratio (target: <= 1); the node is

@@ -71,7 +71,7 @@ namespace {
 std::string percent(double fraction) { return std::to_string(static_cast<int>(fraction * 100.0 + 0.5)) + "%"; }
 }  // namespace
 
-// Round 2 (issue 13), at 2^26 in both dtypes: every fwd and fused vjp at least 0.99x PyTorch eager
+// At 2^26 in both dtypes: every fwd and fused vjp at least 0.99x PyTorch eager
 // (add and sub vjps excepted: they return fresh copies where PyTorch hands g through); memory-bound
 // kernels at 98% of their roofline; softplus and safeLog float32 forwards at 95% of the copy; the
 // float64 softplus, safeLog and gelu forwards at 90% of their roofline.

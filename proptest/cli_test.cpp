@@ -420,7 +420,7 @@ TEST_F(Cli, ACopiedTreeFindsItsSpecialPoints) {
   EXPECT_NE(lost.err.find((tree / "share" / "tapewise" / "special_points").string()), std::string::npos) << lost.err;
 }
 
-// --- issue 20, item 3: one writer for every file the runner writes ---------------------------------
+// --- one writer for every file the runner writes ----------------------------------------------------
 
 // A small graph every writer test can run (two elements, one node).
 const char* const kPlainGraph =
@@ -530,7 +530,7 @@ TEST_F(Cli, OpsCardNamesEveryPlaceThatDefinesANode) {
   expect_usage_error("ops --card sin --source " + quoted(work_), "--card needs the source tree");
 }
 
-// --- issue 20, item 1: deeply nested JSON is refused, not a stack overflow -------------------------
+// --- deeply nested JSON is refused, not a stack overflow --------------------------------------------
 
 TEST_F(Cli, DeeplyNestedJsonIsRefusedNotACrash) {
   const std::string open(200000, '['), closed = open + std::string(200000, ']');
@@ -558,7 +558,7 @@ TEST_F(Cli, DeeplyNestedJsonIsRefusedNotACrash) {
   }
 }
 
-// --- issue 20, item 2: no verdict without evidence --------------------------------------------------
+// --- no verdict without evidence --------------------------------------------------------------------
 
 TEST_F(Cli, NoPassWithoutSomethingGraded) {
   std::ofstream(path("neg_only")) << "op=neg dtype=f32 x=1 g=1 y=-1 dx=-1\n";
@@ -599,7 +599,7 @@ TEST_F(Cli, CheckPassesOnlyWithRandomAndSpecialCasesOfEveryRow) {
   expect_usage_error("check w", "no verdict: relu float32: no forward value graded");
 }
 
-// --- issue 20, item 4: no silent sweep of hours on the CPU ------------------------------------------
+// --- no silent sweep of hours on the CPU ------------------------------------------------------------
 
 TEST_F(Cli, ACpuSweepOfHoursIsRefusedWithItsEstimate) {
   // The defaults: every float32 case of every swept node (2^32 each), hours on a CPU. Refused in
@@ -616,7 +616,7 @@ TEST_F(Cli, ACpuSweepOfHoursIsRefusedWithItsEstimate) {
                      "--devices 8 splits a sweep over CUDA devices, but the backend is cpu");
 }
 
-// --- issue 20, item 6: numbers outside what an option means -----------------------------------------
+// --- numbers outside what an option means -----------------------------------------------------------
 
 TEST_F(Cli, NumericOptionsTakeOnlyTheirRange) {
   const std::string sweep = "sweep --backend cpu --ops neg --dtype float32 --range 0:16 ";
@@ -628,7 +628,7 @@ TEST_F(Cli, NumericOptionsTakeOnlyTheirRange) {
   expect_usage_error(sweep + "--pair-log2=17", "--pair-log2: 17 is out of range");
 }
 
-// --- issue 20, item 5: a graph's size is bounded before anything is built ----------------------------
+// --- a graph's size is bounded before anything is built ---------------------------------------------
 
 TEST_F(Cli, AGraphPastTheCheckersLimitsIsRefusedBeforeBuilding) {
   {  // 2^19 + 1 leaves and nodes: a chain of neg
@@ -659,7 +659,7 @@ TEST_F(Cli, AGraphPastTheCheckersLimitsIsRefusedBeforeBuilding) {
   expect_usage_error("graph values.json --backend cpu", "more than 8388608 JSON values");
 }
 
-// --- issue 21, item 6.5: --version and -V are listed in --help ---------------------------------------
+// --- --version and -V are listed in --help ----------------------------------------------------------
 
 TEST_F(Cli, VersionIsListedInHelp) {
   const Ran help = conform("--help");
@@ -670,7 +670,7 @@ TEST_F(Cli, VersionIsListedInHelp) {
   EXPECT_EQ(v.out, std::string("tapewise-conform ") + tapewise::kVersion + " (spec sha256 " + tapewise::kSpecSha256 + ")\n");
 }
 
-// --- issue 21, item 6.4: options parsed by hand show their type in --help ---------------------------
+// --- options parsed by hand show their type in --help -----------------------------------------------
 
 TEST_F(Cli, NumericOptionsShowTheirTypeInHelp) {
   const std::vector<std::pair<std::string, std::vector<std::string>>> expected = {
@@ -688,7 +688,7 @@ TEST_F(Cli, NumericOptionsShowTheirTypeInHelp) {
   }
 }
 
-// --- issue 21, item 6.3: "did you mean" for subcommands, options and node names ---------------------
+// --- "did you mean" for subcommands, options and node names -----------------------------------------
 
 TEST_F(Cli, MistypedNamesGetTheClosestSuggested) {
   expect_usage_error("rnu", "unknown subcommand 'rnu'; did you mean 'run'?");
@@ -704,7 +704,7 @@ TEST_F(Cli, MistypedNamesGetTheClosestSuggested) {
   EXPECT_EQ(far.err.find("did you mean"), std::string::npos) << far.err;
 }
 
-// --- issue 21, item 6.1: --json - gives standard output to the report alone --------------------------
+// --- --json - gives standard output to the report alone ---------------------------------------------
 
 TEST_F(Cli, JsonToStandardOutputIsTheReportAlone) {
   std::ofstream(path("g.json")) << kPlainGraph;
@@ -730,7 +730,7 @@ TEST_F(Cli, JsonToStandardOutputIsTheReportAlone) {
   EXPECT_NE(run.err.find("1/1 nodes conform"), std::string::npos) << run.err;
 }
 
-// --- issue 21, item 6.2: audit --json -------------------------------------------------------------
+// --- audit --json -----------------------------------------------------------------------------------
 
 TEST_F(Cli, AuditWritesItsPointsAsJson) {
   const Ran r = conform("audit --ops relu,max --dtype float32 --backend cpu --json audit.json");
@@ -764,7 +764,7 @@ TEST_F(Cli, AuditWritesItsPointsAsJson) {
   expect_usage_error("audit --ops relu --backend cpu --json nosuch/audit.json", "--json nosuch/audit.json: folder");
 }
 
-// --- issue 21, item 6.6: --junit, read back by a real XML parser ------------------------------------
+// --- --junit, read back by a real XML parser --------------------------------------------------------
 
 // Python's xml.etree reads a JUnit file and prints one line per suite ("suite NAME tests=N failures=N
 // skipped=N") and per test case ("case CLASSNAME NAME ok|failure|skipped"), then each failure's text;

@@ -361,7 +361,7 @@ def test_region_gradients_equal_tape_backward_bit_for_bit(trial, device, dtype, 
 
 
 def chain_of_the_issue(x, length=100):
-    """sin, tanh, sigmoid, scale 0.9, relu repeated (issue 24's benchmark chain)."""
+    """sin, tanh, sigmoid, scale 0.9, relu repeated (the benchmarks' chain)."""
     for _ in range(length // 5):
         x = twt.relu(twt.scale(twt.sigmoid(twt.tanh(twt.sin(x))), 0.9))
     return x
