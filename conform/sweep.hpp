@@ -1,7 +1,7 @@
-// conform/sweep.hpp — what sweep.cpp (the `tapewise-conform sweep` command and its chunk
-// driver) and sweep_cuda.cu share: the ChunkEngine that generates inputs and grades outputs where
-// the buffers live (host loops for the CPU backend, kernels for CUDA). Includes nothing of
-// reference/ or cuda/: the device side sees only sweep_reference.hpp and the public API.
+// conform/sweep.hpp — what the `tapewise-conform sweep` command's host side (sweep_engine.cpp, its
+// chunk driver; sweep_recheck.cpp) and sweep_cuda.cu share: the ChunkEngine that generates inputs and
+// grades outputs where the buffers live (host loops for the CPU backend, kernels for CUDA). Includes
+// nothing of reference/ or cuda/: the device side sees only sweep_reference.hpp and the public API.
 #pragma once
 
 #include <atomic>
