@@ -399,6 +399,7 @@ TEST_P(Programs, AnUnsealedStepIsRefusedAndNothingRuns) {
   const Buffer x = must(be->upload(host(std::vector<double>{0.5, -1.25})));
   const Buffer out = must(be->upload(host(std::vector<double>(2, sentinel))));
   detail::Program program;
+  program.steps.reserve(2);  // the steps stay where append put them
   detail::Step& sealed = program.append();
   sealed.kind = detail::StepKind::forward;
   sealed.op = Op::sin;
@@ -407,8 +408,9 @@ TEST_P(Programs, AnUnsealedStepIsRefusedAndNothingRuns) {
   sealed.in[0] = x.data();
   sealed.out[0] = const_cast<void*>(out.data());
   program.seal_last();
+  const detail::Step first = program.steps[0];
   detail::Step& unsealed = program.append();
-  unsealed = program.steps[0];
+  unsealed = first;
   unsealed.op = Op::cos;
   unsealed.code = detail::kCodeUnsealed;
   const auto ran = detail::engine_of(*be).run_program(program);
