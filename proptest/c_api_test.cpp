@@ -344,6 +344,21 @@ TEST(CApi, BackendQueries) {
   TW_EXPECT_OK(tw_backend_describe(raw, dst.data(), dst.size(), nullptr));
   EXPECT_EQ(std::string(dst.data()), text);
   TW_EXPECT_OK(tw_backend_synchronize(raw));
+  // The CPU backend's threads: asked for, reported, and checked.
+  int threads = -1;
+  TW_EXPECT_OK(tw_backend_cpu_threads(raw, &threads));
+  EXPECT_EQ(threads, cpu_threads(*make_cpu_backend()));
+  tw_backend* three = nullptr;
+  TW_ASSERT_OK(tw_backend_create_cpu_threads(3, &three));
+  BackendHandle three_handle(three);
+  TW_EXPECT_OK(tw_backend_cpu_threads(three, &threads));
+  EXPECT_EQ(threads, 3);
+  tw_backend* refused = nullptr;
+  EXPECT_EQ(tw_backend_create_cpu_threads(-1, &refused), TW_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(tw_last_error()).find("threads -1 is outside 0..256"), std::string::npos) << tw_last_error();
+  EXPECT_EQ(tw_backend_create_cpu_threads(257, &refused), TW_INVALID_ARGUMENT);
+  EXPECT_EQ(refused, nullptr);
+  EXPECT_EQ(tw_backend_cpu_threads(raw, nullptr), TW_NULL_POINTER);
   // The tape's options: read back as set; one out of range is refused and the option stays as it was.
   tw_tape* tape = nullptr;
   TW_EXPECT_OK(tw_tape_create(raw, &tape));

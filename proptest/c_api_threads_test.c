@@ -1,6 +1,8 @@
 /* proptest/c_api_threads_test.c — one backend shared by 8 threads, each recording and running backward
  * on tapes of its own through the C ABI (tapewise.h, "Threads"): every thread's values and gradients
- * must be the bits one thread alone gets, and the backend's memory statistics must return to zero.
+ * must be the bits of one thread alone on a backend of one thread, and the backend's memory statistics
+ * must return to zero. The shared backend runs large tensors on 4 threads of its own, so its pool is
+ * used by several callers at once.
  * tools/tsan.sh runs it under ThreadSanitizer, which reports any data race inside the library.
  * Exit status 0 on success; a failure prints what differed. */
 #include <math.h>
@@ -27,7 +29,8 @@ typedef struct {
   float* grad_staged;
 } Outcome;
 
-static tw_backend* g_backend;
+static tw_backend* g_backend;     /* shared by the threads: 4 threads of its own */
+static tw_backend* g_one_thread;  /* the expected bits: the calling thread alone */
 static Outcome g_expected[kSizeCount];
 static int g_failed;
 static pthread_mutex_t g_report = PTHREAD_MUTEX_INITIALIZER;
@@ -59,7 +62,7 @@ static int download_gradient(tw_tape* tape, int64_t out, int64_t x, const float*
 }
 
 /* y = softplus(sin(x) * x) + x on a tape of its own, then backward both ways; 0 on failure. */
-static int record(int64_t n, Outcome* out) {
+static int record(tw_backend* backend, int64_t n, Outcome* out) {
   const size_t bytes = (size_t)n * sizeof(float);
   float* x_values = malloc(bytes);
   float* seed = malloc(bytes);
@@ -70,7 +73,7 @@ static int record(int64_t n, Outcome* out) {
     seed[i] = 1.0f + (float)(i % 5) * 0.25f;
   }
   int64_t x = -1, s = -1, m = -1, p = -1, y = -1;
-  CHECK(tw_tape_create(g_backend, &tape), n);
+  CHECK(tw_tape_create(backend, &tape), n);
   CHECK(tw_tape_leaf_host(tape, x_values, bytes, &n, 1, TW_FLOAT32, 1, &x), n);
   CHECK(tw_tape_apply(tape, TW_OP_sin, &x, 1, NULL, 0, &s), n);
   const int64_t sx[2] = {s, x};
@@ -115,7 +118,7 @@ static void* worker(void* arg) {
     Outcome got;
     outcome_alloc(&got, n);
     int64_t live = 0;
-    if (record(n, &got)) {
+    if (record(g_backend, n, &got)) {
       if (!same(got.value, g_expected[k].value, n)) report("value differs from one thread's", n, "");
       if (!same(got.grad_fused, g_expected[k].grad_fused, n)) report("fused gradient differs from one thread's", n, "");
       if (!same(got.grad_staged, g_expected[k].grad_staged, n)) report("staged gradient differs from one thread's", n, "");
@@ -127,13 +130,19 @@ static void* worker(void* arg) {
 }
 
 int main(void) {
-  if (tw_backend_create_cpu(&g_backend) != TW_OK) {
+  int pool = 0;
+  if (tw_backend_create_cpu_threads(4, &g_backend) != TW_OK || tw_backend_create_cpu_threads(1, &g_one_thread) != TW_OK ||
+      tw_backend_cpu_threads(g_backend, &pool) != TW_OK) {
     fprintf(stderr, "c_api_threads_test: %s\n", tw_last_error());
+    return 1;
+  }
+  if (pool != 4) {
+    fprintf(stderr, "c_api_threads_test: the shared backend reports %d threads, not 4\n", pool);
     return 1;
   }
   for (int k = 0; k < kSizeCount; ++k) {
     outcome_alloc(&g_expected[k], kSizes[k]);
-    if (!record(kSizes[k], &g_expected[k])) return 1;
+    if (!record(g_one_thread, kSizes[k], &g_expected[k])) return 1;
   }
   pthread_t threads[kThreads];
   for (int t = 0; t < kThreads; ++t)
@@ -152,6 +161,7 @@ int main(void) {
   }
   for (int k = 0; k < kSizeCount; ++k) outcome_free(&g_expected[k]);
   tw_backend_destroy(g_backend);
+  tw_backend_destroy(g_one_thread);
   if (!g_failed) printf("c_api_threads_test: %d threads x %d rounds on one backend: same results, no leak\n", kThreads, kRounds);
   return g_failed;
 }

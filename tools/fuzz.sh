@@ -11,6 +11,11 @@ if ! [[ "$seconds" =~ ^[0-9]+$ ]] || [ "$seconds" -lt 1 ]; then
   echo "usage: tools/fuzz.sh [SECONDS_PER_HARNESS (a whole number >= 1, default 60)]" >&2
   exit 2
 fi
+jobs="${TAPEWISE_FUZZ_JOBS:-$(nproc)}"
+if ! [[ "$jobs" =~ ^[0-9]+$ ]] || [ "$jobs" -lt 1 ]; then
+  echo "fuzz.sh: TAPEWISE_FUZZ_JOBS is '$jobs'; it takes a whole number >= 1" >&2
+  exit 2
+fi
 cd "$(dirname "$0")/.."
 root="$PWD"
 build="$root/build-fuzz"
@@ -48,7 +53,6 @@ fuzz_one() {
 
 # Each harness is one process on one core: as many run at once as there are cores, each for its full
 # time, so the step takes ceil(harnesses / cores) * SECONDS_PER_HARNESS instead of the sum.
-jobs="$(nproc)"
 running=0
 for h in "${harnesses[@]}"; do
   fuzz_one "$h" &

@@ -1,75 +1,132 @@
 // cuda/backends/cpu_backend.cpp — the CPU backend: the production per-element code (op_math.cuh) compiled
-// for the host and run in a plain loop, so machines without a GPU (CI) still run the production
-// math. Host memory via operator new; the same tagging and counting as the CUDA backend.
+// for the host and run over the elements, on the calling thread and, for large tensors, the backend's
+// worker threads (thread_pool.hpp), so machines without a GPU (CI) still run the production math.
+// Host memory via operator new; the same tagging and counting as the CUDA backend.
+#include <sched.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <new>
+#include <string>
+#include <thread>
 
 #include <tapewise/backend.hpp>
 
 #include "backends/engine.hpp"
 #include "backends/kept_memory.hpp"
+#include "backends/thread_pool.hpp"
 #include "kernels/dispatch.hpp"
 #include "kernels/interpreter.hpp"
 
 namespace tapewise {
 namespace {
 
+// The per-node kernels' runner on the host: the elements in chunks over the pool; each element is
+// the same code whatever thread runs it.
 struct HostLoop {
+  detail::ThreadPool* pool;
   template <class Fn, class T>
   [[nodiscard]] Result<void> run(const Fn& fn, std::int64_t n, const T* const* in, T* const* out, const char*) {
-    T x[Fn::nin > 0 ? Fn::nin : 1];
-    T y[Fn::nout];
-    for (std::int64_t i = 0; i < n; ++i) {
-      for (int k = 0; k < Fn::nin; ++k) x[k] = in[k][i];
-      fn(x, y);
-      for (int k = 0; k < Fn::nout; ++k) out[k][i] = y[k];
-    }
+    detail::for_each_chunk(pool, n, [&](std::int64_t lo, std::int64_t hi) {
+      T x[Fn::nin > 0 ? Fn::nin : 1];
+      T y[Fn::nout];
+      for (std::int64_t i = lo; i < hi; ++i) {
+        for (int k = 0; k < Fn::nin; ++k) x[k] = in[k][i];
+        fn(x, y);
+        for (int k = 0; k < Fn::nout; ++k) out[k][i] = y[k];
+      }
+    });
     return {};
   }
 };
 
+// The CPUs this process may run on (its affinity mask, which a container or taskset narrows).
+int available_cpus() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+constexpr int kMaxCpuThreads = 256;
+constexpr int kMaxDefaultThreads = 64;
+
+// CpuOptions::threads as the backend uses it: the number given, else TAPEWISE_CPU_THREADS, else the
+// CPUs this process may run on (at most kMaxDefaultThreads).
+Result<int> resolve_threads(int requested) {
+  if (requested < 0 || requested > kMaxCpuThreads)
+    return fail(ErrorCode::InvalidArgument, "make_cpu_backend: threads " + std::to_string(requested) + " is outside 0.." +
+                                                std::to_string(kMaxCpuThreads) +
+                                                " (0: TAPEWISE_CPU_THREADS, else the CPUs this process may use)");
+  if (requested > 0) return requested;
+  const char* env = std::getenv("TAPEWISE_CPU_THREADS");
+  if (env && *env) {
+    char* end = nullptr;
+    errno = 0;
+    const long value = std::strtol(env, &end, 10);
+    if (errno != 0 || *end != '\0' || end == env || value < 1 || value > kMaxCpuThreads || !std::isdigit(static_cast<unsigned char>(env[0])))
+      return fail(ErrorCode::InvalidArgument, std::string("make_cpu_backend: TAPEWISE_CPU_THREADS='") + env +
+                                                  "' is not a whole number from 1 to " + std::to_string(kMaxCpuThreads));
+    return static_cast<int>(value);
+  }
+  return std::min(available_cpus(), kMaxDefaultThreads);
+}
+
 class CpuBackend final : public detail::Engine {
  public:
-  CpuBackend() = default;
+  // `note` says why the thread count is not what was asked for (make_cpu_backend() without options).
+  CpuBackend(int threads, std::string note)
+      : pool_(threads > 1 ? std::make_unique<detail::ThreadPool>(threads) : nullptr), note_(std::move(note)) {}
   ~CpuBackend() override { memory_.release_all(host_release); }
 
   BackendKind kind() const override { return BackendKind::cpu; }
-  std::string describe() const override { return "CPU (host loop over the production per-element code)"; }
+  std::string describe() const override {
+    const int n = threads();
+    return "CPU (the production per-element code on the host, " + std::to_string(n) + (n == 1 ? " thread" : " threads") +
+           (note_.empty() ? "" : "; " + note_) + ")";
+  }
+  int threads() const { return pool_ ? pool_->threads() : 1; }
 
   [[nodiscard]] Result<void> forward(Op op, const Scalars& s, std::span<const Buffer* const> inputs,
                        Buffer& out) override {
-    HostLoop loop;
+    HostLoop loop{pool_.get()};
     return detail::run_forward(loop, op, s, inputs, out);
   }
   [[nodiscard]] Result<void> vjp_fused(Op op, const Scalars& s, std::span<const Buffer* const> inputs,
                          const Buffer& g, std::span<Buffer* const> grads) override {
-    HostLoop loop;
+    HostLoop loop{pool_.get()};
     return detail::run_vjp(loop, op, s, inputs, g, grads);
   }
   [[nodiscard]] Result<void> prim(Prim p, double c, std::span<const Buffer* const> inputs, Buffer& out) override {
-    HostLoop loop;
+    HostLoop loop{pool_.get()};
     return detail::run_prim(loop, p, c, inputs, out);
   }
   // Each element runs every step in order through the interpreter the CUDA kernel runs, in the
-  // same pieces (interpreter.hpp: run_steps_at; program.hpp: piece_at), so CI checks that code on the host: four
-  // neighbouring elements at a time, as the CUDA runner's lanes of a large piece (a piece's last
-  // elements then leave lanes that a step does not cover, as there).
+  // same pieces (interpreter.hpp: run_steps_at; program.hpp: piece_at), so CI checks that code on the
+  // host: four neighbouring elements at a time, as the CUDA runner's lanes of a large piece (a piece's
+  // last elements then leave lanes that a step does not cover, as there). A large piece's elements are
+  // spread over the threads in chunks of whole groups of lanes, the groups one thread would make.
   [[nodiscard]] Result<void> run_sealed_program(const detail::Program& program) override {
     constexpr int kLanes = 4;
+    static_assert(detail::kChunkElements % kLanes == 0, "a chunk holds whole groups of lanes");
     for (std::size_t first = 0; first < program.steps.size();) {
       const detail::Piece piece = detail::piece_at(program, first, detail::kStepsPerLaunch);
       first += static_cast<std::size_t>(piece.count);
-      for (std::int64_t i = 0; i < piece.numel; i += kLanes) {
-        const bool every_step_runs = i + kLanes <= piece.covered;
-        auto at = [&]<class T>() -> Result<void> {
-          if (every_step_runs)
-            detail::run_steps_at<T, std::int64_t, kLanes, true>(piece.steps, piece.count, i, 1);
-          else
-            detail::run_steps_at<T, std::int64_t, kLanes>(piece.steps, piece.count, i, 1);
-          return {};
-        };
-        TAPEWISE_CHECK(detail::with_dtype(piece.dtype, at));
-      }
+      auto run_piece = [&]<class T>() -> Result<void> {
+        detail::for_each_chunk(pool_.get(), piece.numel, [&](std::int64_t lo, std::int64_t hi) {
+          for (std::int64_t i = lo; i < hi; i += kLanes) {
+            if (i + kLanes <= piece.covered)
+              detail::run_steps_at<T, std::int64_t, kLanes, true>(piece.steps, piece.count, i, 1);
+            else
+              detail::run_steps_at<T, std::int64_t, kLanes>(piece.steps, piece.count, i, 1);
+          }
+        });
+        return {};
+      };
+      TAPEWISE_CHECK(detail::with_dtype(piece.dtype, run_piece));
     }
     return {};
   }
@@ -104,10 +161,27 @@ class CpuBackend final : public detail::Engine {
   static void host_release(void* p) { ::operator delete(p, std::align_val_t{detail::SlabAllocator::kAlign}); }
 
   detail::KeptMemory memory_{/*host_memory=*/true, /*keep_large_blocks=*/false};
+  std::unique_ptr<detail::ThreadPool> pool_;  // null: the calling thread alone
+  std::string note_;
 };
 
 }  // namespace
 
-std::shared_ptr<Backend> make_cpu_backend() { return std::make_shared<CpuBackend>(); }
+Result<std::shared_ptr<Backend>> make_cpu_backend(const CpuOptions& options) {
+  TAPEWISE_TRY(threads, resolve_threads(options.threads));
+  return std::shared_ptr<Backend>(std::make_shared<CpuBackend>(threads, ""));
+}
+
+std::shared_ptr<Backend> make_cpu_backend() {
+  auto threads = resolve_threads(0);
+  if (threads) return std::make_shared<CpuBackend>(*threads, "");
+  // No Result to carry the error: the calling thread alone, and describe() says why.
+  return std::make_shared<CpuBackend>(1, threads.error().message + ", so 1 thread");
+}
+
+int cpu_threads(const Backend& backend) {
+  const auto* cpu = dynamic_cast<const CpuBackend*>(&backend);
+  return cpu ? cpu->threads() : 0;
+}
 
 }  // namespace tapewise

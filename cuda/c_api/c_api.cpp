@@ -461,6 +461,17 @@ tw_status tw_backend_create_cpu(tw_backend** out) {
   });
 }
 
+tw_status tw_backend_create_cpu_threads(int threads, tw_backend** out) {
+  return guarded(__func__, [&] {
+    tw_backend*& result = required(out, "out");
+    result = new_handle<tw_backend>(unwrap(make_cpu_backend(CpuOptions{threads})));
+  });
+}
+
+tw_status tw_backend_cpu_threads(const tw_backend* backend, int* threads) {
+  return guarded(__func__, [&] { required(threads, "threads") = cpu_threads(*live(backend).backend); });
+}
+
 tw_status tw_backend_create_cuda(int device, void* stream, tw_backend** out) {
   return guarded(__func__, [&] {
     tw_backend*& result = required(out, "out");

@@ -213,8 +213,22 @@ class TAPEWISE_API Backend : public std::enable_shared_from_this<Backend> {
   std::int64_t fail_countdown_ = 0;  ///< the engine's test hook: the allocation that fails
 };
 
-/// The CPU backend (the production per-element code compiled for the host).
+/// The CPU backend's options.
+struct CpuOptions {
+  /// Threads for large tensors, the calling thread included (a tensor of at most 2^15 elements runs on
+  /// the calling thread alone). 0 takes TAPEWISE_CPU_THREADS, else the CPUs this process may run on (at
+  /// most 64); 1 runs everything on the calling thread. At most 256. Results never depend on it.
+  int threads = 0;
+};
+/// The CPU backend (the production per-element code compiled for the host). InvalidArgument for a
+/// thread count outside 0..256, or an invalid TAPEWISE_CPU_THREADS when threads is 0.
+[[nodiscard]] TAPEWISE_API Result<std::shared_ptr<Backend>> make_cpu_backend(const CpuOptions& options);
+/// The CPU backend with the default CpuOptions; where TAPEWISE_CPU_THREADS is invalid it runs on the
+/// calling thread alone and its describe() says why (make_cpu_backend(CpuOptions{}) refuses it).
 TAPEWISE_API std::shared_ptr<Backend> make_cpu_backend();
+/// The threads a CPU backend runs large tensors on (CpuOptions::threads as resolved); 0 for other
+/// backends.
+TAPEWISE_API int cpu_threads(const Backend& backend);
 
 /// A CUDA backend on the caller's device and, optionally, the caller's stream. It never changes the
 /// caller's state: the current device is put back after every call, memory comes from a pool of the

@@ -3,7 +3,9 @@
 /// \file
 #pragma once
 
+#if !defined(__CUDACC_RTC__)  // NVRTC (compiled pieces) is always C++20
 #include "requires_cpp20.hpp"
+#endif
 
 #include <cstdint>
 

@@ -173,8 +173,16 @@ TW_API int tw_cuda_available(void);
 
 /* --- backends --------------------------------------------------------------------------------- */
 
-/** The CPU backend (the production code compiled for the host). */
+/** The CPU backend (the production code compiled for the host), with the default thread count
+ * (TAPEWISE_CPU_THREADS, else the CPUs this process may run on; an invalid TAPEWISE_CPU_THREADS gives
+ * one thread, and tw_backend_describe says why). */
 TW_API tw_status tw_backend_create_cpu(tw_backend** out);
+/** The CPU backend running tensors of more than 2^15 elements on `threads` threads, the calling
+ * thread included (0: the default, but an invalid TAPEWISE_CPU_THREADS is TW_INVALID_ARGUMENT; 1: the
+ * calling thread alone; at most 256, else TW_INVALID_ARGUMENT). Results never depend on the count. */
+TW_API tw_status tw_backend_create_cpu_threads(int threads, tw_backend** out);
+/** The threads a CPU backend runs large tensors on; 0 for a CUDA backend. */
+TW_API tw_status tw_backend_cpu_threads(const tw_backend* backend, int* threads);
 /** A CUDA backend on `device`, queueing on `stream` (a cudaStream_t on that device; NULL: its own).
  * TW_DEVICE_UNAVAILABLE where there is no usable GPU, TW_INVALID_ARGUMENT for a bad ordinal. */
 TW_API tw_status tw_backend_create_cuda(int device, void* stream, tw_backend** out);

@@ -301,6 +301,8 @@ void bind_backend(nb::module_& m) {
       .def("__repr__", [](const PyBackend& b) {
              return std::string("<tapewise.Backend ") + (b.is_cuda() ? "cuda" : "cpu") + ": " + b.backend->describe() + ">"; })
       .def_prop_ro("device_id", [](const PyBackend& b) { return b.backend->device_id(); }, "The CUDA ordinal (0 on the CPU).")
+      .def_prop_ro("threads", [](const PyBackend& b) { return cpu_threads(*b.backend); },
+                   "The threads a CPU backend runs large tensors on (tapewise.cpu(threads=...)); 0 for CUDA.")
       .def("__dlpack_device__", [](const PyBackend& b) {
              return std::make_tuple(b.backend->dlpack_device_type(), b.backend->device_id()); },
            "(DLPack device type, device id): (1, 0) for the CPU, (2, ordinal) for CUDA.")
@@ -397,8 +399,26 @@ void bind_backend(nb::module_& m) {
   nb::dict dtype_codes;  // every dtype by name: {"float32": 0, "float64": 1, "bfloat16": 2, "float16": 3}
   for (DType d : kDTypes) dtype_codes[dtype_name(d)] = static_cast<int>(d);
   m.attr("DTYPE_CODES") = dtype_codes;
-  m.def("cpu", [] { return PyBackend{make_cpu_backend(), false}; },
-        "A new CPU backend: the same per-element code as the CUDA kernels, compiled for the host.");
+  m.def("cpu", [](nb::handle threads) {
+          int count = 0;  // the default: TAPEWISE_CPU_THREADS, else the CPUs this process may use
+          if (!threads.is_none()) {
+            // An int, not a bool (True is no thread count) nor a float.
+            if (!PyLong_Check(threads.ptr()) || PyBool_Check(threads.ptr()))
+              throw nb::type_error(("cpu: threads must be an int or None, not " +
+                                    std::string(nb::type_name(threads.type()).c_str())).c_str());
+            int overflow = 0;
+            const long long value = PyLong_AsLongLongAndOverflow(threads.ptr(), &overflow);
+            if (overflow != 0 || value < 0 || value > 256)
+              raise(ErrorCode::InvalidArgument, "cpu: threads " + nb::cast<std::string>(nb::str(threads)) +
+                                                    " is outside 0..256 (0 or None: the default)");
+            count = static_cast<int>(value);
+          }
+          return PyBackend{unwrap(make_cpu_backend(CpuOptions{count})), false}; },
+        "threads"_a = nb::none(),
+        "A new CPU backend: the same per-element code as the CUDA kernels, compiled for the host. Tensors\n"
+        "of more than 2^15 elements run on `threads` threads, the calling thread included (None: the\n"
+        "TAPEWISE_CPU_THREADS environment variable, else the CPUs this process may use; 1: the calling\n"
+        "thread alone; at most 256). Results never depend on the thread count.");
   m.def("_cuda", &make_cuda, "device"_a, "stream"_a = nb::none(),
         "Low level of tapewise.cuda: `stream` is a cudaStream_t as an int (0: the legacy default stream)\n"
         "or None for a stream of the backend's own.");

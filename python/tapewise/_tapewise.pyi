@@ -35,6 +35,10 @@ class Backend:
     def device_id(self) -> int:
         """The CUDA ordinal (0 on the CPU)."""
 
+    @property
+    def threads(self) -> int:
+        """The threads a CPU backend runs large tensors on (tapewise.cpu(threads=...)); 0 for CUDA."""
+
     def __dlpack_device__(self) -> tuple[int, int]:
         """
         (DLPack device type, device id): (1, 0) for the CPU, (2, ordinal) for CUDA.
@@ -184,9 +188,12 @@ class Buffer:
 
 DTYPE_CODES: dict = {'float32' : 0, 'float64' : 1, 'bfloat16' : 2, 'float16' : 3}
 
-def cpu() -> Backend:
+def cpu(threads: int | None = None) -> Backend:
     """
-    A new CPU backend: the same per-element code as the CUDA kernels, compiled for the host.
+    A new CPU backend: the same per-element code as the CUDA kernels, compiled for the host. Tensors
+    of more than 2^15 elements run on `threads` threads, the calling thread included (None: the
+    TAPEWISE_CPU_THREADS environment variable, else the CPUs this process may use; 1: the calling
+    thread alone; at most 256). Results never depend on the thread count.
     """
 
 def _node_kernels() -> object:
