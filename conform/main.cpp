@@ -283,7 +283,9 @@ Subcommand add_prove(CLI::App& app, CommonText& t) {
             if (!selection) return usage_error(selection.error().message);
             if (t.backend != "auto" && t.backend != "cpu" && t.backend != "cuda")
               return usage_error("--backend: auto, cpu or cuda, not '" + tc::escaped_prefix(t.backend) + "'");
-            if (!(o->timeout_s > 0 && o->timeout_s <= 3600)) return usage_error("--timeout: from 0 to 3600 seconds");
+            // Below 1 ms the solver would be sent 0, which Bitwuzla reads as no limit.
+            if (!(o->timeout_s >= 0.001 && o->timeout_s <= 3600))
+              return usage_error("--timeout: from 0.001 (1 ms) to 3600 seconds");
             o->ops = selection->ops;
             o->dtypes = selection->dtypes;
             o->backend = t.backend;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -849,6 +850,40 @@ TEST_F(Cli, ProveRefusesASolverThatIsNotAFile) {
         << r.err;
     EXPECT_TRUE(r.out.empty()) << r.out.substr(0, 200);
   }
+}
+
+// The prover's doors: with no solver, a solver that stops answering, or one that answers another
+// query, prove has no verdict: exit 2 with the reason, never 1 (a violation) or 0 (proven). sqrt in
+// float32 needs one lemma from the solver.
+TEST_F(Cli, ProveWithoutAnAnswerIsNoVerdict) {
+  const std::string sqrt_f32 = "prove --ops sqrt --dtype float32 --backend cpu";
+  const Ran none = conform(sqrt_f32 + " --python " + arg("no-such-python"));
+  EXPECT_EQ(none.status, 2) << none.out << none.err;
+  EXPECT_NE(none.err.find("no verdict for "), std::string::npos) << none.err;
+  EXPECT_NE(none.err.find("the solver process ended"), std::string::npos) << none.err;
+
+  std::ofstream(path("hang.py")) << "import sys, time\nsys.stdin.readline()\ntime.sleep(600)\n";
+  const auto start = std::chrono::steady_clock::now();
+  const Ran hung = conform(sqrt_f32 + " --timeout 0.5 --solver " + arg("hang.py"));
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(hung.status, 2) << hung.out << hung.err;
+  EXPECT_NE(hung.err.find("the solver did not answer within 5.5 s"), std::string::npos) << hung.err;
+  EXPECT_LT(waited, 60) << "the prover waited for a solver that stopped answering";
+
+  std::ofstream(path("liar.py")) << "import json, sys\nfor line in sys.stdin:\n"
+                                    "    q = json.loads(line)\n"
+                                    "    print(json.dumps({'id': q['id'] + 1, 'result': 'unsat', 'seconds': 0}), flush=True)\n";
+  const Ran liar = conform(sqrt_f32 + " --solver " + arg("liar.py"));
+  EXPECT_EQ(liar.status, 2) << liar.out << liar.err;
+  EXPECT_NE(liar.err.find("the solver answered query 2, not query 1; not believed"), std::string::npos) << liar.err;
+}
+
+// A limit below 1 ms would reach Bitwuzla as 0, which it reads as no limit; an ATen audit of dtypes it
+// does not cover would pass having audited nothing. Both are refused before any work.
+TEST_F(Cli, ProveRefusesATimeoutBelowOneMillisecondAndAnAuditOfNothing) {
+  for (const char* timeout : {"0.0005", "0", "-1", "nan", "3601"})
+    expect_usage_error(std::string("prove --ops sqrt --dtype float32 --backend cpu --timeout ") + timeout, "--timeout");
+  expect_usage_error("prove --ops sqrt --dtype bfloat16,float16 --backend cpu --frameworks", "--dtype names neither");
 }
 
 TEST_F(Cli, JsonAndJunitBothOnStandardOutputAreRefused) {

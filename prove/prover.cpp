@@ -5,14 +5,17 @@
 
 #include "prover.hpp"
 
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
@@ -82,36 +85,89 @@ class Solver {
   Solver(std::string python, std::string script) : python_(std::move(python)), script_(std::move(script)) {}
   ~Solver() { stop(); }
 
-  // One query; the answer's JSON, or an {"result": "error"} one.
+  // One query; the answer's JSON, or an {"result": "error"} one with the reason. An answer must come
+  // within the query's own time limit and a grace period, and must name the query it answers: a
+  // solver that stops answering is stopped, and one that answers another query is not believed.
   json ask(const json& query) {
-    if (!start()) return json{{"result", "error"}, {"reason", reason_}};
+    if (!start()) return error(reason_);
     const std::string line = query.dump() + "\n";
-    if (std::fwrite(line.data(), 1, line.size(), to_) != line.size() || std::fflush(to_) != 0) {
+    if (!write_all(line)) {
       stop();
-      return json{{"result", "error"}, {"reason", "the solver process closed its input"}};
+      return error(reason_);
     }
+    const double limit_s = query.value("timeout_ms", std::int64_t{0}) / 1000.0;
+    const double wait_s = limit_s + std::max(kGraceSeconds, limit_s);
     std::string answer;
-    for (int c; (c = std::fgetc(from_)) != EOF && c != '\n';) answer.push_back(static_cast<char>(c));
-    if (answer.empty()) {
-      stop();
-      return json{{"result", "error"}, {"reason", "the solver process ended (" + python_ + " " + script_ + ")"}};
+    switch (read_line(wait_s, &answer)) {
+      case Read::line: break;
+      case Read::timeout: {
+        std::ostringstream why;
+        why << "the solver did not answer within " << wait_s << " s (the query's limit " << limit_s
+            << " s, and as long again, at least " << kGraceSeconds << " s); it was stopped";
+        reason_ = why.str();
+        stop();
+        return error(reason_);
+      }
+      case Read::ended:
+        stop();
+        return error(reason_);
     }
     json a = json::parse(answer, nullptr, false);
-    if (a.is_discarded()) return json{{"result", "error"}, {"reason", "unreadable answer: " + answer.substr(0, 200)}};
-    if (a.value("id", 0) == -1) {  // the solver could not start (no bitwuzla)
+    if (a.is_discarded() || !a.is_object()) return error("unreadable answer: " + answer.substr(0, 200));
+    const json id = a.value("id", json());
+    if (id == -1) {  // the solver could not start (no bitwuzla)
       reason_ = a.value("reason", "the solver failed");
       stop();
+      return error(reason_);
+    }
+    if (id != query["id"]) {
+      // Its answers and our queries no longer pair up: stopped, and every later query says why.
+      reason_ = "the solver answered query " + id.dump() + ", not query " + query["id"].dump() + "; not believed";
+      stop();
+      return error(reason_);
     }
     return a;
   }
-  std::string version() {
-    return version_;
-  }
 
  private:
+  static constexpr double kGraceSeconds = 5;
+  enum class Read { line, timeout, ended };
+  static json error(const std::string& reason) { return json{{"result", "error"}, {"reason", reason}}; }
+
+  bool write_all(const std::string& text) {
+    for (std::size_t done = 0; done < text.size();) {
+      const ssize_t n = ::write(to_, text.data() + done, text.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return false;
+      done += static_cast<std::size_t>(n);
+    }
+    return true;
+  }
+  // One line from the solver, waiting at most `wait_s` seconds for it.
+  Read read_line(double wait_s, std::string* line) {
+    const auto deadline = Clock::now() + std::chrono::duration<double>(wait_s);
+    while (true) {
+      if (const auto eol = pending_.find('\n'); eol != std::string::npos) {
+        *line = pending_.substr(0, eol);
+        pending_.erase(0, eol + 1);
+        return Read::line;
+      }
+      const double left_ms = std::chrono::duration<double, std::milli>(deadline - Clock::now()).count();
+      if (left_ms <= 0) return Read::timeout;
+      pollfd fd{from_, POLLIN, 0};
+      const int ready = ::poll(&fd, 1, static_cast<int>(std::min(left_ms + 1, 3.6e6)));
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready == 0) continue;  // the deadline decides, at the loop's head
+      char buffer[4096];
+      const ssize_t n = ::read(from_, buffer, sizeof buffer);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return Read::ended;
+      pending_.append(buffer, static_cast<std::size_t>(n));
+    }
+  }
   bool start() {
     if (pid_ > 0) return true;
-    if (!reason_.empty() && dead_) return false;
+    if (dead_) return false;
     int in[2], out[2];
     if (::pipe(in) != 0 || ::pipe(out) != 0) {
       reason_ = "pipe failed";
@@ -130,32 +186,37 @@ class Solver {
     ::close(in[0]);
     ::close(out[1]);
     if (pid_ < 0) {
+      ::close(in[1]);
+      ::close(out[0]);
       reason_ = "fork failed";
       dead_ = true;
       return false;
     }
-    to_ = ::fdopen(in[1], "w");
-    from_ = ::fdopen(out[0], "r");
+    to_ = in[1];
+    from_ = out[0];
     ::signal(SIGPIPE, SIG_IGN);
     return true;
   }
+  // Ends the solver process (killed: it may be busy, or hung) and refuses every later query with the
+  // reason it ended.
   void stop() {
-    if (to_) std::fclose(to_);
-    if (from_) std::fclose(from_);
-    to_ = from_ = nullptr;
+    if (to_ >= 0) ::close(to_);
+    if (from_ >= 0) ::close(from_);
+    to_ = from_ = -1;
     if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
       int status = 0;
       ::waitpid(pid_, &status, 0);
     }
     pid_ = -1;
     dead_ = true;
-    if (reason_.empty()) reason_ = "the solver process ended";
+    pending_.clear();
+    if (reason_.empty()) reason_ = "the solver process ended (" + python_ + " " + script_ + ")";
   }
-  std::string python_, script_, reason_, version_;
+  std::string python_, script_, reason_, pending_;
   pid_t pid_ = -1;
   bool dead_ = false;
-  std::FILE* to_ = nullptr;
-  std::FILE* from_ = nullptr;
+  int to_ = -1, from_ = -1;
 };
 
 // --- queries ------------------------------------------------------------------------------------
@@ -215,7 +276,8 @@ json make_query(NodeId u, NodeId v, bool abstract, int id, double timeout_s, std
   }
   if (size) *size = nodes.size();
   return json{{"id", id}, {"nodes", nodes}, {"goal", json::array({local.at(u), local.at(v)})},
-              {"timeout_ms", static_cast<std::int64_t>(timeout_s * 1000)}};
+              // At least 1 ms: Bitwuzla reads 0 as no limit at all.
+              {"timeout_ms", std::max<std::int64_t>(1, static_cast<std::int64_t>(timeout_s * 1000))}};
 }
 
 // --- the engine ---------------------------------------------------------------------------------
@@ -583,6 +645,18 @@ std::string column_status(const std::vector<ClaimResult>& rs, const std::string&
 }  // namespace
 
 int prove_command(const ProveOptions& o) {
+  // Bitwuzla reads a limit of 0 ms as none at all: below 1 ms, a query could run forever.
+  if (!(std::isfinite(o.timeout_s) && o.timeout_s >= 0.001 && o.timeout_s <= 3600)) {
+    std::cerr << o.program_name << ": --timeout: " << o.timeout_s
+              << " is not from 0.001 (1 ms) to 3600 seconds\n";
+    return 2;
+  }
+  if (o.frameworks && std::none_of(o.dtypes.begin(), o.dtypes.end(),
+                                   [](DType d) { return d == DType::float32 || d == DType::float64; })) {
+    std::cerr << o.program_name << ": --frameworks holds PyTorch's formulas in float32 and float64; "
+              << "--dtype names neither, so there would be nothing to audit\n";
+    return 2;
+  }
   if (!o.json_path.empty())
     if (auto ok = conform::check_output(o.json_path, "--json"); !ok) {
       std::cerr << o.program_name << ": " << ok.error().message << "\n";
@@ -612,7 +686,10 @@ int prove_command(const ProveOptions& o) {
                  {"equality", "AgreeUpToNaN: equal bits, or both NaN"},
                  {"nodes", json::array()}};
   const std::shared_ptr<Backend> cpu = make_cpu_backend();  // the model check's: glibc's libm, as eval.hpp's
-  int proven = 0, failed = 0, model_errors = 0;
+  // A refuted claim is a violation (exit 1); one the solver gave no answer for (unknown, an error, no
+  // solver at all) is no verdict (exit 2), never a pass and never a violation.
+  int proven = 0, refuted = 0, undecided = 0, model_errors = 0;
+  std::string first_reason;
   std::cout << std::left << std::setw(9) << "node" << std::setw(10) << "dtype" << std::setw(11) << "forward"
             << std::setw(11) << "vjp" << std::setw(11) << "tape" << std::setw(11) << "repeated" << std::setw(10)
             << "time" << "lemmas\n";
@@ -656,7 +733,14 @@ int prove_command(const ProveOptions& o) {
             }
           }
           cr.seconds = seconds_since(tc);
-          holds(cr.verdict.status) ? ++proven : ++failed;
+          if (holds(cr.verdict.status)) {
+            ++proven;
+          } else if (cr.verdict.status == Status::refuted) {
+            ++refuted;
+          } else {
+            ++undecided;
+            if (first_reason.empty()) first_reason = cr.verdict.reason.empty() ? status_name(cr.verdict.status) : cr.verdict.reason;
+          }
           results.push_back(std::move(cr));
         }
       }
@@ -734,6 +818,10 @@ int prove_command(const ProveOptions& o) {
       Verdict verdict = engine.prove(u, v);
       if (!holds(verdict.status)) engine.root(u, v, verdict);
       (*out)["status"] = status_name(verdict.status);
+      if (verdict.status == Status::unknown || verdict.status == Status::error) {
+        ++undecided;  // an audit row without an answer is no verdict either
+        if (first_reason.empty()) first_reason = verdict.reason.empty() ? status_name(verdict.status) : verdict.reason;
+      }
       (*out)["seconds"] = seconds_since(t);
       (*out)["lemmas"] = verdict.lemmas.size();
       if (verdict.status == Status::refuted) (*out)["model"] = verdict.model;
@@ -757,10 +845,12 @@ int prove_command(const ProveOptions& o) {
     }
   }
   const double total = seconds_since(start);
-  report["summary"] = {{"claims_proven", proven}, {"claims_not_proven", failed}, {"model_errors", model_errors},
-                       {"seconds", total}};
+  const int failed = refuted + undecided;
+  report["summary"] = {{"claims_proven", proven}, {"claims_not_proven", failed}, {"claims_refuted", refuted},
+                       {"without_verdict", undecided}, {"model_errors", model_errors}, {"seconds", total}};
   std::cout << "prove: " << proven << " of " << (proven + failed) << " claims proven";
-  if (failed) std::cout << ", " << failed << " not";
+  if (refuted) std::cout << ", " << refuted << " refuted";
+  if (undecided) std::cout << ", " << undecided << " without a verdict";
   if (model_errors) std::cout << ", " << model_errors << " node(s) outside the model";
   std::cout << " (" << std::fixed << std::setprecision(1) << total << " s)\n";
   if (!o.json_path.empty())
@@ -768,8 +858,12 @@ int prove_command(const ProveOptions& o) {
       std::cerr << o.program_name << ": " << ok.error().message << "\n";
       return 2;
     }
-  if (model_errors) return 2;
-  return failed ? 1 : 0;
+  if (refuted) return 1;
+  if (undecided) {
+    std::cerr << o.program_name << ": no verdict for " << undecided << " claim(s) or audit row(s): " << first_reason << "\n";
+    return 2;
+  }
+  return model_errors ? 2 : 0;
 }
 
 }  // namespace tapewise::prove
