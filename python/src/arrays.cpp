@@ -390,6 +390,25 @@ std::optional<DType> dtype_named(const std::string& name) {
   return std::nullopt;
 }
 
+std::optional<std::string> dtype_name_from_python(nb::handle dtype, const char* what) {
+  if (dtype.is_none()) return std::nullopt;
+  const std::string text = nb::str(dtype).c_str();
+  if (nb::isinstance<nb::str>(dtype) && dtype_named(text)) return text;
+  // numpy's spellings ("f8", "<f4", "double", np.float64, np.dtype("f2")) and ml_dtypes.bfloat16 (which
+  // registers itself with numpy) are named as numpy names them.
+  try {
+    const nb::object numpy = nb::module_::import_("numpy");
+    return std::string(nb::str(numpy.attr("dtype")(dtype).attr("name")).c_str());
+  } catch (const nb::python_error&) {
+  }
+  // torch.float32, torch.half, torch.bfloat16: "torch.<name>" (torch.half prints as torch.float16).
+  if (text.starts_with("torch.")) return text.substr(6);
+  if (nb::isinstance<nb::str>(dtype)) return text;  // an unknown name: refused below, by name
+  throw nb::type_error((std::string(what) + ": dtype= takes a dtype's name (\"float32\"), a numpy or torch dtype, "
+                        "or ml_dtypes.bfloat16, not " + text)
+                           .c_str());
+}
+
 DType dtype_from_python(const std::string& name) {
   if (auto d = dtype_named(name)) return *d;
   raise(ErrorCode::DTypeMismatch, "dtype '" + name + "' is not float32, float64, bfloat16 or float16");

@@ -263,7 +263,8 @@ const tapewise_node_kernels kNodeKernels = {
     static_cast<int>(DType::bfloat16), static_cast<int>(DType::float16),
     &node_forward, &node_vjp};
 
-PyBuffer allocate_buffer(PyBackend& be, const std::vector<std::int64_t>& shape, const std::string& dtype) {
+PyBuffer allocate_buffer(PyBackend& be, const std::vector<std::int64_t>& shape, nb::handle dtype_arg) {
+  const std::string dtype = dtype_name_from_python(dtype_arg, "allocate").value_or("float32");
   return PyBuffer{unwrap(be.backend->allocate(Shape(shape), dtype_from_python(dtype), AllocTag::value)),
                   Access::writable};
 }
@@ -274,7 +275,8 @@ nb::tuple shape_tuple(const Shape& s) {
   return nb::tuple(dims);
 }
 
-PyBuffer wrap_array(const PyBackend& be, nb::handle array, bool copy, const std::optional<std::string>& dtype) {
+PyBuffer wrap_array(const PyBackend& be, nb::handle array, bool copy, nb::handle dtype_arg) {
+  const std::optional<std::string> dtype = dtype_name_from_python(dtype_arg, "wrap");
   const bool numbers = is_python_numbers(array);
   Imported in = import_array(be, array, copy ? Copy::always : Copy::never, "wrap", numbers_dtype_from_python(dtype, "wrap"));
   check_requested_dtype(dtype, in.buffer.dtype(), numbers, "wrap");
@@ -409,7 +411,7 @@ void bind_backend(nb::module_& m) {
             int overflow = 0;
             const long long value = PyLong_AsLongLongAndOverflow(threads.ptr(), &overflow);
             if (overflow != 0 || value < 0 || value > 256)
-              raise(ErrorCode::InvalidArgument, "cpu: threads " + nb::cast<std::string>(nb::str(threads)) +
+              raise(ErrorCode::InvalidArgument, std::string("cpu: threads ") + nb::str(threads).c_str() +
                                                     " is outside 0..256 (0 or None: the default)");
             count = static_cast<int>(value);
           }

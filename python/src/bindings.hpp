@@ -127,6 +127,10 @@ std::string buffer_summary(const PyBuffer& buffer);
 
 Op op_from_python(const std::string& name);
 DType dtype_from_python(const std::string& name);
+// A dtype= argument as tapewise's name for it: None stays None; "float32" and the other names as
+// given; numpy's spellings ("f8", np.float64, np.dtype("<f4")), ml_dtypes.bfloat16 and torch dtypes by
+// the name they stand for. Anything else is a TypeError naming `what`.
+std::optional<std::string> dtype_name_from_python(nb::handle dtype, const char* what);
 VjpPath path_from_python(const std::string& name);
 // A Python number or (nested) list/tuple of numbers: memory-less data that import_array copies.
 bool is_python_numbers(nb::handle obj);

@@ -202,7 +202,8 @@ NodeId apply(PyTape& t, const std::string& op_name_, const std::vector<NodeIdArg
   return unwrap(t.tape.apply(op, node_ids(parents), s));
 }
 
-NodeId leaf(PyTape& t, nb::handle array, bool requires_grad, bool copy, const std::optional<std::string>& dtype) {
+NodeId leaf(PyTape& t, nb::handle array, bool requires_grad, bool copy, nb::handle dtype_arg) {
+  const std::optional<std::string> dtype = dtype_name_from_python(dtype_arg, "leaf");
   const bool numbers = is_python_numbers(array);
   Imported in = import_array(t.be, array, copy ? Copy::always : Copy::never, "leaf",
                              numbers_dtype_from_python(dtype, "leaf"));
@@ -386,13 +387,21 @@ void bind_gradients(nb::module_& m) {
 
 }  // namespace
 
-// One field of the tape's options as a read-write property (Tape::set_options checks what is set).
+// One field of the tape's options as a read-write property (Tape::set_options checks what is set). An
+// int, never a bool: True is no element count.
 void bind_tape_option(nb::class_<PyTape>& cls, const char* name, std::int64_t TapeOptions::*field, const char* doc) {
   cls.def_prop_rw(
       name, [field](const PyTape& t) { return t.tape.options().*field; },
-      [field](PyTape& t, std::int64_t value) {
+      [field, name](PyTape& t, nb::handle value) {
+        if (!PyLong_Check(value.ptr()) || PyBool_Check(value.ptr()))
+          throw nb::type_error((std::string(name) + " takes an int, not " +
+                                std::string(nb::type_name(value.type()).c_str())).c_str());
+        int overflow = 0;
+        const long long number = PyLong_AsLongLongAndOverflow(value.ptr(), &overflow);
+        if (overflow != 0)
+          raise(ErrorCode::InvalidArgument, std::string(name) + " " + nb::str(value).c_str() + " does not fit in 64 bits");
         TapeOptions options = t.tape.options();
-        options.*field = value;
+        options.*field = number;
         unwrap(t.tape.set_options(options));
       },
       doc);

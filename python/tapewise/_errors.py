@@ -18,6 +18,11 @@ class TapewiseError(Exception):
         self.code = code
         self.message = message
 
+    def __reduce__(self):
+        # Rebuilt from (code, message), not from Exception's args (the joined text, which __init__
+        # does not take): errors cross pickle, and so multiprocessing and concurrent.futures.
+        return (type(self), (self.code, self.message))
+
 
 class InvalidNodeIdError(TapewiseError, IndexError):
     """A node id that is not on the tape."""

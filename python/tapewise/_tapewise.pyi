@@ -68,7 +68,7 @@ class Backend:
         Waits for all queued work; raises CudaFailureError for an asynchronous failure.
         """
 
-    def wrap(self, array: object, copy: bool = False, dtype: str | None = None) -> Buffer:
+    def wrap(self, array: object, copy: bool = False, dtype: str | object | None = None) -> Buffer:
         """
         A Buffer over `array`'s memory, no copy (see Tape.leaf for what is accepted); copy=True copies.
         A Python float or (nested) list of numbers is always copied, as dtype ("float32", the default,
@@ -78,7 +78,7 @@ class Backend:
         A view of read-only memory is read-only: its array() refuses writes and it cannot be an output.
         """
 
-    def allocate(self, shape: Sequence[int], dtype: str = 'float32') -> Buffer:
+    def allocate(self, shape: Sequence[int], dtype: str | object = 'float32') -> Buffer:
         """
         A fresh, uninitialised Buffer of this backend (tag "value"); dtype "float32", "float64",
         "bfloat16" or "float16".
@@ -261,7 +261,7 @@ class Tape:
     @max_pending_nodes.setter
     def max_pending_nodes(self, arg: int, /) -> None: ...
 
-    def leaf(self, array: object, requires_grad: bool = True, copy: bool = False, dtype: str | None = None) -> int:
+    def leaf(self, array: object, requires_grad: bool = True, copy: bool = False, dtype: str | object | None = None) -> int:
         """
         Records `array` as a leaf and returns its id. Any object exporting __dlpack__ or the buffer
         protocol (numpy, torch, jax, cupy), float32, float64, bfloat16 or float16, C-contiguous, on the

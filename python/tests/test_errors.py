@@ -70,6 +70,32 @@ def test_error_classes_are_also_builtin_kinds():
     assert issubclass(tapewise.OutOfMemoryError, MemoryError)
 
 
+def _raise_a_tapewise_error(_):
+    tapewise.Tape(tapewise.cpu()).sin(5)
+
+
+def test_errors_survive_pickling_and_other_processes():
+    """Each error class rebuilds from its pickle with its class, code, message and text, so that
+    multiprocessing and concurrent.futures carry it back from a worker."""
+    import concurrent.futures
+    import multiprocessing
+    import pickle
+
+    from tapewise._errors import ERRORS_BY_CODE
+    for code, cls in list(ERRORS_BY_CODE.items()) + [("TapewiseError", tapewise.TapewiseError)]:
+        error = cls(code, "what went wrong")
+        back = pickle.loads(pickle.dumps(error))
+        assert type(back) is cls and back.code == code and back.message == "what went wrong"
+        assert str(back) == str(error)
+    with pytest.raises(tapewise.InvalidNodeIdError) as raised:
+        _raise_a_tapewise_error(None)
+    back = pickle.loads(pickle.dumps(raised.value))
+    assert type(back) is tapewise.InvalidNodeIdError and back.message == raised.value.message
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        with pytest.raises(tapewise.InvalidNodeIdError, match="invalid node id 5"):
+            pool.submit(_raise_a_tapewise_error, None).result(timeout=120)
+
+
 def test_tape_still_works_after_an_error(backend):
     tape = tapewise.Tape(backend)
     x = leaf(tape, np.array([0.5, 1.0]))
@@ -121,6 +147,51 @@ def test_wrong_dtypes_are_named():
                         (np.ones(2, np.complex64), "complex64"), (np.ones(2, bool), "bool8")]:
         with pytest.raises(tapewise.DTypeMismatchError, match=f"dtype {name} is not supported"):
             tape.leaf(array)
+    assert len(tape) == 0
+
+
+@pytest.mark.parametrize("spelling, name", [
+    ("float64", "float64"), ("f8", "float64"), ("<f8", "float64"), ("double", "float64"), (np.float64, "float64"),
+    (np.dtype("f8"), "float64"), ("f4", "float32"), (np.float32, "float32"), (np.dtype("<f4"), "float32"),
+    ("f2", "float16"), (np.float16, "float16"), ("half", "float16"), ("bfloat16", "bfloat16")])
+def test_dtype_takes_numpys_spellings(spelling, name):
+    """dtype= of a list's copy (leaf, wrap) and of allocate takes numpy's ways of naming a dtype."""
+    tape = tapewise.Tape(tapewise.cpu())
+    x = tape.leaf([1.0, 2.5], dtype=spelling)
+    assert tape.dtype(x) == name
+    assert tapewise.cpu().wrap([1.0, 2.5], dtype=spelling).dtype == name
+    assert tapewise.cpu().allocate([3], dtype=spelling).dtype == name
+
+
+def test_dtype_takes_ml_dtypes_bfloat16():
+    ml_dtypes = pytest.importorskip("ml_dtypes", reason="ml_dtypes is not installed")
+    tape = tapewise.Tape(tapewise.cpu())
+    assert tape.dtype(tape.leaf([1.0, 2.5], dtype=ml_dtypes.bfloat16)) == "bfloat16"
+
+
+def test_tape_options_take_ints_not_bools():
+    """True is no element count: the options refuse it (before, it was taken as 1)."""
+    tape = tapewise.Tape(tapewise.cpu())
+    before = (tape.program_threshold, tape.max_pending_nodes)
+    for name in ("program_threshold", "max_pending_nodes"):
+        for value in (True, False, 1.5, "3"):
+            with pytest.raises(TypeError, match=f"{name} takes an int, not"):
+                setattr(tape, name, value)
+        with pytest.raises(tapewise.InvalidArgumentError, match=f"{name} {2**70} does not fit in 64 bits"):
+            setattr(tape, name, 2**70)
+    assert (tape.program_threshold, tape.max_pending_nodes) == before
+    tape.program_threshold = 16
+    assert tape.program_threshold == 16
+
+
+def test_a_dtype_that_is_no_dtype_is_refused_by_name():
+    tape = tapewise.Tape(tapewise.cpu())
+    with pytest.raises(TypeError, match="leaf: dtype= takes a dtype's name"):
+        tape.leaf([1.0], dtype=3.5)
+    with pytest.raises(tapewise.DTypeMismatchError, match="dtype='int32' is not a dtype tapewise takes"):
+        tape.leaf([1.0], dtype=np.int32)
+    with pytest.raises(tapewise.DTypeMismatchError, match="dtype='nonsense' is not a dtype tapewise takes"):
+        tape.leaf([1.0], dtype="nonsense")
     assert len(tape) == 0
 
 
