@@ -6,6 +6,8 @@
 #include <limits>
 #include <string>
 
+#include "tape/tape_internal.hpp"
+
 namespace tapewise::detail {
 
 void keep_in_registers(Program& program, std::span<const std::uint8_t> only_the_next_reads) {
@@ -117,7 +119,7 @@ const Program& BackwardProgram::build(const BackwardPlan& plan, std::span<const 
   large_zeros_.clear();
   for (NodeId id : plan.zero_slots) {
     Buffer& zeros = slots_[slot_of_[static_cast<std::size_t>(id)]];
-    if (threshold <= 0 || zeros.numel() > threshold) {
+    if (!runs_as_program(zeros.numel(), threshold)) {
       large_zeros_.push_back(id);
       continue;
     }

@@ -409,6 +409,15 @@ std::optional<std::string> dtype_name_from_python(nb::handle dtype, const char* 
                            .c_str());
 }
 
+std::optional<std::int64_t> int64_from_python(nb::handle value, const std::string& type_error_prefix) {
+  if (!PyLong_Check(value.ptr()) || PyBool_Check(value.ptr()))
+    throw nb::type_error((type_error_prefix + nb::type_name(value.type()).c_str()).c_str());
+  int overflow = 0;
+  const long long number = PyLong_AsLongLongAndOverflow(value.ptr(), &overflow);
+  if (overflow != 0) return std::nullopt;
+  return number;
+}
+
 DType dtype_from_python(const std::string& name) {
   if (auto d = dtype_named(name)) return *d;
   raise(ErrorCode::DTypeMismatch, "dtype '" + name + "' is not float32, float64, bfloat16 or float16");

@@ -404,16 +404,11 @@ void bind_backend(nb::module_& m) {
   m.def("cpu", [](nb::handle threads) {
           int count = 0;  // the default: TAPEWISE_CPU_THREADS, else the CPUs this process may use
           if (!threads.is_none()) {
-            // An int, not a bool (True is no thread count) nor a float.
-            if (!PyLong_Check(threads.ptr()) || PyBool_Check(threads.ptr()))
-              throw nb::type_error(("cpu: threads must be an int or None, not " +
-                                    std::string(nb::type_name(threads.type()).c_str())).c_str());
-            int overflow = 0;
-            const long long value = PyLong_AsLongLongAndOverflow(threads.ptr(), &overflow);
-            if (overflow != 0 || value < 0 || value > 256)
+            const auto value = int64_from_python(threads, "cpu: threads must be an int or None, not ");
+            if (!value || *value < 0 || *value > 256)
               raise(ErrorCode::InvalidArgument, std::string("cpu: threads ") + nb::str(threads).c_str() +
                                                     " is outside 0..256 (0 or None: the default)");
-            count = static_cast<int>(value);
+            count = static_cast<int>(*value);
           }
           return PyBackend{unwrap(make_cpu_backend(CpuOptions{count})), false}; },
         "threads"_a = nb::none(),

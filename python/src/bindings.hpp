@@ -131,6 +131,9 @@ DType dtype_from_python(const std::string& name);
 // given; numpy's spellings ("f8", np.float64, np.dtype("<f4")), ml_dtypes.bfloat16 and torch dtypes by
 // the name they stand for. Anything else is a TypeError naming `what`.
 std::optional<std::string> dtype_name_from_python(nb::handle dtype, const char* what);
+// A count or size given from Python: an int, never a bool (True is no count) nor a float, else a
+// TypeError of `type_error_prefix` and the type's name; nullopt when it does not fit in 64 bits.
+std::optional<std::int64_t> int64_from_python(nb::handle value, const std::string& type_error_prefix);
 VjpPath path_from_python(const std::string& name);
 // A Python number or (nested) list/tuple of numbers: memory-less data that import_array copies.
 bool is_python_numbers(nb::handle obj);

@@ -393,15 +393,11 @@ void bind_tape_option(nb::class_<PyTape>& cls, const char* name, std::int64_t Ta
   cls.def_prop_rw(
       name, [field](const PyTape& t) { return t.tape.options().*field; },
       [field, name](PyTape& t, nb::handle value) {
-        if (!PyLong_Check(value.ptr()) || PyBool_Check(value.ptr()))
-          throw nb::type_error((std::string(name) + " takes an int, not " +
-                                std::string(nb::type_name(value.type()).c_str())).c_str());
-        int overflow = 0;
-        const long long number = PyLong_AsLongLongAndOverflow(value.ptr(), &overflow);
-        if (overflow != 0)
+        const auto number = int64_from_python(value, std::string(name) + " takes an int, not ");
+        if (!number)
           raise(ErrorCode::InvalidArgument, std::string(name) + " " + nb::str(value).c_str() + " does not fit in 64 bits");
         TapeOptions options = t.tape.options();
-        options.*field = number;
+        options.*field = *number;
         unwrap(t.tape.set_options(options));
       },
       doc);
