@@ -350,7 +350,7 @@ Result<Options> parse_options(int argc, char** argv) {
   TAPEWISE_TRY(log2_sizes, parse_log2_sizes(sizes, "--sizes", 2, 30));
   opt.log2_sizes = std::move(log2_sizes);
   if (!no_chain) {
-    TAPEWISE_TRY(chain_log2_sizes, parse_log2_sizes(chain_sizes, "--chain-sizes", 0, 24));
+    TAPEWISE_TRY(chain_log2_sizes, parse_log2_sizes(chain_sizes, "--chain-sizes", 0, 26));
     opt.chain_log2_sizes = std::move(chain_log2_sizes);
   } else {
     opt.chain_log2_sizes.clear();
