@@ -32,6 +32,7 @@ struct Options {
   std::vector<std::string> map_shapes{""};  // TAPEWISE_MAP_SHAPE per pass; "" = the library's default
   int reps = 20;            // timed runs for sizes >= 2^20; 10x that below (launch-bound, cheap)
   std::string backend = "cuda";  // cpu: a dry run of the harness without a GPU (numbers mean nothing)
+  std::string math = "aten";     // the CUDA backend's math mode (--math)
   std::string json_path, torch_path, compare_path, roofline_path, commit, date;
   bool staged = true, kernels = true;
   bool once = false;        // each fwd and fused vjp once, untimed: a pass for a profiler (ncu)

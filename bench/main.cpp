@@ -335,6 +335,8 @@ Result<Options> parse_options(int argc, char** argv) {
   app.add_option("--backend", opt.backend, "cuda; or cpu: this tool on the CPU backend with a host clock (the "
                                            "kernels' numbers mean nothing; the chain's are the tape's host costs)")
       ->capture_default_str()->check(CLI::IsMember({"cuda", "cpu"}));
+  app.add_option("--math", opt.math, "the CUDA backend's math mode: aten or exact")
+      ->capture_default_str()->check(CLI::IsMember({"aten", "exact"}));
   app.add_option("--seed", opt.seed, "input seed")->capture_default_str();
   app.add_flag("--no-staged", no_staged, "skip the staged VJP timings");
   app.add_flag("--no-chain", no_chain, "skip the 1,000-node chain");
@@ -407,7 +409,10 @@ Result<Opened> open_backend(const Options& opt, const std::string& shape) {
                     "(bench/run_bench.sh OUTDIR), or --backend cpu for the tape's host costs.");
   if (shape.empty()) unsetenv("TAPEWISE_MAP_SHAPE");
   else setenv("TAPEWISE_MAP_SHAPE", shape.c_str(), 1);
-  auto made = make_cuda_backend(opt.device);
+  CudaOptions options;
+  options.device = opt.device;
+  options.math = opt.math == "exact" ? MathMode::exact : MathMode::aten;
+  auto made = make_cuda_backend(options);
   if (!made) return fail(ErrorCode::DeviceUnavailable, "cannot open the CUDA backend: " + made.error().str());
   o.be = *made;
   o.stream = static_cast<cudaStream_t>(cuda_stream(*o.be));
@@ -430,9 +435,10 @@ json compiled_pieces_json() {
 
 json meta_json(const Options& opt, const Opened& o, const json& torch) {
   json meta = {{"tool", "tapewise-bench"},
-               {"kernel", "prod: cuda/backends/cuda_backend.cu"},
+               {"kernel", "prod: cuda/backends/cuda_kernels.cu"},
                {"date", opt.date},
                {"commit", opt.commit},
+               {"math", opt.math},
                {"gpu", o.prop.name},
                {"backend", o.be->describe()},
                {"compute_capability", std::to_string(o.prop.major) + "." + std::to_string(o.prop.minor)},

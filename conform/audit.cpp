@@ -282,7 +282,7 @@ std::string markdown_intro(const std::string& source, const ChosenBackend& be) {
   return "# tapewise derivative conventions: audit\n\nEvery row of `" +
          std::filesystem::path(source).filename().string() + "` (tapewise " + kVersion + ", spec sha256 " +
          std::string(kSpecSha256).substr(0, 16) + "…) run on **" + be.backend->describe() + "** (" + be.why +
-         "), through `Tape::backward` on both VJP paths (fused and staged). A row holds when the forward "
+         "; math " + be.math() + "), through `Tape::backward` on both VJP paths (fused and staged). A row holds when the forward "
          "value and every gradient match the spec bit for bit (any NaN matches any NaN; +0 and -0 differ). "
          "Values are exact: the shortest decimal that identifies the value in the row's dtype, or a C hex "
          "float where that decimal is long. Gradients with "
@@ -295,7 +295,7 @@ Json audit_report_json(const AuditOptions& o, const std::string& source, const C
               {"tapewise_version", kVersion},
               {"spec_sha256", kSpecSha256},
               {"special_points_file", utf8_or_escaped(source)},
-              {"backend", Json{{"name", be.name}, {"description", be.backend->describe()}, {"why", be.why}}},
+              {"backend", Json{{"name", be.name}, {"description", be.backend->describe()}, {"why", be.why}, {"math", be.math()}}},
               {"ops", Json::array()},
               {"dtypes", Json::array()},
               {"nodes", Json::array()}};
@@ -321,12 +321,13 @@ int audit_command(const AuditOptions& o) {
   if (!source) return usage(source.error().message);
   auto spec = load_spec_points(*source);
   if (!spec) return usage(spec.error().message);
-  auto be = choose_backend(o.backend);
+  auto be = choose_backend(o.backend, o.math);
   if (!be) return usage("--backend cuda: " + be.error().str());
 
   std::ostringstream markdown;
   markdown << markdown_intro(*source, *be);
   std::cout << "audit of spec/special_points (" << *source << ") on " << be->backend->describe() << " — " << be->why
+            << "; math " << be->math()
             << "\nverdict: every value bit for bit on both VJP paths (fused, staged); any NaN matches any NaN\n";
   Json report = audit_report_json(o, *source, *be);
   Json failing_nodes = Json::array();

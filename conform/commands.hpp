@@ -39,6 +39,8 @@ struct Selection {
 [[nodiscard]] Result<Selection> parse_selection(const std::string& ops, const std::string& dtype,
                                                 std::span<const DType> covered = kDTypes);
 [[nodiscard]] Result<BackendChoice> parse_backend(const std::string& name);
+// --math: "" (the backend's default), aten or exact.
+[[nodiscard]] Result<std::optional<MathMode>> parse_math(const std::string& name);
 
 // Where spec/special_points is: `given` (--special-points) when not empty; else
 // <folder of this binary>/../share/tapewise/special_points (the install layout, which the build tree
@@ -67,6 +69,7 @@ inline constexpr std::uint64_t kMaxSpecialPointsBytes = std::uint64_t{16} << 20;
 struct RunOptions {
   Selection selection;
   BackendChoice backend = BackendChoice::automatic;
+  std::optional<MathMode> math;  // --math; none: the backend's default (CUDA aten, CPU exact)
   std::int64_t cases = 0;
   std::uint64_t seed = 0;
   std::string json_path;
@@ -78,6 +81,7 @@ int run_command(const RunOptions& options);
 struct AuditOptions {
   Selection selection;
   BackendChoice backend = BackendChoice::automatic;
+  std::optional<MathMode> math;  // --math; none: the backend's default (CUDA aten, CPU exact)
   std::string markdown_path;  // empty: the terminal table only
   std::string json_path;      // empty: none; "-": standard output (the text then goes to stderr)
   std::string junit_path;     // --junit: JUnit XML, one test case per node and dtype
@@ -88,6 +92,7 @@ int audit_command(const AuditOptions& options);
 struct EvalOptions {
   std::string op;
   BackendChoice backend = BackendChoice::automatic;
+  std::optional<MathMode> math;  // --math; none: the backend's default (CUDA aten, CPU exact)
   std::string x, a, b, g;  // .npy paths
   bool same = false;       // a binary node recorded as op(a, a): --a only, one total gradient da
   std::map<std::string, double> scalars;  // --NAME VALUE, for the scalar names of the op table

@@ -95,6 +95,13 @@ Result<BackendChoice> parse_backend(const std::string& name) {
   return fail(ErrorCode::InvalidArgument, "--backend: '" + name + "' is not auto, cpu or cuda");
 }
 
+Result<std::optional<MathMode>> parse_math(const std::string& name) {
+  if (name.empty()) return std::optional<MathMode>{};
+  auto mode = math_mode_named(name);
+  if (!mode) return fail(ErrorCode::InvalidArgument, "--math: '" + escaped_prefix(name) + "' is not aten or exact");
+  return std::optional<MathMode>{*mode};
+}
+
 Result<std::string> find_special_points(const std::string& given) {
   if (!given.empty()) {
     std::error_code ec;

@@ -163,7 +163,7 @@ int eval_command(const EvalOptions& o) {
   auto targets = plan_outputs(o, *op);
   if (!targets) return input_error(targets.error().message);
 
-  auto be = choose_backend(o.backend);
+  auto be = choose_backend(o.backend, o.math);
   if (!be) return input_error("--backend cuda: " + be.error().str());
   auto produced = o.same ? run_on_tape(be->backend, *op, *s, inputs, true, *g, o.path)
                          : run_node(*be->backend, *op, *s, inputs, g ? &*g : nullptr, o.path);

@@ -40,7 +40,7 @@ std::string slot_text(const NodeCheck& n) {
 }
 
 void print_header(std::ostream& out, const GraphReport& r, const std::string& file, const std::string& backend_name,
-                  const std::string& why) {
+                  const std::string& why, const std::string& math) {
   std::int64_t leaves = 0;
   for (const NodeCheck& n : r.nodes) leaves += n.op ? 0 : 1;
   const NodeCheck& output = r.nodes[static_cast<std::size_t>(r.output)];
@@ -48,7 +48,7 @@ void print_header(std::ostream& out, const GraphReport& r, const std::string& fi
       << "  " << dtype_name(r.dtype) << ", " << leaves << " leaves, " << r.nodes.size() - static_cast<std::size_t>(leaves)
       << " nodes, output '" << output.name << "' " << output.shape.str() << "; VJP path "
       << (r.path == VjpPath::fused ? "fused" : "staged") << ", " << (r.dense ? "dense" : "sparse") << " slots\n"
-      << "  backend: " << backend_name << " (" << r.backend << "; " << why << ")\n\n";
+      << "  backend: " << backend_name << " (" << r.backend << "; " << why << "; math " << math << ")\n\n";
 }
 
 void print_rows(std::ostream& out, const GraphReport& r) {
@@ -148,7 +148,7 @@ ReportJson node_json(const NodeCheck& n, const Production& p) {
 ReportJson report_head(const GraphReport& r, const std::string& file, const ChosenBackend& backend) {
   return ReportJson{{"schema", kGraphReportSchema},
                     {"file", utf8_or_escaped(file)},
-                    {"backend", {{"name", backend.name}, {"description", r.backend}, {"why", backend.why}}},
+                    {"backend", {{"name", backend.name}, {"description", r.backend}, {"why", backend.why}, {"math", backend.math()}}},
                     {"dtype", dtype_name(r.dtype)},
                     {"path", r.path == VjpPath::fused ? "fused" : "staged"},
                     {"dense", r.dense},
@@ -217,14 +217,14 @@ int graph_command(const GraphCommandOptions& o) {
   if (!graph) return graph_error(o.file + ": " + graph.error().message);
   for (const GraphNode& n : graph->nodes)  // the same rule as after the run, before it
     if (n.shape.numel() == 0) return graph_error(o.file + ": no verdict: '" + n.name + "' has no elements: nothing of it is graded");
-  auto chosen = choose_backend(o.backend);
+  auto chosen = choose_backend(o.backend, o.math);
   if (!chosen) return graph_error(chosen.error().str());
   GraphCheckOptions options;
   options.path = o.path;
   options.dense = o.dense;
   auto report = check_graph(*graph, *chosen->backend, options);
   if (!report) return graph_error(o.file + ": " + report.error().str());
-  print_header(std::cout, *report, o.file, chosen->name, chosen->why);
+  print_header(std::cout, *report, o.file, chosen->name, chosen->why, chosen->math());
   print_rows(std::cout, *report);
   print_leaves(std::cout, *report);
   print_violations(std::cout, *report);

@@ -60,7 +60,7 @@ std::uint64_t fresh_seed() {
 
 // Options several subcommands share; only one subcommand is parsed per call.
 struct CommonText {
-  std::string ops = "all", dtype = "all", backend = "auto", special;
+  std::string ops = "all", dtype = "all", backend = "auto", math, special;
   // --cases and --seed are read as text and checked here: CLI11 wraps a negative seed around.
   std::string cases = std::to_string(tc::kDefaultCases), seed;
 };
@@ -82,6 +82,9 @@ std::optional<int> read_selection(const CommonText& t, Options& o,
     auto backend = tc::parse_backend(t.backend);
     if (!backend) return usage_error(backend.error().message);
     o.backend = *backend;
+    auto math = tc::parse_math(t.math);
+    if (!math) return usage_error(math.error().message);
+    o.math = *math;
   }
   return std::nullopt;
 }
@@ -104,6 +107,7 @@ Subcommand add_run(CLI::App& app, CommonText& t) {
   run->add_option("--dtype", t.dtype, "float32, float64, bfloat16, float16, a comma-separated list of them, or all")
       ->capture_default_str();
   run->add_option("--backend", t.backend, "auto (CUDA where present, else CPU), cpu or cuda")->capture_default_str();
+  run->add_option("--math", t.math, "aten (ATen's libm: CUDA's default) or exact (tapewise's own: the CPU backend's only mode)");
   run->add_option("--cases", t.cases, "random cases per node and dtype (0 to 10^8; a pass needs at least 1)")
       ->type_name("N")
       ->capture_default_str();
@@ -134,6 +138,7 @@ Subcommand add_audit(CLI::App& app, CommonText& t) {
   audit->add_option("--ops", t.ops, "comma-separated node names, or all");
   audit->add_option("--dtype", t.dtype, "float32, float64, bfloat16, float16, a comma-separated list of them, or all");
   audit->add_option("--backend", t.backend, "auto, cpu or cuda");
+  audit->add_option("--math", t.math, "aten (ATen's libm: CUDA's default) or exact (tapewise's own: the CPU backend's only mode)");
   audit->add_option("--markdown", *markdown, "also write the audit as a Markdown document to this file");
   audit->add_option("--json", *json, "write the audit as JSON to this file (- for standard output)")
       ->type_name("FILE|-");
@@ -188,6 +193,7 @@ Subcommand add_eval(CLI::App& app, CommonText& t) {
   CLI::Option* staged = eval->add_flag("--staged", e->staged, "VJP by the spec's stages");
   staged->excludes(eval->add_flag("--fused", e->fused, "VJP by the fused kernel (default)"));
   eval->add_option("--backend", t.backend, "auto, cpu or cuda");
+  eval->add_option("--math", t.math, "aten (ATen's libm: CUDA's default) or exact (tapewise's own: the CPU backend's only mode)");
   eval->add_option("--out", e->options.out_dir, "output folder")->capture_default_str();
   eval->add_option("--prefix", e->options.prefix, "prefix of the output names (e.g. out_)");
   eval->add_option("--dtype", e->options.dtype,
@@ -197,6 +203,9 @@ Subcommand add_eval(CLI::App& app, CommonText& t) {
             auto backend = tc::parse_backend(t.backend);
             if (!backend) return usage_error(backend.error().message);
             e->options.backend = *backend;
+            auto math = tc::parse_math(t.math);
+            if (!math) return usage_error(math.error().message);
+            e->options.math = *math;
             e->options.path = e->staged ? tapewise::VjpPath::staged : tapewise::VjpPath::fused;
             for (const auto& [option, name] : e->scalars) {
               if (!option->count()) continue;
@@ -249,6 +258,7 @@ Subcommand add_graph(CLI::App& app, CommonText& t) {
   graph->add_option("file", o->file, "the graph, schema tapewise-conform.graph/1 (see conform/library/graph.hpp)")
       ->required();
   graph->add_option("--backend", t.backend, "auto, cpu or cuda");
+  graph->add_option("--math", t.math, "aten (ATen's libm: CUDA's default) or exact (tapewise's own: the CPU backend's only mode)");
   graph->add_option("--path", *path, "VJP path: fused or staged")
       ->check(CLI::IsMember({"fused", "staged"}))
       ->capture_default_str();
@@ -259,6 +269,9 @@ Subcommand add_graph(CLI::App& app, CommonText& t) {
             auto backend = tc::parse_backend(t.backend);
             if (!backend) return usage_error(backend.error().message);
             o->backend = *backend;
+            auto math = tc::parse_math(t.math);
+            if (!math) return usage_error(math.error().message);
+            o->math = *math;
             o->path = *path == "staged" ? tapewise::VjpPath::staged : tapewise::VjpPath::fused;
             return tc::guarded("graph", [&] { return tc::graph_command(*o); });
           }};

@@ -146,7 +146,7 @@ Json run_report_json(const RunOptions& options, const std::string& spec_path, co
               {"tapewise_version", kVersion},
               {"spec_sha256", kSpecSha256},
               {"special_points_file", utf8_or_escaped(spec_path)},
-              {"backend", Json{{"name", be.name}, {"description", be.backend->describe()}, {"why", be.why}}},
+              {"backend", Json{{"name", be.name}, {"description", be.backend->describe()}, {"why", be.why}, {"math", be.math()}}},
               {"seed", options.seed},
               {"cases", options.cases},
               {"ops", Json::array()},
@@ -176,13 +176,13 @@ int run_command(const RunOptions& options) {
   auto spec = load_spec_points(*spec_path);
   if (!spec) return usage(spec.error().message);
   std::cerr << "special points: " << *spec_path << "\n";
-  auto be = choose_backend(options.backend);
+  auto be = choose_backend(options.backend, options.math);
   if (!be) {
     std::cerr << "tapewise-conform: --backend cuda: " << be.error().str() << "\n";
     return kUsageError;
   }
 
-  std::cout << "backend: " << be->backend->describe() << " — " << be->why << "\n"
+  std::cout << "backend: " << be->backend->describe() << " — " << be->why << "; math " << be->math() << "\n"
             << "seed: " << options.seed << " (reproduce with --seed " << options.seed << "), " << options.cases
             << " random cases per node and dtype\n\n";
   const std::vector<Row> rows = run_and_print_rows(*be, options, *spec);

@@ -139,7 +139,7 @@ namespace {
 
 // The sweep's command line, as text until parsed (CLI11 would wrap negative numbers around).
 struct SweepCli {
-  std::string ops = "all", dtype = "float32", backend = "auto", range, json, junit, seed = "20261130";
+  std::string ops = "all", dtype = "float32", backend = "auto", math, range, json, junit, seed = "20261130";
   std::string devices = "1", pair_log2 = "16", float64_log2 = "32", host_cases = "20000", validate = "1000000",
               chunk = "0", stride = "1";
   bool float64_mpfr = false, allow_long = false;
@@ -199,6 +199,9 @@ int run_sweep_cli(const SweepCli& cli) {
   if (!selection) return usage(selection.error().message);
   auto backend = parse_backend(cli.backend);
   if (!backend) return usage(backend.error().message);
+  auto math = parse_math(cli.math);
+  if (!math) return usage(math.error().message);
+  o.math = *math;
   auto seed = parse_seed(cli.seed, "--seed");
   if (!seed) return usage(seed.error().message);
   if (auto chosen = choose_nodes(cli.ops, *selection, o); !chosen) return usage(chosen.error().message);
@@ -257,6 +260,7 @@ std::function<std::optional<int>()> add_sweep_subcommand(CLI::App& app) {
       ->capture_default_str();
   sweep->add_option("--dtype", cli->dtype, "float32, float64, bfloat16, float16 (comma-separated) or all")->capture_default_str();
   sweep->add_option("--backend", cli->backend, "auto, cpu or cuda")->capture_default_str();
+  sweep->add_option("--math", cli->math, "aten (ATen's libm: CUDA's default) or exact (tapewise's own: the CPU backend's only mode)");
   sweep->add_option("--range", cli->range, "case indices LO:HI (decimal or 0x hex; unary float32 and 16-bit: the bit patterns)")
       ->type_name("LO:HI");
   sweep->add_option("--stride", cli->stride,

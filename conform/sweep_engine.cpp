@@ -247,13 +247,13 @@ void merge(OutputTally& into, const OutputTally& t) {
 
 [[nodiscard]] Result<Workers> open_backends(const SweepOptions& o) {
   Workers w;
-  TAPEWISE_TRY(chosen, choose_backend(o.backend));
+  TAPEWISE_TRY(chosen, choose_backend(o.backend, o.math));
   w.name = chosen.name;
   w.why = chosen.why;
   w.backends.push_back(chosen.backend);
   if (chosen.name == "cuda")
     for (int d = 1; d < o.devices; ++d) {
-      TAPEWISE_TRY(be, make_cuda_backend(CudaOptions{d, nullptr}));
+      TAPEWISE_TRY(be, make_cuda_backend(CudaOptions{d, nullptr, math_mode(*chosen.backend)}));
       w.backends.push_back(be);
     }
   return w;

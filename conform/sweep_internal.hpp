@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <iosfwd>
+#include <optional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -24,6 +25,7 @@ struct SweepOptions {
   std::uint64_t range_lo = 0, range_hi = 0;  // case indices [lo, hi), clamped to each node's count
   std::uint32_t stride = 1;                  // every stride-th case of the range (device sweeps)
   BackendChoice backend = BackendChoice::automatic;
+  std::optional<MathMode> math;  // --math; none: the backend's default (CUDA aten, CPU exact)
   int devices = 1;
   std::string json_path;
   std::string junit_path;  // --junit: JUnit XML, one test case per node and dtype

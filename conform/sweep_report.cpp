@@ -298,7 +298,7 @@ void print_rechecks(std::ostream& out, const std::vector<NodeResult>& nodes) {
 void print_plans(std::ostream& out, const Workers& w, const SweepOptions& o, std::int64_t chunk,
                  const std::vector<Plan>& plans) {
   out << "backend: " << w.name << " (" << w.why << "), " << w.backends.size() << " device(s): "
-      << w.backends.front()->describe() << "\n";
+      << w.backends.front()->describe() << "; math " << math_mode_name(math_mode(*w.backends.front())) << "\n";
   out << "seed " << o.seed << "; second g = R(0.7); chunk " << chunk << "; binary float32 pairs 2^" << o.pair_log2
       << " per exponent pair; float64 2^" << o.float64_log2 << " cases; bfloat16 and float16 every input"
       << (o.float64_mpfr ? text(" (IEEE nodes), %lld graded by MPFR (libm nodes)", static_cast<long long>(o.host_cases))
@@ -339,6 +339,7 @@ Json sweep_report_json(const Workers& w, const SweepOptions& o, const std::vecto
   Json j;
   j["schema"] = "tapewise-conform.sweep/2";
   j["backend"] = w.name;
+  j["math"] = math_mode_name(math_mode(*w.backends.front()));
   j["devices"] = w.backends.size();
   j["seed"] = o.seed;
   j["second_g"] = kSecondG;

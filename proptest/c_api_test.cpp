@@ -359,6 +359,16 @@ TEST(CApi, BackendQueries) {
   EXPECT_EQ(tw_backend_create_cpu_threads(257, &refused), TW_INVALID_ARGUMENT);
   EXPECT_EQ(refused, nullptr);
   EXPECT_EQ(tw_backend_cpu_threads(raw, nullptr), TW_NULL_POINTER);
+  // The math mode: the CPU backend's is exact; a CUDA mode that is neither is refused before any device
+  // is opened, naming the value.
+  int math = -1;
+  TW_EXPECT_OK(tw_backend_math_mode(raw, &math));
+  EXPECT_EQ(math, TW_MATH_EXACT);
+  EXPECT_EQ(tw_backend_math_mode(raw, nullptr), TW_NULL_POINTER);
+  EXPECT_EQ(tw_backend_create_cuda_math(0, nullptr, 2, &refused), TW_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(tw_last_error()).find("math 2 is neither TW_MATH_ATEN (0) nor TW_MATH_EXACT (1)"), std::string::npos)
+      << tw_last_error();
+  EXPECT_EQ(refused, nullptr);
   // The tape's options: read back as set; one out of range is refused and the option stays as it was.
   tw_tape* tape = nullptr;
   TW_EXPECT_OK(tw_tape_create(raw, &tape));

@@ -55,6 +55,8 @@ class SymbolicBackend final : public detail::Engine {
  public:
   SymbolicBackend(int lanes, std::size_t* paths) : lanes_(lanes), paths_(paths) {}
   BackendKind kind() const override { return BackendKind::cpu; }
+  // Either mode: exp, log, sin, cos and tanh are uninterpreted here, so what is proven holds in both.
+  MathMode math() const override { return MathMode::aten; }
   std::string describe() const override { return "symbolic (prove)"; }
 
   [[nodiscard]] Result<void> forward(Op op, const Scalars& s, std::span<const Buffer* const> inputs,

@@ -104,15 +104,20 @@ Result<NodeOutputs> run_special_point(const std::shared_ptr<Backend>& backend, c
   return run_on_tape(backend, point.op, point.scalars, leaves, point.same, scalar_array(point.dtype, point.g), path);
 }
 
-Result<ChosenBackend> choose_backend(BackendChoice choice) {
+Result<ChosenBackend> choose_backend(BackendChoice choice, std::optional<MathMode> math) {
   ChosenBackend chosen;
-  if (choice == BackendChoice::cpu) {
+  auto on_cpu = [&](std::string why) -> Result<ChosenBackend> {
+    if (math == MathMode::aten)
+      return fail(ErrorCode::InvalidArgument, "--math aten needs a CUDA backend (" + why + "); the CPU backend runs exact mode only");
     chosen.backend = make_cpu_backend();
     chosen.name = "cpu";
-    chosen.why = "chosen with --backend cpu";
+    chosen.why = std::move(why);
     return chosen;
-  }
-  auto cuda = make_cuda_backend();
+  };
+  if (choice == BackendChoice::cpu) return on_cpu("chosen with --backend cpu");
+  CudaOptions options;
+  options.math = math.value_or(MathMode::aten);
+  auto cuda = make_cuda_backend(options);
   if (cuda) {
     chosen.backend = *cuda;
     chosen.name = "cuda";
@@ -120,10 +125,7 @@ Result<ChosenBackend> choose_backend(BackendChoice choice) {
     return chosen;
   }
   if (choice == BackendChoice::cuda) return tl::unexpected(cuda.error());
-  chosen.backend = make_cpu_backend();
-  chosen.name = "cpu";
-  chosen.why = "no CUDA device: " + cuda.error().str();
-  return chosen;
+  return on_cpu("no CUDA device: " + cuda.error().str());
 }
 
 Result<Timing> time_node(Backend& backend, Op op, const Scalars& s, std::span<const HostArray> inputs,

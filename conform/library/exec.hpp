@@ -3,6 +3,7 @@
 // CPU, with the reason). No grading here: that is grade.hpp.
 #pragma once
 
+#include <optional>
 #include <memory>
 #include <span>
 #include <string>
@@ -46,11 +47,14 @@ struct ChosenBackend {
   std::shared_ptr<Backend> backend;
   std::string name;  // "cuda" | "cpu"
   std::string why;   // one line: why this backend
+  // "aten" | "exact": the backend's math mode (the CPU backend's is exact whatever was asked).
+  std::string math() const { return math_mode_name(math_mode(*backend)); }
 };
 
 // automatic: CUDA where a device opens, else CPU saying why CUDA was not used. cuda: fails with
-// DeviceUnavailable where it cannot open.
-[[nodiscard]] Result<ChosenBackend> choose_backend(BackendChoice choice);
+// DeviceUnavailable where it cannot open. `math`: the mode asked for (none: the backend's default);
+// aten where only the CPU backend can run is InvalidArgument (the CPU backend is exact only).
+[[nodiscard]] Result<ChosenBackend> choose_backend(BackendChoice choice, std::optional<MathMode> math = std::nullopt);
 
 // Seconds per call of forward and of the fused VJP on `inputs`/`g` (best of a few repetitions).
 struct Timing {

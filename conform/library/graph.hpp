@@ -185,6 +185,7 @@ struct GraphReport {
 struct GraphCommandOptions {
   std::string file;
   BackendChoice backend = BackendChoice::automatic;
+  std::optional<MathMode> math;  // --math; none: the backend's default (CUDA aten, CPU exact)
   VjpPath path = VjpPath::fused;
   bool dense = false;
   std::string json_path;  // empty: no JSON report

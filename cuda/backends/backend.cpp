@@ -326,6 +326,16 @@ Result<HostArray> Backend::download(const Buffer& buffer) {
   return h;
 }
 
+const char* math_mode_name(MathMode mode) { return mode == MathMode::exact ? "exact" : "aten"; }
+
+Result<MathMode> math_mode_named(std::string_view name) {
+  if (name == "aten") return MathMode::aten;
+  if (name == "exact") return MathMode::exact;
+  return fail(ErrorCode::InvalidArgument, "unknown math mode '" + std::string(name) + "' (aten or exact)");
+}
+
+MathMode math_mode(const Backend& backend) { return detail::engine_of(backend).math(); }
+
 namespace detail {
 
 Result<void> check_operands(const char* what, std::span<const Buffer* const> inputs,

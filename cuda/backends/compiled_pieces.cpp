@@ -158,10 +158,11 @@ Cache& cache() {
   return *c;
 }
 
-// A piece's cache key: what its source is generated from (the launch, each step's code and sources),
-// a few bytes a step, so a launch that finds its kernel builds no source.
-std::string piece_key(std::span<const Step> steps, const PieceLaunch& launch, const std::string& arch) {
-  std::string key = arch;
+// A piece's cache key: what its source is generated from (the math mode, the launch, each step's code
+// and sources), a few bytes a step, so a launch that finds its kernel builds no source.
+std::string piece_key(std::span<const Step> steps, const PieceLaunch& launch, const CompiledPieceTarget& target) {
+  std::string key = target.arch;
+  key += target.exact_math ? 'e' : 'a';
   key += static_cast<char>(launch.dtype);
   key += static_cast<char>(launch.lanes);
   key += static_cast<char>(launch.steps_in_shared);
@@ -229,9 +230,11 @@ struct ExitGuard {
 
 // A piece seen for the first time (mutex held): queued for the worker, or irregular.
 Entry first_sight(Cache& c, const std::string& key, std::span<const Step> steps, std::int64_t numel,
-                  std::int64_t covered, const PieceLaunch& launch, const std::string& arch) {
+                  std::int64_t covered, const PieceLaunch& launch, const std::string& arch, bool exact_math) {
   Entry entry;
   std::optional<std::string> source = piece_source(steps, numel, covered, launch);
+  // Exact mode's pieces define it ahead of the kernels' headers: another source, so another cache entry.
+  if (source && exact_math) source->insert(0, "#define TAPEWISE_MATH_EXACT 1\n");
   if (!source) {
     entry.state = State::irregular;
     return entry;
@@ -363,14 +366,14 @@ bool launch_compiled_piece(std::span<const Step> steps, std::int64_t numel, std:
   if (!piece_long_enough(steps.size())) return interpreted(c.interpreted_short);
   if (!piece_even(numel, covered)) return interpreted(c.interpreted_uneven);
   const auto start = std::chrono::steady_clock::now();
-  const std::string key = piece_key(steps, launch, target.arch);
+  const std::string key = piece_key(steps, launch, target);
   cudaKernel_t kernel = nullptr;
   CUfunction function = nullptr;
   {
     std::lock_guard lock(c.mutex);
     auto it = c.entries.find(key);
     if (it == c.entries.end())
-      it = c.entries.emplace(key, first_sight(c, key, steps, numel, covered, launch, target.arch)).first;
+      it = c.entries.emplace(key, first_sight(c, key, steps, numel, covered, launch, target.arch, target.exact_math)).first;
     Entry& entry = it->second;
     if (entry.state == State::compiled) load_compiled(c, entry);
     switch (entry.state) {

@@ -56,6 +56,7 @@ struct PieceCompilation {
 struct CompiledPieceTarget {
   std::string arch;
   bool steps_in_shared = false;
+  bool exact_math = false;  // the pieces' source defines TAPEWISE_MATH_EXACT (kernels/math_mode.hpp)
 };
 
 // Launches a piece (its steps, numel and covered, piece_at) compiled, `blocks` blocks of

@@ -1,7 +1,10 @@
 // cuda/backends/cpu_backend.cpp — the CPU backend: the production per-element code (op_math.cuh) compiled
 // for the host and run over the elements, on the calling thread and, for large tensors, the backend's
 // worker threads (thread_pool.hpp), so machines without a GPU (CI) still run the production math.
-// Host memory via operator new; the same tagging and counting as the CUDA backend.
+// Host memory via operator new; the same tagging and counting as the CUDA backend. Exact mode only
+// (kernels/math_mode.hpp): the host's libm differs from CUDA's, tapewise's own math is the same on both.
+#define TAPEWISE_MATH_EXACT 1
+
 #include <sched.h>
 
 #include <algorithm>
@@ -83,6 +86,7 @@ class CpuBackend final : public detail::Engine {
   ~CpuBackend() override { memory_.release_all(host_release); }
 
   BackendKind kind() const override { return BackendKind::cpu; }
+  MathMode math() const override { return MathMode::exact; }
   std::string describe() const override {
     const int n = threads();
     return "CPU (the production per-element code on the host, " + std::to_string(n) + (n == 1 ? " thread" : " threads") +

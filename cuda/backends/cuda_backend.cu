@@ -1,7 +1,7 @@
 // cuda/backends/cuda_backend.cu — the production backend: stream-ordered device memory (small buffers
 // carved from slabs, slab.hpp; the rest cudaMallocFromPoolAsync on the backend's stream, from a memory
-// pool of the backend's own) and one kernel per node and direction, with 16-byte vector loads and
-// stores in each kernel's tuned launch shape (the kernels and their shapes: kernels/map_kernels.cuh).
+// pool of the backend's own) and one kernel per node and direction in the backend's math mode
+// (cuda_kernels.hpp: the launches of each mode; kernels/map_kernels.cuh: the kernels and their shapes).
 // Every CUDA call is checked in cuda_check; every entry point that calls CUDA runs under a DeviceGuard,
 // so the caller's current device is never changed.
 #include <algorithm>
@@ -15,92 +15,25 @@
 
 #include <tapewise/backend.hpp>
 
-#include "backends/engine.hpp"
-#include "kernels/dispatch.hpp"
-#include "kernels/map_kernels.cuh"
-#include "backends/kernel_image.hpp"
 #include "backends/block_cache.hpp"
 #include "backends/compiled_pieces.hpp"
+#include "backends/cuda_check.hpp"
+#include "backends/cuda_kernels.hpp"
+#include "backends/engine.hpp"
 #include "backends/kept_memory.hpp"
-#include "backends/program_launch.hpp"
+#include "backends/kernel_image.hpp"
 
 namespace tapewise {
 namespace {
 
 // The map kernels and their shapes (kernels/map_kernels.cuh), named here as before they moved there.
+using detail::cuda_check;
 using detail::kDefaultMapShape;
 using detail::kMapShapes;
-using detail::kMaxBlocks;
-using detail::map_kernel;
 using detail::MapShape;
 using detail::MapShapeInfo;
-using detail::Pointers;
-using detail::TunedShape;
-using detail::Vectors16;
 
-[[nodiscard]] Result<void> cuda_check(cudaError_t err, const std::string& what) {
-  if (err == cudaSuccess) return {};
-  cudaGetLastError();  // clear the sticky-free error state so later calls are not blamed
-  const ErrorCode code = err == cudaErrorMemoryAllocation ? ErrorCode::OutOfMemory
-                         : (err == cudaErrorNoDevice || err == cudaErrorInsufficientDriver)
-                             ? ErrorCode::DeviceUnavailable
-                             : ErrorCode::CudaFailure;
-  return fail(code, what + ": " + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")");
-}
 
-bool aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; }
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
-
-// The grid covers the tensor once (one tile per block), so no block count depends on how many
-// blocks of this kernel an SM can hold; the error text is built only on failure.
-struct KernelLaunch {
-  cudaStream_t stream;
-  MapShape shape;
-
-  template <class Fn, class T>
-  [[nodiscard]] Result<void> run(const Fn& fn, std::int64_t n, const T* const* in, T* const* out,
-                   const char* what) {
-    if (n == 0) return {};
-    Pointers<const T, Fn::nin> ins{};
-    Pointers<T, Fn::nout> outs{};
-    bool vectorized = true;
-    for (int k = 0; k < Fn::nin; ++k) {
-      ins.p[k] = in[k];
-      vectorized = vectorized && aligned16(in[k]);
-    }
-    for (int k = 0; k < Fn::nout; ++k) {
-      outs.p[k] = out[k];
-      vectorized = vectorized && aligned16(out[k]);
-    }
-    // The 16-bit formats: one shape per kernel (Vectors16), which keeps their build time in bounds;
-    // TAPEWISE_MAP_SHAPE does not apply to them.
-    if constexpr (sizeof(T) == 2) {
-      return launch<Fn, T, 128, Vectors16<Fn>::value>(fn, n, ins, outs, vectorized, what);
-    } else {
-      switch (shape == MapShape::tuned ? TunedShape<Fn>::value : shape) {
-        case MapShape::t128v1: return launch<Fn, T, 128, 1>(fn, n, ins, outs, vectorized, what);
-        case MapShape::t128v2: return launch<Fn, T, 128, 2>(fn, n, ins, outs, vectorized, what);
-        case MapShape::tuned:  // TunedShape never answers tuned
-        case MapShape::t256v4: return launch<Fn, T, 256, 4>(fn, n, ins, outs, vectorized, what);
-      }
-      return fail(ErrorCode::InvalidArgument, std::string(what) + ": unknown launch shape");
-    }
-  }
-
-  template <class Fn, class T, int Threads, int Vectors>
-  [[nodiscard]] Result<void> launch(const Fn& fn, std::int64_t n, const Pointers<const T, Fn::nin>& ins,
-                      const Pointers<T, Fn::nout>& outs, bool vectorized, const char* what) {
-    constexpr int V = 16 / sizeof(T);
-    const std::int64_t nvec = vectorized ? n / V : 0;
-    const std::int64_t scalars = n - nvec * V;
-    const std::int64_t blocks = std::clamp<std::int64_t>(
-        std::max(ceil_div(nvec, std::int64_t{Threads} * Vectors), ceil_div(scalars, Threads)), 1, kMaxBlocks);
-    map_kernel<Fn, T, Threads, Vectors><<<static_cast<unsigned>(blocks), Threads, 0, stream>>>(fn, n, ins, outs, vectorized);
-    const cudaError_t err = cudaGetLastError();
-    if (err == cudaSuccess) return {};
-    return cuda_check(err, std::string(what) + " kernel launch");
-  }
-};
 
 // TAPEWISE_MAP_SHAPE: a launch shape by name (kMapShapes) for every kernel, for benchmarking the
 // alternatives; unset or empty: each kernel's tuned shape.
@@ -142,9 +75,10 @@ class DeviceGuard {
 class CudaBackend final : public detail::Engine {
  public:
   CudaBackend(int device, cudaStream_t stream, bool owns_stream, cudaMemPool_t pool, int sm_count, std::string name,
-              MapShape map_shape, std::optional<detail::CompiledPieceTarget> compiled)
+              MapShape map_shape, std::optional<detail::CompiledPieceTarget> compiled, MathMode math)
       : device_(device), stream_(stream), owns_stream_(owns_stream), pool_(pool), sm_count_(sm_count),
-        name_(std::move(name)), map_shape_(map_shape), compiled_(std::move(compiled)) {}
+        name_(std::move(name)), map_shape_(map_shape), compiled_(std::move(compiled)), math_(math),
+        kernels_(math == MathMode::exact ? detail::cuda_kernels_exact() : detail::cuda_kernels_aten()) {}
   ~CudaBackend() override {
     DeviceGuard guard(device_);
     memory_.release_all([&](void* p) { cudaFreeAsync(p, stream_); });
@@ -154,9 +88,10 @@ class CudaBackend final : public detail::Engine {
   }
 
   BackendKind kind() const override { return BackendKind::cuda; }
+  MathMode math() const override { return math_; }
   std::string describe() const override {
     return "CUDA device " + std::to_string(device_) + ": " + name_ + ", " + std::to_string(sm_count_) + " SMs" +
-           (owns_stream_ ? "" : ", caller's stream") +
+           (owns_stream_ ? "" : ", caller's stream") + (math_ == MathMode::exact ? ", exact math" : "") +
            (map_shape_ == kDefaultMapShape ? "" : std::string(", launch shape ") + map_shape_name(map_shape_)) +
            (compiled_ ? ", tape programs compiled (TAPEWISE_COMPILED_PIECES)" : "");
   }
@@ -166,23 +101,20 @@ class CudaBackend final : public detail::Engine {
   [[nodiscard]] Result<void> forward(Op op, const Scalars& s, std::span<const Buffer* const> inputs,
                        Buffer& out) override {
     DeviceGuard guard(device_);
-    KernelLaunch launch = launcher();
-    return detail::run_forward(launch, op, s, inputs, out);
+    return kernels_.forward(stream_, map_shape_, op, s, inputs, out);
   }
   [[nodiscard]] Result<void> vjp_fused(Op op, const Scalars& s, std::span<const Buffer* const> inputs,
                          const Buffer& g, std::span<Buffer* const> grads) override {
     DeviceGuard guard(device_);
-    KernelLaunch launch = launcher();
-    return detail::run_vjp(launch, op, s, inputs, g, grads);
+    return kernels_.vjp(stream_, map_shape_, op, s, inputs, g, grads);
   }
   [[nodiscard]] Result<void> prim(Prim p, double c, std::span<const Buffer* const> inputs, Buffer& out) override {
     DeviceGuard guard(device_);
-    KernelLaunch launch = launcher();
-    return detail::run_prim(launch, p, c, inputs, out);
+    return kernels_.prim(stream_, map_shape_, p, c, inputs, out);
   }
   [[nodiscard]] Result<void> run_sealed_program(const detail::Program& program) override {
     DeviceGuard guard(device_);
-    const cudaError_t err = detail::launch_program(stream_, program, compiled_ ? &*compiled_ : nullptr);
+    const cudaError_t err = kernels_.program(stream_, program, compiled_ ? &*compiled_ : nullptr);
     if (err == cudaSuccess) return {};
     return cuda_check(err, "tape program (" + std::to_string(program.steps.size()) + " steps) kernel launch");
   }
@@ -230,7 +162,6 @@ class CudaBackend final : public detail::Engine {
   }
 
  private:
-  KernelLaunch launcher() const { return KernelLaunch{stream_, map_shape_}; }
   [[nodiscard]] Result<void*> pool_allocate(std::size_t bytes) {
     DeviceGuard guard(device_);
     void* p = nullptr;
@@ -251,6 +182,8 @@ class CudaBackend final : public detail::Engine {
   std::string name_;
   MapShape map_shape_;
   std::optional<detail::CompiledPieceTarget> compiled_;  // null: every tape program interpreted
+  MathMode math_;
+  const detail::CudaKernels& kernels_;  // the launches of math_
   detail::KeptMemory memory_{/*host_memory=*/false, /*keep_large_blocks=*/true};
 };
 
@@ -336,6 +269,9 @@ namespace {
 }  // namespace
 
 [[nodiscard]] Result<std::shared_ptr<Backend>> make_cuda_backend(const CudaOptions& options) {
+  if (options.math != MathMode::aten && options.math != MathMode::exact)
+    return fail(ErrorCode::InvalidArgument, "make_cuda_backend: math mode " +
+                                                std::to_string(static_cast<int>(options.math)) + " is neither aten nor exact");
   std::string why;
   if (!cuda_available(&why)) return fail(ErrorCode::DeviceUnavailable, "no usable CUDA device (" + why + ")");
   int count = 0;
@@ -367,9 +303,11 @@ namespace {
   const std::string arch = "sm_" + std::to_string(prop.major) + std::to_string(prop.minor);
   const std::string name = prop.name + std::string(" (") + arch + ")";
   std::optional<detail::CompiledPieceTarget> compiled;
-  if (compilation->enabled) compiled = detail::CompiledPieceTarget{arch, compilation->steps_in_shared};
+  if (compilation->enabled)
+    compiled = detail::CompiledPieceTarget{arch, compilation->steps_in_shared, options.math == MathMode::exact};
   return std::shared_ptr<Backend>(std::make_shared<CudaBackend>(device, stream, owns_stream, *pool,
-                                                                prop.multiProcessorCount, name, *map_shape, compiled));
+                                                                prop.multiProcessorCount, name, *map_shape, compiled,
+                                                                options.math));
 }
 
 }  // namespace tapewise

@@ -20,6 +20,8 @@ struct Program;  // a tape program (cuda/kernels/program.hpp)
 /// class), so engine_of() below is a plain downcast.
 class Engine : public Backend {
  public:
+  /// The exp, log, sin, cos and tanh its kernels call.
+  virtual MathMode math() const = 0;
   /// One primitive buffer op (the vocabulary of the staged forms).
   [[nodiscard]] virtual Result<void> prim(Prim p, double c, std::span<const Buffer* const> inputs, Buffer& out) = 0;
   /// Runs a tape program: every step, in order, at every element (cuda/kernels/program.hpp). Queued like a

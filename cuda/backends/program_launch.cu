@@ -14,6 +14,7 @@
 #include "kernels/program_kernel.cuh"
 
 namespace tapewise::detail {
+inline namespace TW_MATH_NS {
 namespace {
 
 constexpr std::int64_t kMaxBlocks = std::int64_t{1} << 30;  // grid-stride beyond this
@@ -95,4 +96,5 @@ cudaError_t launch_program(cudaStream_t stream, const Program& program, const Co
   return cudaSuccess;
 }
 
+}  // inline namespace TW_MATH_NS
 }  // namespace tapewise::detail

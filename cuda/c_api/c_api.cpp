@@ -479,6 +479,22 @@ tw_status tw_backend_create_cuda(int device, void* stream, tw_backend** out) {
   });
 }
 
+tw_status tw_backend_create_cuda_math(int device, void* stream, int math, tw_backend** out) {
+  return guarded(__func__, [&] {
+    tw_backend*& result = required(out, "out");
+    if (math != TW_MATH_ATEN && math != TW_MATH_EXACT)
+      raise(TW_INVALID_ARGUMENT, "math " + std::to_string(math) + " is neither TW_MATH_ATEN (0) nor TW_MATH_EXACT (1)");
+    const MathMode mode = math == TW_MATH_EXACT ? MathMode::exact : MathMode::aten;
+    result = new_handle<tw_backend>(unwrap(make_cuda_backend(CudaOptions{device, stream, mode})));
+  });
+}
+
+tw_status tw_backend_math_mode(const tw_backend* backend, int* out) {
+  return guarded(__func__, [&] {
+    required(out, "out") = math_mode(*live(backend).backend) == MathMode::exact ? TW_MATH_EXACT : TW_MATH_ATEN;
+  });
+}
+
 tw_status tw_backend_destroy(tw_backend* backend) { return destroy(__func__, backend); }
 
 tw_status tw_backend_kind_of(const tw_backend* backend, int* out) {

@@ -14,6 +14,15 @@
 
 namespace tapewise::detail {
 
+// Checks what every kernel entry point needs: matching shapes and dtypes, outputs allocated. One
+// function for both math modes; everything below is the mode's own.
+#if !defined(__CUDACC_RTC__)
+[[nodiscard]] Result<void> check_operands(const char* what, std::span<const Buffer* const> inputs,
+                            std::span<Buffer* const> outputs);
+#endif
+
+inline namespace TW_MATH_NS {  // the math mode's own symbols (scalar_math.cuh)
+
 template <Op op>
 inline constexpr int kArity = kOps[static_cast<int>(op)].arity;
 
@@ -107,10 +116,6 @@ template <class T, class Runner>
   }
 }
 
-// Checks what every kernel entry point needs: matching shapes and dtypes, outputs allocated.
-[[nodiscard]] Result<void> check_operands(const char* what, std::span<const Buffer* const> inputs,
-                            std::span<Buffer* const> outputs);
-
 // Calls fn.template operator()<T>() for the buffers' dtype.
 template <class F>
 [[nodiscard]] Result<void> with_dtype(DType d, F&& fn) {
@@ -176,4 +181,5 @@ template <class Runner>
 
 #endif  // !defined(__CUDACC_RTC__)
 
+}  // inline namespace TW_MATH_NS
 }  // namespace tapewise::detail

@@ -28,6 +28,8 @@
 
 namespace tapewise::detail {
 
+inline namespace TW_MATH_NS {  // the math mode's own symbols (scalar_math.cuh)
+
 // A step's operands at one element, by Operand; and what it wrote, in overwritten_by's order.
 template <class T>
 struct Operands {
@@ -276,5 +278,7 @@ TW_HD void run_steps_at(const Step* steps, int count, Index first, Index stride)
 // fill the GPU, and each step's decode shared by four elements).
 inline constexpr std::int64_t kOneLanePiece = std::int64_t{1} << 16;
 inline int program_lanes(std::int64_t piece_numel) { return piece_numel <= kOneLanePiece ? 1 : 4; }
+
+}  // inline namespace TW_MATH_NS
 
 }  // namespace tapewise::detail

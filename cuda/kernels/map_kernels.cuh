@@ -59,6 +59,8 @@ constexpr MapShape vjp_shape(Op op, bool f64) {
     default: return MapShape::t128v1;
   }
 }
+inline namespace TW_MATH_NS {  // the math mode's own symbols (scalar_math.cuh)
+
 template <class Fn>
 struct TunedShape {  // prims: copies, fills and single ops of the staged VJPs, memory-bound
   static constexpr MapShape value = MapShape::t128v1;
@@ -226,5 +228,7 @@ __global__ void __launch_bounds__(Threads)
     for (int k = 0; k < Fn::nout; ++k) out.p[k][i] = y[k];
   }
 }
+
+}  // inline namespace TW_MATH_NS
 
 }  // namespace tapewise::detail

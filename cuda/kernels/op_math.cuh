@@ -11,6 +11,8 @@
 
 namespace tapewise::math {
 
+inline namespace TW_MATH_NS {  // the math mode's own symbols (scalar_math.cuh)
+
 template <Op op>
 struct OpMath;
 
@@ -245,5 +247,7 @@ TW_HD T prim_apply(Prim p, T c, T a, T b) {
   }
   return c;
 }
+
+}  // inline namespace TW_MATH_NS
 
 }  // namespace tapewise::math

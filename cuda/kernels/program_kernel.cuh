@@ -10,6 +10,8 @@
 
 namespace tapewise::detail {
 
+inline namespace TW_MATH_NS {  // the math mode's own symbols (scalar_math.cuh)
+
 // A Steps class runs a piece's steps at one thread's elements (run<T, Index, Lanes, EveryStepRuns>).
 // kOneLaneEveryStepRuns: whether every step covers every element below the launch's n, so that a
 // thread of one lane needs no check per step (a compiled piece's steps all have one length).
@@ -68,5 +70,7 @@ __device__ __forceinline__ void run_piece_kernel(const StepBlock<Capacity>& bloc
     }
   }
 }
+
+}  // inline namespace TW_MATH_NS
 
 }  // namespace tapewise::detail

@@ -1,6 +1,7 @@
 // cuda/kernels/scalar_math.cuh — the per-element primitives every kernel is built from, compiled for the
 // GPU by nvcc and for the host by g++. Each is one IEEE operation (one rounding) or one call of
-// the libm function ATen uses (expf/logf/sinf/cosf/tanhf on the GPU; glibc's on the host). On the
+// the libm function ATen uses (expf/logf/sinf/cosf/tanhf on the GPU; glibc's on the host), or in exact
+// mode tapewise's own (exact_math.cuh). On the
 // 16-bit formats each is ATen's: the float32 operation on the widened operands, rounded once to 16 bits.
 #pragma once
 
@@ -9,6 +10,11 @@
 #include <type_traits>
 
 #include <tapewise/float16.hpp>
+
+#include "math_mode.hpp"
+#if defined(TAPEWISE_MATH_EXACT)
+#include "exact_math.cuh"
+#endif
 
 #if defined(__CUDACC__)
 #define TW_HD __host__ __device__ __forceinline__
@@ -63,17 +69,6 @@ struct Params {
   T s0, s1;
 };
 
-// libm, float and double overloads: the same entry points ATen's CUDA kernels call.
-TW_HD float lm_exp(float x) { return ::expf(x); }
-TW_HD double lm_exp(double x) { return ::exp(x); }
-TW_HD float lm_log(float x) { return ::logf(x); }
-TW_HD double lm_log(double x) { return ::log(x); }
-TW_HD float lm_sin(float x) { return ::sinf(x); }
-TW_HD double lm_sin(double x) { return ::sin(x); }
-TW_HD float lm_cos(float x) { return ::cosf(x); }
-TW_HD double lm_cos(double x) { return ::cos(x); }
-TW_HD float lm_tanh(float x) { return ::tanhf(x); }
-TW_HD double lm_tanh(double x) { return ::tanh(x); }
 TW_HD float lm_sqrt(float x) { return ::sqrtf(x); }
 TW_HD double lm_sqrt(double x) { return ::sqrt(x); }
 TW_HD float lm_fabs(float x) { return ::fabsf(x); }
@@ -84,12 +79,40 @@ TW_HD double lm_fabs(double x) { return ::fabs(x); }
 #define TW_LM_16BIT(name)                                                                 \
   TW_HD bfloat16 name(bfloat16 x) { return bfloat16(name(static_cast<float>(x))); } \
   TW_HD float16 name(float16 x) { return float16(name(static_cast<float>(x))); }
+TW_LM_16BIT(lm_sqrt)
+
+inline namespace TW_MATH_NS {
+#if defined(TAPEWISE_MATH_EXACT)
+// Exact mode: tapewise's own functions (exact_math.cuh), the same bits on every backend.
+TW_HD float lm_exp(float x) { return exact::exp(x); }
+TW_HD double lm_exp(double x) { return exact::exp(x); }
+TW_HD float lm_log(float x) { return exact::log(x); }
+TW_HD double lm_log(double x) { return exact::log(x); }
+TW_HD float lm_sin(float x) { return exact::sin(x); }
+TW_HD double lm_sin(double x) { return exact::sin(x); }
+TW_HD float lm_cos(float x) { return exact::cos(x); }
+TW_HD double lm_cos(double x) { return exact::cos(x); }
+TW_HD float lm_tanh(float x) { return exact::tanh(x); }
+TW_HD double lm_tanh(double x) { return exact::tanh(x); }
+#else
+// ATen mode: libm, float and double overloads, the same entry points ATen's CUDA kernels call.
+TW_HD float lm_exp(float x) { return ::expf(x); }
+TW_HD double lm_exp(double x) { return ::exp(x); }
+TW_HD float lm_log(float x) { return ::logf(x); }
+TW_HD double lm_log(double x) { return ::log(x); }
+TW_HD float lm_sin(float x) { return ::sinf(x); }
+TW_HD double lm_sin(double x) { return ::sin(x); }
+TW_HD float lm_cos(float x) { return ::cosf(x); }
+TW_HD double lm_cos(double x) { return ::cos(x); }
+TW_HD float lm_tanh(float x) { return ::tanhf(x); }
+TW_HD double lm_tanh(double x) { return ::tanh(x); }
+#endif
 TW_LM_16BIT(lm_exp)
 TW_LM_16BIT(lm_log)
 TW_LM_16BIT(lm_sin)
 TW_LM_16BIT(lm_cos)
 TW_LM_16BIT(lm_tanh)
-TW_LM_16BIT(lm_sqrt)
+}  // inline namespace TW_MATH_NS
 #undef TW_LM_16BIT
 template <class T, std::enable_if_t<kIs16Bit<T>, int> = 0>
 TW_HD T lm_fabs(T x) {
@@ -142,6 +165,8 @@ TW_HD T sign(T x) {
   return x > T(0) ? T(1) : (x < T(0) ? T(-1) : T(0));
 }
 
+inline namespace TW_MATH_NS {
+
 // ATen's at::sigmoid: 1 / (1 + exp(-x)), three roundings; saturates to exactly 0 once exp(-x)
 // overflows (x < ~-88.7 in float32). One ATen op: on the 16-bit formats the three roundings are
 // float32's and the result is rounded once to 16 bits.
@@ -192,5 +217,7 @@ TW_HD T gelu_t(T x) {
   const T x3c = ((x * K::c()) * x) * x;
   return lm_tanh((x + x3c) * K::k());
 }
+
+}  // inline namespace TW_MATH_NS
 
 }  // namespace tapewise::math

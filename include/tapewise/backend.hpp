@@ -16,6 +16,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -107,6 +108,17 @@ class TAPEWISE_API Buffer {
 
 /// Which backend: the CPU one or the CUDA one.
 enum class BackendKind { cpu, cuda };
+
+/// Which exp, log, sin, cos and tanh a backend's kernels call (spec/conventions.md, "Math modes").
+/// `aten`: the libm functions ATen calls (CUDA's on the GPU), bit for bit ATen's results; the CUDA
+/// backend's default. `exact`: tapewise's own, float32 correctly rounded on every input and float64
+/// one algorithm everywhere, so every backend in exact mode gives the same bits; the CPU backend's
+/// only mode.
+enum class MathMode : std::uint8_t { aten, exact };
+/// "aten" or "exact".
+TAPEWISE_API const char* math_mode_name(MathMode mode);
+/// The mode named "aten" or "exact"; InvalidArgument naming anything else.
+[[nodiscard]] TAPEWISE_API Result<MathMode> math_mode_named(std::string_view name);
 
 /// One part of Backend::allocate_many.
 struct BufferSpec {
@@ -229,6 +241,9 @@ TAPEWISE_API std::shared_ptr<Backend> make_cpu_backend();
 /// The threads a CPU backend runs large tensors on (CpuOptions::threads as resolved); 0 for other
 /// backends.
 TAPEWISE_API int cpu_threads(const Backend& backend);
+/// The math mode the backend's kernels run in: exact for the CPU backend, CudaOptions::math for a
+/// CUDA one.
+TAPEWISE_API MathMode math_mode(const Backend& backend);
 
 /// A CUDA backend on the caller's device and, optionally, the caller's stream. It never changes the
 /// caller's state: the current device is put back after every call, memory comes from a pool of the
@@ -237,6 +252,8 @@ struct CudaOptions {
   /// The CUDA device ordinal.
   int device = 0;
   void* stream = nullptr;  ///< a cudaStream_t on `device`; nullptr: the backend creates its own
+  /// The kernels' exp, log, sin, cos and tanh (MathMode): ATen's by default.
+  MathMode math = MathMode::aten;
 };
 /// Fails with DeviceUnavailable (naming the CUDA error, or saying that this build has no CUDA) where
 /// no usable GPU exists, and InvalidArgument for a device ordinal out of range.

@@ -99,6 +99,9 @@ typedef enum tw_alloc_tag { TW_TAG_VALUE = 0, TW_TAG_GRADIENT = 1, TW_TAG_WORKSP
 
 /** Which backend a handle is. */
 typedef enum tw_backend_kind { TW_BACKEND_CPU = 0, TW_BACKEND_CUDA = 1 } tw_backend_kind;
+/** Which exp, log, sin, cos and tanh a backend's kernels call: ATen's libm (CUDA's default), or
+ * tapewise's own, the same bits on every backend (the CPU backend's only mode). */
+typedef enum tw_math_mode { TW_MATH_ATEN = 0, TW_MATH_EXACT = 1 } tw_math_mode;
 
 /** Op ids: pinned numbers, part of the ABI. A new node takes the next number, appended below; no
  * number is ever reused or moved. The library checks at compile time that each id names the node of
@@ -186,6 +189,11 @@ TW_API tw_status tw_backend_cpu_threads(const tw_backend* backend, int* threads)
 /** A CUDA backend on `device`, queueing on `stream` (a cudaStream_t on that device; NULL: its own).
  * TW_DEVICE_UNAVAILABLE where there is no usable GPU, TW_INVALID_ARGUMENT for a bad ordinal. */
 TW_API tw_status tw_backend_create_cuda(int device, void* stream, tw_backend** out);
+/** tw_backend_create_cuda with a math mode (TW_MATH_ATEN or TW_MATH_EXACT; anything else is
+ * TW_INVALID_ARGUMENT). */
+TW_API tw_status tw_backend_create_cuda_math(int device, void* stream, int math, tw_backend** out);
+/** The backend's math mode: TW_MATH_EXACT for the CPU backend; a CUDA backend's as it was made. */
+TW_API tw_status tw_backend_math_mode(const tw_backend* backend, int* out);
 /** Releases the handle; tapes, buffers and gradients made from it stay usable. */
 TW_API tw_status tw_backend_destroy(tw_backend* backend);
 /** TW_BACKEND_CPU or TW_BACKEND_CUDA. */

@@ -21,12 +21,13 @@ namespace {
 
 using namespace nb::literals;
 
-PyBackend make_cuda(int device, std::optional<std::intptr_t> stream) {
+PyBackend make_cuda(int device, std::optional<std::intptr_t> stream, const std::string& math) {
   // DLPack and PyTorch name the legacy default stream 0, which CudaOptions reads as "no stream":
   // pass cudaStreamLegacy (1) instead, the same stream.
   void* handle = nullptr;
   if (stream) handle = reinterpret_cast<void*>(*stream == 0 ? std::intptr_t{1} : *stream);
-  return PyBackend{unwrap(make_cuda_backend(CudaOptions{device, handle})), stream.has_value()};
+  const MathMode mode = unwrap(math_mode_named(math));
+  return PyBackend{unwrap(make_cuda_backend(CudaOptions{device, handle, mode})), stream.has_value()};
 }
 
 nb::dict stats_dict(const Backend& be) {
@@ -213,7 +214,7 @@ Backend& backend_at(const tapewise_node_place& place) {
   static auto* const cuda = new std::map<std::pair<int, void*>, std::shared_ptr<Backend>>;
   const std::lock_guard lock(mutex);
   std::shared_ptr<Backend>& backend = (*cuda)[{place.device, place.stream}];
-  if (!backend) backend = make_cuda(place.device, reinterpret_cast<std::intptr_t>(place.stream)).backend;
+  if (!backend) backend = make_cuda(place.device, reinterpret_cast<std::intptr_t>(place.stream), "aten").backend;
   return *backend;
 }
 
@@ -305,6 +306,9 @@ void bind_backend(nb::module_& m) {
       .def_prop_ro("device_id", [](const PyBackend& b) { return b.backend->device_id(); }, "The CUDA ordinal (0 on the CPU).")
       .def_prop_ro("threads", [](const PyBackend& b) { return cpu_threads(*b.backend); },
                    "The threads a CPU backend runs large tensors on (tapewise.cpu(threads=...)); 0 for CUDA.")
+      .def_prop_ro("math", [](const PyBackend& b) { return std::string(math_mode_name(math_mode(*b.backend))); },
+                   "The kernels' exp, log, sin, cos and tanh: \"exact\" (tapewise's own, the CPU backend's only mode)\n"
+                   "or \"aten\" (ATen's libm; tapewise.cuda(math=...)).")
       .def("__dlpack_device__", [](const PyBackend& b) {
              return std::make_tuple(b.backend->dlpack_device_type(), b.backend->device_id()); },
            "(DLPack device type, device id): (1, 0) for the CPU, (2, ordinal) for CUDA.")
@@ -416,9 +420,9 @@ void bind_backend(nb::module_& m) {
         "of more than 2^15 elements run on `threads` threads, the calling thread included (None: the\n"
         "TAPEWISE_CPU_THREADS environment variable, else the CPUs this process may use; 1: the calling\n"
         "thread alone; at most 256). Results never depend on the thread count.");
-  m.def("_cuda", &make_cuda, "device"_a, "stream"_a = nb::none(),
+  m.def("_cuda", &make_cuda, "device"_a, "stream"_a = nb::none(), "math"_a = "aten",
         "Low level of tapewise.cuda: `stream` is a cudaStream_t as an int (0: the legacy default stream)\n"
-        "or None for a stream of the backend's own.");
+        "or None for a stream of the backend's own; `math` is \"aten\" or \"exact\".");
   m.def("_node_kernels", [] {
           return nb::capsule(const_cast<tapewise_node_kernels*>(&kNodeKernels), TAPEWISE_NODE_KERNELS_CAPSULE); },
         "The capsule \"" TAPEWISE_NODE_KERNELS_CAPSULE "\" holding the per-node kernel table of\n"

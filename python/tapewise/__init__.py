@@ -53,14 +53,19 @@ def _stream_handle(stream: Any) -> Optional[int]:
     raise TypeError(f"stream: expected an int cudaStream_t or an object with .cuda_stream, got {type(stream).__name__}")
 
 
-def cuda(device: int = 0, stream: Union[int, Any, None] = None) -> Backend:
+def cuda(device: int = 0, stream: Union[int, Any, None] = None, math: str = "aten") -> Backend:
     """A CUDA backend on `device`. stream=None: the backend creates a stream of its own and
     synchronises it before handing out arrays. stream=<int cudaStream_t> or an object with
     .cuda_stream (e.g. torch.cuda.current_stream()): all work is queued on that stream (0 is the
     legacy default stream), so consumers on the same stream are ordered after it without any
     synchronisation. The backend never changes the caller's current device.
-    Raises DeviceUnavailableError where no GPU can be opened (or the build has no CUDA)."""
-    return _tapewise._cuda(device, _stream_handle(stream))
+    math="aten" (the default): exp, log, sin, cos and tanh are CUDA's libm, bit for bit ATen's;
+    math="exact": tapewise's own (float32 correctly rounded), the same bits as tapewise.cpu().
+    Raises DeviceUnavailableError where no GPU can be opened (or the build has no CUDA), and
+    InvalidArgumentError for another math mode."""
+    if not isinstance(math, str):
+        raise TypeError(f"cuda: math must be 'aten' or 'exact', not {type(math).__name__}")
+    return _tapewise._cuda(device, _stream_handle(stream), math)
 
 
 __all__ = [

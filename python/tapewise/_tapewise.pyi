@@ -39,6 +39,10 @@ class Backend:
     def threads(self) -> int:
         """The threads a CPU backend runs large tensors on (tapewise.cpu(threads=...)); 0 for CUDA."""
 
+    @property
+    def math(self) -> str:
+        """The kernels' exp, log, sin, cos and tanh: "exact" (the CPU backend's only mode) or "aten"."""
+
     def __dlpack_device__(self) -> tuple[int, int]:
         """
         (DLPack device type, device id): (1, 0) for the CPU, (2, ordinal) for CUDA.

@@ -9,8 +9,12 @@
 
 #if defined(__CUDACC__)
 #define TW_EXACT_HD __host__ __device__ __forceinline__
+// The rare slow paths: kept out of line on the GPU so that the fast paths keep few registers; inline
+// (one definition) because every kernel translation unit includes them.
+#define TW_EXACT_HD_NOINLINE __host__ __device__ __noinline__ inline
 #else
 #define TW_EXACT_HD inline
+#define TW_EXACT_HD_NOINLINE inline
 #endif
 
 namespace tapewise::exact {

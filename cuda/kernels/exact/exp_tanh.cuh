@@ -11,14 +11,6 @@
 
 #include "bits.cuh"
 
-#if !defined(TW_EXACT_NOINLINE_HD)
-#if defined(__CUDACC__)
-#define TW_EXACT_NOINLINE_HD inline __host__ __device__ __noinline__
-#else
-#define TW_EXACT_NOINLINE_HD inline __attribute__((noinline))
-#endif
-#endif
-
 // 2^(j/64) for j = 0..63, each as hi = RN(2^(j/64)), lo = RN(2^(j/64) - hi), so |hi + lo - 2^(j/64)| <
 // 2^-106 * 2^(j/64) (mpmath at 400 bits). One list for the device copy and the host copy.
 // clang-format off
@@ -212,7 +204,7 @@ TW_EXACT_HD DD exp2_k_by_64_dd(const Reduced& a) {
 }
 
 // e^x, relative error < 2^-98, for x in [-104, 89].
-TW_EXACT_NOINLINE_HD float exp_float_slow(float x) {
+TW_EXACT_HD_NOINLINE float exp_float_slow(float x) {
   const Reduced a = reduce(x);
   const DD s = exp2_k_by_64_dd(a);
   return round_to_float(dd_add(s, dd_mul(s, expm1_dd(reduced_dd(a)))));
@@ -220,7 +212,7 @@ TW_EXACT_NOINLINE_HD float exp_float_slow(float x) {
 
 // tanh(x) = E / (E + 2), E = e^(2x) - 1 = (S - 1) + S (e^r - 1), S = 2^(k/64) >= 1: relative error < 2^-95
 // for x in [2^-12, 10] (S - 1 >= 2^(1/64) - 1 once k > 0, so no cancellation costs more than 2^8).
-TW_EXACT_NOINLINE_HD float tanh_float_slow(float x) {
+TW_EXACT_HD_NOINLINE float tanh_float_slow(float x) {
   const Reduced a = reduce(2.0 * static_cast<double>(x));
   const DD s = exp2_k_by_64_dd(a);
   const DD e_minus_1 = dd_add(dd_add(s, DD{-1.0, 0.0}), dd_mul(s, expm1_dd(reduced_dd(a))));

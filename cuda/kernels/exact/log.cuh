@@ -4,15 +4,6 @@
 
 #include "bits.cuh"
 
-#if !defined(TW_EXACT_HD_NOINLINE)
-#if defined(__CUDACC__)
-// The rare slow paths: kept out of line on the GPU so that the fast path keeps few registers.
-#define TW_EXACT_HD_NOINLINE __host__ __device__ __noinline__
-#else
-#define TW_EXACT_HD_NOINLINE inline
-#endif
-#endif
-
 namespace tapewise::exact {
 namespace detail {
 

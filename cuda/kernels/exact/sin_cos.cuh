@@ -4,16 +4,6 @@
 
 #include "bits.cuh"
 
-// The rare paths (large arguments, the float slow path) are functions of their own on the GPU, so that
-// the fast path keeps few registers. The guard lets another exact-mode header define the same macro.
-#if !defined(TW_EXACT_HD_NOINLINE)
-#if defined(__CUDACC__)
-#define TW_EXACT_HD_NOINLINE __host__ __device__ __noinline__
-#else
-#define TW_EXACT_HD_NOINLINE inline
-#endif
-#endif
-
 // How it works. x = k*pi/2 + r with |r| <= pi/4 (k mod 4 = the quadrant); sin x and cos x are then
 // +-sin r or +-cos r. Two reductions:
 // - |x| < 2^28: Cody-Waite, pi/2 as P1 + P2 + P3 (three doubles, the nearest double to what is left at
