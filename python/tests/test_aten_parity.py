@@ -1,6 +1,7 @@
-"""conform/aten_parity.py without a GPU: its libm stand-in against the CPU backend (every byte must
-match, a test of the script's staging and of its reading of the op table), and its refusal to run
-when the table's aten_parity column and its stagings disagree."""
+"""conform/aten_parity.py without a GPU: its libm stand-in against the CPU backend on nodes without a
+libm stage (every byte must match, a test of the script's staging and of its reading of the op
+table; the CPU backend's exp, log, sin, cos and tanh are exact mode's, not glibc's), and its refusal
+to run when the table's aten_parity column and its stagings disagree."""
 
 import json
 import os
@@ -29,14 +30,16 @@ def parity(tmp_path, ops_json, ops):
 
 
 def test_libm_stand_in_matches_the_cpu_backend_on_the_tables_nodes(tmp_path):
-    done = parity(tmp_path, table_file(tmp_path, tapewise.op_table()), "scale,clamp,max,safeLog,silu")
+    # silu (ungraded: TorchLean's staging is not published) is run for its row's grading alone: its
+    # exp is glibc's in the stand-in and exact mode's on the CPU backend, so its bytes may differ.
+    done = parity(tmp_path, table_file(tmp_path, tapewise.op_table()), "scale,clamp,max,inv,div,silu")
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr
     with open(tmp_path / "out" / "aten_parity.json") as f:
         report = json.load(f)
     rows = report["rows"]
-    assert {r["op"] for r in rows} == {"scale", "clamp", "max", "safeLog", "silu"}
+    assert {r["op"] for r in rows} == {"scale", "clamp", "max", "inv", "div", "silu"}
     assert len([r for r in rows if r["op"] == "scale"]) == 2 * 2 * 2  # two run sets x dtypes x paths
-    assert all(r["total"] == 0 for r in rows)
+    assert all(r["total"] == 0 for r in rows if r["op"] != "silu")
     assert {r["op"] for r in rows if not r["graded"]} == {"silu"}  # aten_parity ungraded
 
 

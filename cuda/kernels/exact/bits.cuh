@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include <tapewise/float16.hpp>
+
 #if defined(__CUDACC__)
 #define TW_EXACT_HD __host__ __device__ __forceinline__
 // The rare slow paths: kept out of line on the GPU so that the fast paths keep few registers; inline
@@ -19,24 +21,9 @@
 
 namespace tapewise::exact {
 
-TW_EXACT_HD std::uint32_t bits_of(float f) {
-#if defined(__CUDA_ARCH__)
-  return __float_as_uint(f);
-#else
-  std::uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-#endif
-}
-TW_EXACT_HD float float_of(std::uint32_t u) {
-#if defined(__CUDA_ARCH__)
-  return __uint_as_float(u);
-#else
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-#endif
-}
+// float's bits: tapewise/float16.hpp's conversions (the GPU's reinterpretation, the host's memcpy).
+TW_EXACT_HD std::uint32_t bits_of(float f) { return tapewise::detail::float_bits(f); }
+TW_EXACT_HD float float_of(std::uint32_t u) { return tapewise::detail::bits_float(u); }
 TW_EXACT_HD std::uint64_t bits_of(double d) {
 #if defined(__CUDA_ARCH__)
   return static_cast<std::uint64_t>(__double_as_longlong(d));
