@@ -1,8 +1,8 @@
 // cuda/kernels/scalar_math.cuh — the per-element primitives every kernel is built from, compiled for the
 // GPU by nvcc and for the host by g++. Each is one IEEE operation (one rounding) or one call of
-// the libm function ATen uses (expf/logf/sinf/cosf/tanhf on the GPU; glibc's on the host), or in exact
-// mode tapewise's own (exact_math.cuh). On the
-// 16-bit formats each is ATen's: the float32 operation on the widened operands, rounded once to 16 bits.
+// the libm function ATen uses (expf/logf/sinf/cosf/tanhf on the GPU), or in exact mode tapewise's own
+// (exact_math.cuh; the CPU backend's only mode). On the 16-bit formats each is ATen's: the float32
+// operation on the widened operands, rounded once to 16 bits.
 #pragma once
 
 #include <cmath>
