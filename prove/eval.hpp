@@ -1,6 +1,6 @@
 // prove/eval.hpp — a graph (sym.hpp) evaluated on the host at given inputs: each node computed
-// in its sort as the code computes it (float or double arithmetic, glibc's libm, the real 16-bit
-// conversions of tapewise/float16.hpp). Used to count where two graphs differ (frameworks.cpp) and to
+// in its sort as the code computes it (float or double arithmetic, exact mode's exp, log, sin, cos
+// and tanh as the CPU backend's, the real 16-bit conversions of tapewise/float16.hpp). Used to count where two graphs differ (frameworks.cpp) and to
 // check that an extracted graph computes what the code computes (prover.cpp).
 #pragma once
 
@@ -10,6 +10,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "kernels/exact_math.cuh"
 #include "sym.hpp"
 
 namespace tapewise::prove {
@@ -32,8 +33,8 @@ inline double convert(double v, Sort from, Sort to) {
   throw ModelError("a conversion to a boolean");
 }
 
-// One IEEE operation or libm call in F (float: float32's operations and glibc's float functions);
-// nullopt for any other kind.
+// One IEEE operation or libm call in F (float: float32's operations and exact mode's float functions,
+// the CPU backend's); nullopt for any other kind.
 template <class F>
 std::optional<double> in_format(NodeKind k, F x, F y) {
   switch (k) {
@@ -42,11 +43,11 @@ std::optional<double> in_format(NodeKind k, F x, F y) {
     case NodeKind::mul: return x * y;
     case NodeKind::div: return x / y;
     case NodeKind::sqrt: return std::sqrt(x);
-    case NodeKind::exp: return std::exp(x);
-    case NodeKind::log: return std::log(x);
-    case NodeKind::sin: return std::sin(x);
-    case NodeKind::cos: return std::cos(x);
-    case NodeKind::tanh: return std::tanh(x);
+    case NodeKind::exp: return exact::exp(x);
+    case NodeKind::log: return exact::log(x);
+    case NodeKind::sin: return exact::sin(x);
+    case NodeKind::cos: return exact::cos(x);
+    case NodeKind::tanh: return exact::tanh(x);
     default: return std::nullopt;
   }
 }

@@ -95,8 +95,8 @@ const Formula kFormulas[] = {
      aten_gelu_tanh_backward<double>},
 };
 
-// The first bit pattern where two graphs differ, evaluated on the host (eval.hpp: glibc's libm for
-// the libm nodes), and how often they do.
+// The first bit pattern where two graphs differ, evaluated on the host (eval.hpp: exact mode's functions
+// for the libm nodes), and how often they do.
 template <class F>
 bool differ_at(NodeId u, NodeId v, double x, double g, F* fu, F* fv) {
   const std::map<std::string, double> in{{"x", x}, {"g", g}};

@@ -545,8 +545,8 @@ Bits sample_inputs(Op op, DType d, int i, std::mt19937_64& rng) {
 constexpr int kModelSamples = 256;
 
 // The extracted graphs compute what the code computes: each form's outputs, evaluated on the host
-// (eval.hpp, glibc's libm as the CPU backend's) at sample inputs, equal the CPU backend's bits from the
-// same form, up to NaN. Not a proof; it catches a symbolic type recording other operations than the
+// (eval.hpp, exact mode's functions, as the CPU backend's) at sample inputs, equal the CPU backend's
+// bits from the same form, up to NaN. Not a proof; it catches a symbolic type recording other operations than the
 // code runs (sym_kernels.hpp's sigmoid, say, after the kernels' 16-bit branch changed). "" or what
 // differed.
 std::string check_model(const Extracted& ex, Op op, DType d, const std::shared_ptr<Backend>& cpu, int samples) {
@@ -685,7 +685,7 @@ int prove_command(const ProveOptions& o) {
                  {"solver", "bitwuzla (PyPI), via " + python + " " + solver_script},
                  {"equality", "AgreeUpToNaN: equal bits, or both NaN"},
                  {"nodes", json::array()}};
-  const std::shared_ptr<Backend> cpu = make_cpu_backend();  // the model check's: glibc's libm, as eval.hpp's
+  const std::shared_ptr<Backend> cpu = make_cpu_backend();  // the model check's: exact mode's functions, as eval.hpp's
   // A refuted claim is a violation (exit 1); one the solver gave no answer for (unknown, an error, no
   // solver at all) is no verdict (exit 2), never a pass and never a violation.
   int proven = 0, refuted = 0, undecided = 0, model_errors = 0;
