@@ -15,6 +15,7 @@
 #include <memory>
 #include <new>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include <tapewise/backend.hpp>
@@ -25,23 +26,58 @@
 #include "kernels/dispatch.hpp"
 #include "kernels/interpreter.hpp"
 
+// GCC on x86-64 compiles the element loops also for x86-64-v3 (AVX2, FMA) and x86-64-v4 (AVX-512).
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define TW_CPU_X86_CLONES 1
+#else
+#define TW_CPU_X86_CLONES 0
+#endif
+
 namespace tapewise {
 namespace {
 
+// body() compiled for one instruction set: flatten inlines everything it calls (the element loop, the
+// node's per-element code, tapewise's own math) into the copy for that set. The code is the same in
+// each and the build never contracts (-ffp-contract=off), so every operation rounds once in each and
+// the bits are the same; the wider sets run fma as one instruction and may put several elements in one
+// vector register.
+#if TW_CPU_X86_CLONES
+template <class Body>
+[[gnu::target("arch=x86-64-v4"), gnu::flatten]] void run_x86_64_v4(const Body& body) { body(); }
+template <class Body>
+[[gnu::target("arch=x86-64-v3"), gnu::flatten]] void run_x86_64_v3(const Body& body) { body(); }
+#endif
+template <class Body>
+[[gnu::flatten]] void run_baseline(const Body& body) { body(); }
+
+template <class Body>
+void run_in(CpuIsa isa, const Body& body) {
+  switch (isa) {
+#if TW_CPU_X86_CLONES
+    case CpuIsa::x86_64_v4: return run_x86_64_v4(body);
+    case CpuIsa::x86_64_v3: return run_x86_64_v3(body);
+#endif
+    default: return run_baseline(body);
+  }
+}
+
 // The per-node kernels' runner on the host: the elements in chunks over the pool; each element is
-// the same code whatever thread runs it.
+// the same code whatever thread runs it, in the instruction set the backend chose.
 struct HostLoop {
   detail::ThreadPool* pool;
+  CpuIsa isa;
   template <class Fn, class T>
   [[nodiscard]] Result<void> run(const Fn& fn, std::int64_t n, const T* const* in, T* const* out, const char*) {
     detail::for_each_chunk(pool, n, [&](std::int64_t lo, std::int64_t hi) {
-      T x[Fn::nin > 0 ? Fn::nin : 1];
-      T y[Fn::nout];
-      for (std::int64_t i = lo; i < hi; ++i) {
-        for (int k = 0; k < Fn::nin; ++k) x[k] = in[k][i];
-        fn(x, y);
-        for (int k = 0; k < Fn::nout; ++k) out[k][i] = y[k];
-      }
+      run_in(isa, [&] {
+        T x[Fn::nin > 0 ? Fn::nin : 1];
+        T y[Fn::nout];
+        for (std::int64_t i = lo; i < hi; ++i) {
+          for (int k = 0; k < Fn::nin; ++k) x[k] = in[k][i];
+          fn(x, y);
+          for (int k = 0; k < Fn::nout; ++k) out[k][i] = y[k];
+        }
+      });
     });
     return {};
   }
@@ -78,11 +114,44 @@ Result<int> resolve_threads(int requested) {
   return std::min(available_cpus(), kMaxDefaultThreads);
 }
 
+bool cpu_runs(CpuIsa isa) {
+  switch (isa) {
+#if TW_CPU_X86_CLONES
+    case CpuIsa::x86_64_v4: return __builtin_cpu_supports("x86-64-v4");
+    case CpuIsa::x86_64_v3: return __builtin_cpu_supports("x86-64-v3");
+#endif
+    case CpuIsa::baseline: return true;
+    default: return false;
+  }
+}
+
+Result<CpuIsa> isa_named(std::string_view name, const char* source) {
+  for (CpuIsa isa : {CpuIsa::baseline, CpuIsa::x86_64_v3, CpuIsa::x86_64_v4}) {
+    if (name != cpu_isa_name(isa)) continue;
+    if (!cpu_runs(isa))
+      return fail(ErrorCode::InvalidArgument, std::string("make_cpu_backend: ") + source + " " + cpu_isa_name(isa) +
+                                                  ": this build or processor cannot run it");
+    return isa;
+  }
+  return fail(ErrorCode::InvalidArgument, std::string("make_cpu_backend: ") + source + " '" + std::string(name) +
+                                              "' is not baseline, x86-64-v3 or x86-64-v4");
+}
+
+// CpuOptions::isa as the backend uses it: the one given, else TAPEWISE_CPU_ISA, else the widest this
+// processor runs.
+Result<CpuIsa> resolve_isa(CpuIsa requested) {
+  if (requested != CpuIsa::automatic) return isa_named(cpu_isa_name(requested), "instruction set");
+  if (const char* env = std::getenv("TAPEWISE_CPU_ISA"); env && *env) return isa_named(env, "TAPEWISE_CPU_ISA");
+  for (CpuIsa isa : {CpuIsa::x86_64_v4, CpuIsa::x86_64_v3})
+    if (cpu_runs(isa)) return isa;
+  return CpuIsa::baseline;
+}
+
 class CpuBackend final : public detail::Engine {
  public:
   // `note` says why the thread count is not what was asked for (make_cpu_backend() without options).
-  CpuBackend(int threads, std::string note)
-      : pool_(threads > 1 ? std::make_unique<detail::ThreadPool>(threads) : nullptr), note_(std::move(note)) {}
+  CpuBackend(int threads, CpuIsa isa, std::string note)
+      : pool_(threads > 1 ? std::make_unique<detail::ThreadPool>(threads) : nullptr), isa_(isa), note_(std::move(note)) {}
   ~CpuBackend() override { memory_.release_all(host_release); }
 
   BackendKind kind() const override { return BackendKind::cpu; }
@@ -90,22 +159,23 @@ class CpuBackend final : public detail::Engine {
   std::string describe() const override {
     const int n = threads();
     return "CPU (the production per-element code on the host, " + std::to_string(n) + (n == 1 ? " thread" : " threads") +
-           (note_.empty() ? "" : "; " + note_) + ")";
+           ", " + cpu_isa_name(isa_) + (note_.empty() ? "" : "; " + note_) + ")";
   }
   int threads() const { return pool_ ? pool_->threads() : 1; }
+  CpuIsa isa() const { return isa_; }
 
   [[nodiscard]] Result<void> forward(Op op, const Scalars& s, std::span<const Buffer* const> inputs,
                        Buffer& out) override {
-    HostLoop loop{pool_.get()};
+    HostLoop loop{pool_.get(), isa_};
     return detail::run_forward(loop, op, s, inputs, out);
   }
   [[nodiscard]] Result<void> vjp_fused(Op op, const Scalars& s, std::span<const Buffer* const> inputs,
                          const Buffer& g, std::span<Buffer* const> grads) override {
-    HostLoop loop{pool_.get()};
+    HostLoop loop{pool_.get(), isa_};
     return detail::run_vjp(loop, op, s, inputs, g, grads);
   }
   [[nodiscard]] Result<void> prim(Prim p, double c, std::span<const Buffer* const> inputs, Buffer& out) override {
-    HostLoop loop{pool_.get()};
+    HostLoop loop{pool_.get(), isa_};
     return detail::run_prim(loop, p, c, inputs, out);
   }
   // Each element runs every step in order through the interpreter the CUDA kernel runs, in the
@@ -121,12 +191,14 @@ class CpuBackend final : public detail::Engine {
       first += static_cast<std::size_t>(piece.count);
       auto run_piece = [&]<class T>() -> Result<void> {
         detail::for_each_chunk(pool_.get(), piece.numel, [&](std::int64_t lo, std::int64_t hi) {
-          for (std::int64_t i = lo; i < hi; i += kLanes) {
-            if (i + kLanes <= piece.covered)
-              detail::run_steps_at<T, std::int64_t, kLanes, true>(piece.steps, piece.count, i, 1);
-            else
-              detail::run_steps_at<T, std::int64_t, kLanes>(piece.steps, piece.count, i, 1);
-          }
+          run_in(isa_, [&] {
+            for (std::int64_t i = lo; i < hi; i += kLanes) {
+              if (i + kLanes <= piece.covered)
+                detail::run_steps_at<T, std::int64_t, kLanes, true>(piece.steps, piece.count, i, 1);
+              else
+                detail::run_steps_at<T, std::int64_t, kLanes>(piece.steps, piece.count, i, 1);
+            }
+          });
         });
         return {};
       };
@@ -166,6 +238,7 @@ class CpuBackend final : public detail::Engine {
 
   detail::KeptMemory memory_{/*host_memory=*/true, /*keep_large_blocks=*/false};
   std::unique_ptr<detail::ThreadPool> pool_;  // null: the calling thread alone
+  CpuIsa isa_;
   std::string note_;
 };
 
@@ -173,19 +246,38 @@ class CpuBackend final : public detail::Engine {
 
 Result<std::shared_ptr<Backend>> make_cpu_backend(const CpuOptions& options) {
   TAPEWISE_TRY(threads, resolve_threads(options.threads));
-  return std::shared_ptr<Backend>(std::make_shared<CpuBackend>(threads, ""));
+  TAPEWISE_TRY(isa, resolve_isa(options.isa));
+  return std::shared_ptr<Backend>(std::make_shared<CpuBackend>(threads, isa, ""));
 }
 
 std::shared_ptr<Backend> make_cpu_backend() {
+  // No Result to carry an error: what was invalid is replaced, and describe() says why.
   auto threads = resolve_threads(0);
-  if (threads) return std::make_shared<CpuBackend>(*threads, "");
-  // No Result to carry the error: the calling thread alone, and describe() says why.
-  return std::make_shared<CpuBackend>(1, threads.error().message + ", so 1 thread");
+  auto isa = resolve_isa(CpuIsa::automatic);
+  std::string note;
+  if (!threads) note = threads.error().message + ", so 1 thread";
+  if (!isa) note += (note.empty() ? "" : "; ") + isa.error().message + ", so baseline";
+  return std::make_shared<CpuBackend>(threads ? *threads : 1, isa ? *isa : CpuIsa::baseline, note);
 }
 
 int cpu_threads(const Backend& backend) {
   const auto* cpu = dynamic_cast<const CpuBackend*>(&backend);
   return cpu ? cpu->threads() : 0;
+}
+
+CpuIsa cpu_isa(const Backend& backend) {
+  const auto* cpu = dynamic_cast<const CpuBackend*>(&backend);
+  return cpu ? cpu->isa() : CpuIsa::baseline;
+}
+
+const char* cpu_isa_name(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::automatic: return "automatic";
+    case CpuIsa::baseline: return "baseline";
+    case CpuIsa::x86_64_v3: return "x86-64-v3";
+    case CpuIsa::x86_64_v4: return "x86-64-v4";
+  }
+  return "unknown";
 }
 
 }  // namespace tapewise

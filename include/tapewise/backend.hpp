@@ -226,14 +226,30 @@ class TAPEWISE_API Backend : public std::enable_shared_from_this<Backend> {
 };
 
 /// The CPU backend's options.
+/// The instruction set the CPU backend's element loops are compiled for. The same code in each, every
+/// operation rounded once (no contraction, no fast-math), so results never depend on it; the wider sets
+/// run fma as one instruction and several elements per vector register. x86_64_v3 is AVX2 with FMA,
+/// x86_64_v4 AVX-512; both exist in builds by GCC for x86-64, elsewhere baseline only.
+enum class CpuIsa {
+  automatic,  ///< TAPEWISE_CPU_ISA, else the widest this processor runs
+  baseline,   ///< the build's target (x86-64: SSE2)
+  x86_64_v3,
+  x86_64_v4,
+};
+/// "automatic", "baseline", "x86-64-v3", "x86-64-v4".
+TAPEWISE_API const char* cpu_isa_name(CpuIsa isa);
+
 struct CpuOptions {
   /// Threads for large tensors, the calling thread included (a tensor of at most 2^15 elements runs on
   /// the calling thread alone). 0 takes TAPEWISE_CPU_THREADS, else the CPUs this process may run on (at
   /// most 64); 1 runs everything on the calling thread. At most 256. Results never depend on it.
   int threads = 0;
+  /// The element loops' instruction set. Results never depend on it.
+  CpuIsa isa = CpuIsa::automatic;
 };
 /// The CPU backend (the production per-element code compiled for the host). InvalidArgument for a
-/// thread count outside 0..256, or an invalid TAPEWISE_CPU_THREADS when threads is 0.
+/// thread count outside 0..256, an invalid TAPEWISE_CPU_THREADS when threads is 0, an instruction set
+/// this build or processor lacks, or an invalid TAPEWISE_CPU_ISA when isa is automatic.
 [[nodiscard]] TAPEWISE_API Result<std::shared_ptr<Backend>> make_cpu_backend(const CpuOptions& options);
 /// The CPU backend with the default CpuOptions; where TAPEWISE_CPU_THREADS is invalid it runs on the
 /// calling thread alone and its describe() says why (make_cpu_backend(CpuOptions{}) refuses it).
@@ -241,6 +257,9 @@ TAPEWISE_API std::shared_ptr<Backend> make_cpu_backend();
 /// The threads a CPU backend runs large tensors on (CpuOptions::threads as resolved); 0 for other
 /// backends.
 TAPEWISE_API int cpu_threads(const Backend& backend);
+/// The instruction set a CPU backend's element loops run in (CpuOptions::isa as resolved, never
+/// automatic); baseline for other backends.
+TAPEWISE_API CpuIsa cpu_isa(const Backend& backend);
 /// The math mode the backend's kernels run in: exact for the CPU backend, CudaOptions::math for a
 /// CUDA one.
 TAPEWISE_API MathMode math_mode(const Backend& backend);
