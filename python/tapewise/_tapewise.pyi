@@ -124,8 +124,9 @@ class Backend:
 class Buffer:
     """
     A tapewise buffer owned by Python (a gradient, or Backend.wrap/allocate): move-only device or
-    host memory. array() (or __dlpack__) exports it without a copy (on the host a numpy array, but a
-    DLPack object for bfloat16, which numpy lacks); the arrays share the memory, so it stays valid
+    host memory. array() (or __dlpack__) exports it without a copy (on the host a numpy array; for
+    bfloat16 an ml_dtypes.bfloat16 one, or without ml_dtypes a DLPack-only object); the arrays share
+    the memory, so it stays valid
     while any of them lives, even after release(). A view of read-only memory (Backend.wrap of a
     read-only array) is exported read-only.
     """
@@ -167,14 +168,15 @@ class Buffer:
     def array(self) -> Any:
         """
         The buffer as an array (no copy, shares the memory): a numpy array on the host, an object
-        exporting __dlpack__ on a device or for bfloat16 (numpy has none: torch.from_dlpack reads it,
+        exporting __dlpack__ on a device; bfloat16 as ml_dtypes.bfloat16 (without ml_dtypes a
+        DLPack-only object: torch.from_dlpack reads it,
         numpy.asarray raises TypeError).
         Synchronises the backend first.
         """
 
     def host(self) -> NDArray:
         """
-        A host copy as a new numpy array (a bfloat16 buffer raises TypeError: numpy has no bfloat16;
+        A host copy as a new numpy array (bfloat16 as ml_dtypes.bfloat16; without ml_dtypes TypeError:
         use torch.from_dlpack(buffer)).
         """
 
@@ -291,8 +293,8 @@ class Tape:
         """
         The node's value, no copy: on the CPU backend a numpy array (a view of the tape's memory), on
         CUDA an object exporting __dlpack__ and __dlpack_device__; either way numpy.asarray(v) (host),
-        torch.from_dlpack(v), jax.dlpack.from_dlpack(v) read it. numpy has no bfloat16: on the CPU a
-        bfloat16 value is a DLPack-only object (torch.from_dlpack(v) reads it, numpy.asarray raises).
+        torch.from_dlpack(v), jax.dlpack.from_dlpack(v) read it. bfloat16 on the CPU is an ml_dtypes.bfloat16 array, or without ml_dtypes a
+        DLPack-only object (torch.from_dlpack(v) reads it, numpy.asarray raises).
         It keeps the tape alive. Read-only (the buffer protocol refuses writes, versioned DLPack
         capsules carry the read-only flag), except for a leaf that views writable caller memory.
         Flushes pending nodes first.
@@ -300,8 +302,8 @@ class Tape:
 
     def host(self, id: int) -> NDArray:
         """
-        A host copy of the node's value as a new numpy array (from any backend). numpy has no bfloat16:
-        a bfloat16 node raises TypeError (read it with torch.from_dlpack(tape.value(id)) instead).
+        A host copy of the node's value as a new numpy array (from any backend); bfloat16 as ml_dtypes.bfloat16,
+        and TypeError without ml_dtypes (read it with torch.from_dlpack(tape.value(id)) instead).
         """
 
     def shape(self, id: int) -> tuple:
@@ -507,8 +509,8 @@ class Gradients:
 
     def host(self, id: int) -> NDArray:
         """
-        A host copy of the gradient as a new numpy array (from any backend); TypeError for bfloat16,
-        which numpy lacks (torch.from_dlpack(grads[id]) reads it).
+        A host copy of the gradient as a new numpy array (from any backend); for bfloat16 an ml_dtypes.bfloat16
+        array, TypeError without ml_dtypes (torch.from_dlpack(grads[id]) reads it then).
         """
 
     def __contains__(self, id: int) -> bool: ...
