@@ -30,7 +30,7 @@ work queued later on that stream runs after tapewise's. Consumers on another str
 
 from __future__ import annotations
 
-from typing import Any, Optional, Union
+from typing import Any, Literal, Optional, Union
 
 from . import _tapewise
 from ._errors import (BackendMismatchError, CudaFailureError, DeviceUnavailableError, DTypeMismatchError,
@@ -56,7 +56,7 @@ def _stream_handle(stream: Any) -> Optional[int]:
     raise TypeError(f"stream: expected an int cudaStream_t or an object with .cuda_stream, got {type(stream).__name__}")
 
 
-def cuda(device: int = 0, stream: Union[int, Any, None] = None, math: str = "aten") -> Backend:
+def cuda(device: int = 0, stream: Union[int, Any, None] = None, math: Literal["aten", "exact"] = "aten") -> Backend:
     """A CUDA backend on `device`. stream=None: the backend creates a stream of its own and
     synchronises it before handing out arrays. stream=<int cudaStream_t> or an object with
     .cuda_stream (e.g. torch.cuda.current_stream()): all work is queued on that stream (0 is the
