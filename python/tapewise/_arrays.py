@@ -40,12 +40,15 @@ def bfloat16_dlpack(bits: np.ndarray, read_only: bool) -> Any:
 def export_dlpack(array: np.ndarray, stream: Any, max_version: Any, dl_device: Any, copy: Any,
                   bfloat16_bits: bool = False) -> Any:
     """The capsule of a host array that may be read-only or bfloat16 (an ml_dtypes array, or uint16 bit
-    patterns where bfloat16_bits). A consumer that cannot be told the
-    memory is read-only (no max_version: DLPack before 1.0, e.g. jax.dlpack.from_dlpack) gets a copy, so
-    that nothing ever writes the tape's memory through it; copy=False then raises BufferError."""
+    patterns where bfloat16_bits). A consumer that cannot be told the memory is read-only (no
+    max_version: DLPack before 1.0, e.g. jax.dlpack.from_dlpack) gets a copy, so that nothing ever
+    writes the tape's memory through it; so does one asking copy=True. copy=False where a copy is
+    needed, or a device other than the host, raises BufferError."""
     plain = array.view(np.ndarray)
     read_only = not plain.flags.writeable
-    if read_only and not wants_versioned(max_version):
+    if dl_device is not None and tuple(dl_device) != (1, 0):
+        raise BufferError(f"this array is in host memory (DLPack device (1, 0)), not on device {tuple(dl_device)}")
+    if copy is True or (read_only and not wants_versioned(max_version)):
         if copy is False:
             raise BufferError("this array is read-only and the consumer takes no versioned DLPack capsule, which "
                               "could say so: it can only be exported as a copy (copy=False was asked)")
@@ -53,10 +56,6 @@ def export_dlpack(array: np.ndarray, stream: Any, max_version: Any, dl_device: A
     versioning = {} if max_version is None else {"max_version": max_version}
     if bfloat16_bits or is_bfloat16(plain):
         return bfloat16_dlpack(plain.view(np.uint16), read_only).__dlpack__(stream=stream, **versioning)
-    if dl_device is not None:
-        versioning["dl_device"] = dl_device
-    if copy is not None and wants_versioned(max_version):
-        versioning["copy"] = copy
     return plain.__dlpack__(stream=stream, **versioning)
 
 

@@ -412,3 +412,21 @@ def test_torch_cuda_16bit_zero_copy(name):
     assert_same_torch_bits(torch.from_dlpack(grads[x]), t, f"{name} CUDA gradient", nan_matches_nan=True)
     host = tapewise.Tape(backend)
     assert host.dtype(host.leaf(t.cpu(), copy=True)) == name
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_host_views_honour_dlpacks_copy_and_device_requests(dtype):
+    """copy=True gives a copy (for bfloat16 too, which numpy cannot export), a device other than the
+    host is refused with BufferError, as the array API asks of __dlpack__."""
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+    ml_dtypes = pytest.importorskip("ml_dtypes", reason="ml_dtypes is not installed")
+    tape = tapewise.Tape(tapewise.cpu())
+    x = tape.leaf(np.array([0.5, 2.0], dtype=ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype))
+    grads = tape.backward(tape.exp(x))
+    gradient = grads[x]  # writable: exported without a copy unless one is asked for
+    shared = torch.utils.dlpack.from_dlpack(gradient.__dlpack__(max_version=(1, 0)))
+    copied = torch.utils.dlpack.from_dlpack(gradient.__dlpack__(max_version=(1, 0), copy=True))
+    assert shared.data_ptr() == gradient.ctypes.data and copied.data_ptr() != gradient.ctypes.data
+    assert torch.equal(shared, copied)
+    with pytest.raises(BufferError, match="not on device|unsupported device"):  # ours, or numpy's
+        gradient.__dlpack__(max_version=(1, 0), dl_device=(2, 0))
