@@ -51,6 +51,7 @@ set(DOXYGEN_HTML_TIMESTAMP NO)
 # The installed headers: the sources, and the generated version headers (never the .in templates).
 file(GLOB _tapewise_public_headers CONFIGURE_DEPENDS
      ${PROJECT_SOURCE_DIR}/include/tapewise/*.h ${PROJECT_SOURCE_DIR}/include/tapewise/*.hpp)
-doxygen_add_docs(tapewise_api_docs ${_tapewise_public_headers}
+# The main page (index.html): what the reference covers and where to start.
+doxygen_add_docs(tapewise_api_docs ${PROJECT_SOURCE_DIR}/cmake/api_mainpage.dox ${_tapewise_public_headers}
                  ${TAPEWISE_GENERATED_INCLUDE}/tapewise/version.hpp ${TAPEWISE_GENERATED_INCLUDE}/tapewise/version.h
                  COMMENT "API reference (Doxygen, public headers) into ${PROJECT_BINARY_DIR}/docs/api/html")

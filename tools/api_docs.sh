@@ -20,6 +20,11 @@ if ! cmake --build "$dir" --target tapewise_api_docs > "$log" 2>&1 || grep -qi '
   exit 1
 fi
 xml="$dir/docs/api/xml"
+# The main page (cmake/api_mainpage.dox) is the reference's front door: an empty one once shipped.
+if ! grep -q 'tapewise::Tape' "$xml/indexpage.xml" 2>/dev/null; then
+  echo "api_docs.sh: the main page (index.html) is empty or lost its text: see cmake/api_mainpage.dox" >&2
+  exit 1
+fi
 # Documented symbols, from the XML index: members (functions, variables, typedefs, enums, macros;
 # enum values counted apart, since a value needs no comment of its own) and compounds (classes,
 # structs, namespaces, headers); pages: the HTML files written.
@@ -27,6 +32,6 @@ index="$xml/index.xml"
 members=$(grep -o '<member refid="[^"]*" kind="[a-z]*"' "$index" | grep -v '"enumvalue"' | sort -u | wc -l)
 values=$(grep -o '<member refid="[^"]*" kind="enumvalue"' "$index" | sort -u | wc -l)
 compounds=$(grep -c -E '<compound refid="[^"]*" kind="(class|struct|namespace|union)"' "$index")
-files=$(grep -c '<compound refid="[^"]*" kind="file"' "$index")
+files=$(grep -c -E '<compound refid="[^"]*" kind="file"><name>[^<]*\.(h|hpp)<' "$index")
 pages=$(find "$dir/docs/api/html" -name '*.html' | wc -l)
 echo "api_docs.sh: $members documented members (and $values enum values), $compounds classes/structs/namespaces, $files headers, $pages HTML pages: $dir/docs/api/html/index.html"

@@ -10,6 +10,11 @@ SHA-256 of its source JSON files, of this script and of the SVG written.
 `--check` (no matplotlib needed; a ctest test runs it) fails, naming what is stale and the command
 that regenerates it, when a figure's sources or this script changed since it was drawn, when a figure
 file differs from the one recorded, or when a table in the documents differs from what its JSON gives.
+
+Exit status: 0 done (or, with --check, everything fresh); 1 with --check, something is stale; 2 an
+input cannot be used: a file is missing or unreadable, or a measurement a figure or table needs is
+NaN, infinite or null (the benchmark's JSON writer stores NaN as null). Nothing is written then: a
+missing measurement is never drawn as a gap or printed as "-", nor a conclusion drawn without it.
 """
 import argparse
 import hashlib
@@ -26,6 +31,12 @@ MANIFEST = "docs/figures/manifest.json"
 # The chain's final run: tapewise-bench, all three shapes, with PyTorch's eager and CUDA-graph times of
 # the same call attached to each row (bench/run_bench.sh's pairing).
 CHAIN = "evidence/performance/chain/bench_chain_1.json"
+# Every call of the current chain code (commit 0f0a908, 2026-12-04): the spread of the host's share
+# between calls is wider than a call's own, so tables and figures give the median over these calls and
+# their range, not one call's (the first call was also the fastest at 2^12). spread/ has the unary
+# chain at 2^12 and 2^16 only, without peers.
+CHAIN_CALLS = [CHAIN, "evidence/performance/chain/bench_chain_2.json",
+               *(f"evidence/performance/chain/spread/bench_unary_{k}.json" for k in range(3, 8))]
 # torch.compile takes 70-210 s to compile one shape at one size, so no one call holds all twelve: each
 # of these calls compiled some, and timed tapewise beside them (its row's us_per_node).
 CHAIN_COMPILED = [
@@ -49,15 +60,62 @@ SWEEP_16BIT = SWEEPS["bfloat16 and float16, every input (pair)"]
 BINADES = "evidence/accuracy/binades/sweep_unary_f32.json"
 PEERS = [("compile", "torch.compile"), ("graph", "CUDA graph"), ("eager", "PyTorch eager")]
 # Every JSON this script reads, for whatever copies its inputs (python/tests/test_figures.py).
-ALL_SOURCES = {CHAIN, *CHAIN_COMPILED, KERNELS, ROOFLINE, *SWEEPS.values(), BINADES}
+ALL_SOURCES = {*CHAIN_CALLS, *CHAIN_COMPILED, KERNELS, ROOFLINE, *SWEEPS.values(), BINADES}
+
+
+class InputError(Exception):
+    """An input that cannot be used (exit status 2): the message names the file and the measurement."""
+
+
+class Measured(dict):
+    """A JSON object of a source file: `row[key]` is a measurement and must be a finite number or other
+    value (NaN and null raise InputError naming it); `row.get(key)` is for what may be absent or null."""
+
+    def __init__(self, items, where: str):
+        super().__init__(items)
+        self.where = where
+
+    def __getitem__(self, key):
+        value = super().__getitem__(key) if key in self else None
+        if value is None:
+            raise InputError(f"{self.where}.{key} is {'null' if key in self else 'missing'}: a measurement that a "
+                             "figure or table needs is not there (a NaN the benchmark wrote as null?); "
+                             "figures.py draws and concludes nothing without it")
+        return value
+
+
+def measured(value, where: str):
+    """The parsed JSON with every object a Measured, refusing non-finite numbers by where they are."""
+    if isinstance(value, dict):
+        return Measured({k: measured(v, f"{where}.{k}") for k, v in value.items()}, where)
+    if isinstance(value, list):
+        return [measured(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InputError(f"{where} is {value}: a measurement is not a finite number; figures.py draws and "
+                         "concludes nothing from it")
+    return value
+
+
+def read_input(root: Path, path: str) -> bytes:
+    try:
+        return (root / path).read_bytes()
+    except OSError as error:
+        raise InputError(f"cannot read {path} under {root}: {error.strerror or error}") from None
 
 
 def load(root: Path, path: str):
-    return json.loads((root / path).read_text())
+    try:
+        data = json.loads(read_input(root, path))
+    except ValueError as error:
+        raise InputError(f"{path} is not valid JSON: {error}") from None
+    return measured(data, path)
 
 
 def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError as error:
+        raise InputError(f"cannot read {path}: {error.strerror or error}") from None
 
 
 def g3(x) -> str:
@@ -72,8 +130,8 @@ def compiled_rows(root: Path) -> dict:
     rows = {}
     for source in CHAIN_COMPILED:
         for row in load(root, source)["chain"]:
-            if row.get("compile_us_per_node") is not None:
-                rows[(row.get("shape", "unary"), row["log2n"])] = (row, source)
+            row["compile_us_per_node"], row["compile_first_call_s"]  # each of these calls compiled every row
+            rows[(row.get("shape", "unary"), row["log2n"])] = (row, source)
     return rows
 
 
@@ -85,12 +143,46 @@ def chain_rows(root: Path, shape: str = "unary"):
                   key=lambda row: row["log2n"])
     result = []
     for row in rows:
-        peers = {f"{name}_us_per_node": row.get(f"{name}_us_per_node") for name in ("eager", "graph")}
-        other, _ = compiled.get((shape, row["log2n"]), ({}, None))
-        peers.update(compile_us_per_node=other.get("compile_us_per_node"),
-                     compile_first_call_s=other.get("compile_first_call_s"), compile_call_us=other.get("us_per_node"))
+        peers = {f"{name}_us_per_node": row[f"{name}_us_per_node"] for name in ("eager", "graph")}
+        peers.update(compile_us_per_node=None, compile_first_call_s=None, compile_call_us=None)  # not compiled
+        if (shape, row["log2n"]) in compiled:
+            other, _ = compiled[(shape, row["log2n"])]
+            peers.update(compile_us_per_node=other["compile_us_per_node"],
+                         compile_first_call_s=other["compile_first_call_s"], compile_call_us=other["us_per_node"])
         result.append((row["log2n"], row, peers))
     return result
+
+
+def median(values: list) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def chain_spread(root: Path, shape: str) -> list:
+    """Per size of one shape, over CHAIN_CALLS: (log2 n, {measure: [one value per call that has it]}) for
+    tapewise's and its device time, eager's and the CUDA graph's µs per node."""
+    keys = ("us_per_node", "device_us_per_node", "eager_us_per_node", "graph_us_per_node")
+    by_size = {}
+    for source in CHAIN_CALLS:
+        call = load(root, source)
+        # A call given PyTorch's times (meta.torch_json) has peers in every row; the spread/ calls ran
+        # tapewise alone, and their null peers are not measured, not NaN.
+        measured_keys = keys if call["meta"].get("torch_json") else keys[:2]
+        for row in call["chain"]:
+            if row.get("shape", "unary") != shape:
+                continue
+            values = by_size.setdefault(row["log2n"], {key: [] for key in keys})
+            for key in measured_keys:
+                values[key].append(row[key])
+    return sorted(by_size.items())
+
+
+def spread_text(values: list) -> str:
+    """"median (min–max, N calls)", or the one value."""
+    if len(values) == 1:
+        return f"{s3(values[0])} (1 call)"
+    return f"{s3(median(values))} ({s3(min(values))}–{s3(max(values))}, {len(values)} calls)"
 
 
 def peer_us(peers: dict, name: str):
@@ -130,12 +222,18 @@ def compile_text(peers: dict) -> str:
 
 
 def table_chain_summary(root: Path) -> str:
-    lines = ["| shape | elements | tapewise | torch.compile | CUDA graph | eager |", "|---|---|---|---|---|---|"]
+    lines = ["| shape | elements | tapewise: median (range, calls) | torch.compile | CUDA graph | eager |",
+             "|---|---|---|---|---|---|"]
+    compiled = compiled_rows(root)
     for shape in ("unary", "binary", "fanout"):
-        for k, ours, peers in chain_rows(root, shape):
-            values = [ours["us_per_node"]] + [peers[f"{name}_us_per_node"] for name, _ in PEERS]
-            best = min(v for v in values if v is not None)
-            cells = ["-" if v is None else f"**{s3(v)}**" if v == best else s3(v) for v in values]
+        for k, values in chain_spread(root, shape):
+            compile_row = compiled.get((shape, k), ({}, None))[0]
+            peers = [compile_row["compile_us_per_node"] if compile_row else None,
+                     median(values["graph_us_per_node"]), median(values["eager_us_per_node"])]
+            ours = median(values["us_per_node"])
+            best = min([ours] + [v for v in peers if v is not None])
+            cells = [f"**{spread_text(values['us_per_node'])}**" if ours == best else spread_text(values["us_per_node"])]
+            cells += ["-" if v is None else f"**{s3(v)}**" if v == best else s3(v) for v in peers]
             lines.append(f"| {shape} | 2^{k} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -165,22 +263,41 @@ def table_chain_shapes(root: Path) -> str:
 
 
 def figure_chain(root: Path, plt) -> "Figure":
-    rows = chain_rows(root)
-    sizes = [2 ** k for k, _, _ in rows]
-    fig, ax = plt.subplots(figsize=(7, 4.2))
-    ax.plot(sizes, [r["us_per_node"] for _, r, _ in rows], "o-", color="C3", lw=2.2, label="tapewise")
-    ax.plot(sizes, [r["device_us_per_node"] for _, r, _ in rows], "o:", color="C3", alpha=0.6,
-            label="tapewise, device time only\n(the floor under its host work)")
-    for (name, label), color in zip(PEERS, ("C0", "C2", "C7")):
-        label += " (compiled in other calls)" if name == "compile" else ""
-        ax.plot(sizes, [p[f"{name}_us_per_node"] for _, _, p in rows], "s--", color=color, label=label)
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel("elements per tensor (float32)")
-    ax.set_ylabel("µs per node (record + backward + release)")
-    ax.set_title("1,000-node chain on the H200 (sin, tanh, sigmoid, scale, relu)")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0)
+    """The three shapes side by side: tapewise's median over CHAIN_CALLS with its range (bars), its
+    device time, and the peers (eager and CUDA graph: medians of the same calls; torch.compile: its
+    own calls)."""
+    compiled = compiled_rows(root)
+    shapes = ("unary", "binary", "fanout")
+    fig, axes = plt.subplots(1, 3, figsize=(11, 4.2), sharey=True)
+    for ax, shape in zip(axes, shapes):
+        spread = chain_spread(root, shape)
+        sizes = [2 ** k for k, _ in spread]
+        ours = [v["us_per_node"] for _, v in spread]
+        middle = [median(v) for v in ours]
+        ax.errorbar(sizes, middle, yerr=[[m - min(v) for m, v in zip(middle, ours)],
+                                         [max(v) - m for m, v in zip(middle, ours)]],
+                    fmt="o-", color="C3", lw=2.2, capsize=3, label="tapewise (median; bars: fastest–slowest call)")
+        ax.plot(sizes, [median(v["device_us_per_node"]) for _, v in spread], "o:", color="C3", alpha=0.6,
+                label="tapewise, device time only\n(the floor under its host work)")
+        for (name, label), color in zip(PEERS, ("C0", "C2", "C7")):
+            if name == "compile":
+                times = [compiled[(shape, k)][0]["compile_us_per_node"] if (shape, k) in compiled else None
+                         for k, _ in spread]
+                label += " (compiled in other calls)"
+            else:
+                times = [median(v[f"{name}_us_per_node"]) for _, v in spread]
+            ax.plot(sizes, times, "s--", color=color, label=label)
+        calls = sorted({len(v) for v in ours})
+        ax.set_title(f"{shape} ({'–'.join(map(str, (calls[0], calls[-1]))) if len(calls) > 1 else calls[0]} calls "
+                     "per size)", fontsize=9)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("elements per tensor (float32)")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].set_ylabel("µs per node (record + backward + release)")
+    fig.suptitle("1,000-node chain on the H200, three shapes: medians over the calls of the current code", fontsize=10)
+    axes[-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
+    fig.tight_layout()
     return fig
 
 
@@ -263,7 +380,7 @@ def table_sweep_16bit(root: Path) -> str:
     for n in load(root, SWEEP_16BIT)["nodes"]:
         d = per_op.setdefault(n["op"], {}).setdefault(n["dtype"], {"y": 0.0, "d": 0.0, "use": 0.0, "cases": n["cases"], "causes": {}})
         for o in n["outputs"]:
-            key = "y" if o["g"] is None else "d"
+            key = "y" if o.get("g") is None else "d"
             d[key] = max(d[key], o["max_ulp_domain"])
             d["use"] = max(d["use"], o["max_ratio_domain"])
             for cause, count in o["above_bound_by_cause"].items():
@@ -289,7 +406,7 @@ def bound_use_grid(root: Path):
         for n in load(root, path)["nodes"]:
             ops.append(n["op"])
             for o in n["outputs"]:
-                output = "y" if o["g"] is None else f"d g={o['g']:.1g}"
+                output = "y" if o.get("g") is None else f"d g={o['g']:.1g}"
                 key = (n["op"], f"{n['dtype']} {output}")
                 grid[key] = max(grid.get(key, 0.0), o["max_ratio_domain"])
     return grid, list(dict.fromkeys(ops))
@@ -330,7 +447,7 @@ def figure_error_distribution(root: Path, plt) -> "Figure":
         for o in n["outputs"]:
             h = o["histogram"]
             total = sum(h.values())
-            g = "" if o["g"] is None else f" g={o['g']:.2g}"
+            g = "" if o.get("g") is None else f" g={o['g']:.2g}"
             labels.append(f"{sweep_label(n, repeated)} {o['output']}{g}")
             shares.append([h[b] / total if h[b] else float("nan") for b, _ in buckets])
     fig, ax = plt.subplots(figsize=(7, 12))
@@ -349,20 +466,37 @@ def figure_error_distribution(root: Path, plt) -> "Figure":
     return fig
 
 
+def ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def sampling_text(nodes: list) -> str:
+    """How the sweep chose its inputs: "every bit pattern", or "every 4th bit pattern"."""
+    strides = sorted({n["stride"] for n in nodes})
+    if strides == [1]:
+        return "every bit pattern"
+    return "every " + " or ".join(ordinal(k) for k in strides) + " bit pattern"
+
+
 def figure_error_vs_input(root: Path, plt) -> "Figure":
     """Per unary node, the largest error inside the domain in each binade of x (the sweep's
-    max_ulp_domain_by_binade), for y and for dx at g = 1, positive x solid and negative x dashed."""
+    max_ulp_domain_by_binade), for y and for dx at g = 1, positive x solid and negative x dashed, with
+    each output's bound: its ulp part as a dotted line, and the share of the whole bound used. A bound
+    with an absolute part (k eps) allows millions of ulps where the result is near zero, which is
+    where such curves climb: the panel's "used" says they stay inside it."""
     sweep = load(root, BINADES)
     nodes = [n for n in sweep["nodes"] if len(n["outputs"]) == 3]  # unary: y and dx at two g
     ops = [n["op"] for n in nodes]
     repeated = {op for op in ops if ops.count(op) > 1}
     columns = 4
     rows = math.ceil(len(nodes) / columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(12, 2.1 * rows), sharex=True)
+    fig, axes = plt.subplots(rows, columns, figsize=(12, 2.3 * rows), sharex=True)
     for ax, n in zip(axes.flat, nodes):
         largest = 0.0
+        used = []
         for o, color in zip(n["outputs"][:2], ("C0", "C3")):
-            by_binade = o["max_ulp_domain_by_binade"]
+            by_binade = o.get("max_ulp_domain_by_binade")
             if by_binade is None:
                 continue
             first = by_binade["min_exponent"]
@@ -372,24 +506,30 @@ def figure_error_vs_input(root: Path, plt) -> "Figure":
                     label = f"{o['output']}, x {'>' if sign == 'positive' else '<'} 0"
                     ax.plot(*zip(*points), style, color=color, lw=1, label=label)
                     largest = max([largest] + [v for _, v in points])
-        ax.set_title(sweep_label(n, repeated), fontsize=8)
+            bound = o["bound"]
+            ax.axhline(bound["ulp"], color=color, ls=":", lw=1,
+                       label=f"{o['output']} bound's ulp part" if n is nodes[0] else None)
+            largest = max(largest, bound["ulp"])
+            used.append(f"{o['output']}: bound {bound_text(bound)}, used {o['max_ratio_domain']:.2f}")
+        ax.set_title(sweep_label(n, repeated) + "\n" + "; ".join(used), fontsize=6.5)
         ax.set_yscale("symlog", linthresh=1)
         ax.set_ylim(-0.3, max(2.0, 2 * largest))  # zero (exact) stays visible above the frame
         ax.tick_params(labelsize=7)
         ax.grid(True, alpha=0.3)
     for ax in list(axes.flat)[len(nodes):]:
         ax.set_visible(False)
-    axes.flat[0].legend(fontsize=6)
+    axes.flat[0].legend(fontsize=5.5)
     fig.supxlabel("binade of x: floor(log2 |x|)", fontsize=9)
     fig.supylabel("largest error inside the domain (ulps of R(exact))", fontsize=9)
-    fig.suptitle(f"Error against input, float32, {sweep['backend']} backend "
-                 f"(every {sweep['nodes'][0]['stride']}th bit pattern)", fontsize=10)
+    fig.suptitle(f"Error against input, float32, {sweep['backend']} backend ({sampling_text(nodes)}); "
+                 "bound = u ulp + k eps: near a zero result k eps is millions of ulps; "
+                 "used = largest error / bound", fontsize=9)
     fig.tight_layout()
     return fig
 
 
 FIGURES = {
-    "chain_cost.svg": (figure_chain, [CHAIN, *CHAIN_COMPILED]),
+    "chain_cost.svg": (figure_chain, [*CHAIN_CALLS, *CHAIN_COMPILED]),
     "roofline.svg": (figure_roofline, [KERNELS]),
     "bound_use.svg": (figure_bound_use, list(SWEEPS.values())),
     "error_distribution.svg": (figure_error_distribution, [SWEEPS["float32, every bit pattern (unary)"]]),
@@ -416,23 +556,32 @@ def marker_pattern(name: str) -> re.Pattern:
                       rf"{re.escape(name)} -->", re.S | re.M)
 
 
-def table_problems(root: Path, write: bool) -> list:
-    problems = []
+def rendered_tables(root: Path) -> dict:
+    """{document: its text with every table rendered} for the documents whose tables changed, and the
+    problems: a document without a table's markers."""
+    texts, problems = {}, []
     for name, (document, make) in TABLES.items():
-        path = root / document
-        text = path.read_text()
+        text = texts.get(document) or read_input(root, document).decode()
         match = marker_pattern(name).search(text)
         if not match:
             problems.append(f"{document}: no '<!-- figures.py: {name} -->' ... '<!-- figures.py: end {name} -->' "
                             f"markers for table '{name}'")
             continue
         table = "".join(match.group(1) + line + "\n" for line in make(root).split("\n"))
-        if match.group(2) == table:
-            continue
-        if write:
-            path.write_text(text[:match.start(2)] + table + text[match.end(2):])
-        else:
-            problems.append(f"{document}: table '{name}' differs from what its JSON gives (regenerate: {REGENERATE})")
+        texts[document] = text[:match.start(2)] + table + text[match.end(2):]
+    return texts, problems
+
+
+def table_problems(root: Path) -> list:
+    texts, problems = rendered_tables(root)
+    for document, text in texts.items():
+        committed = read_input(root, document).decode()
+        for name, (table_document, _) in TABLES.items():
+            if table_document != document:
+                continue
+            ours, theirs = marker_pattern(name).search(text), marker_pattern(name).search(committed)
+            if theirs and ours.group(2) != theirs.group(2):
+                problems.append(f"{document}: table '{name}' differs from what its JSON gives (regenerate: {REGENERATE})")
     return problems
 
 
@@ -465,23 +614,43 @@ def figure_problems(root: Path) -> list:
     return problems
 
 
-def draw_figures(root: Path) -> None:
+def draw_figures(root: Path) -> dict:
+    """{figure name: its SVG bytes}, every one drawn before any is written."""
+    import io
     import matplotlib
     matplotlib.use("svg")
     import matplotlib.pyplot as plt
     plt.rcParams.update({"svg.hashsalt": "tapewise", "svg.fonttype": "none", "font.size": 9})
+    drawn = {}
+    for name, (draw, _) in FIGURES.items():
+        fig = draw(root, plt)
+        svg = io.BytesIO()
+        fig.savefig(svg, format="svg", metadata={"Date": None, "Creator": "tools/figures.py"}, bbox_inches="tight")
+        plt.close(fig)
+        drawn[name] = svg.getvalue()
+    return drawn
+
+
+def write_everything(root: Path) -> None:
+    """Draws every figure and renders every table, then writes them and the manifest: an input that
+    cannot be used stops it before anything is written."""
+    drawn = draw_figures(root)
+    texts, problems = rendered_tables(root)
+    if problems:
+        raise InputError("; ".join(problems))
     out = root / "docs/figures"
     out.mkdir(parents=True, exist_ok=True)
     manifest = {}
-    for name, (draw, sources) in FIGURES.items():
-        fig = draw(root, plt)
-        fig.savefig(out / name, format="svg", metadata={"Date": None, "Creator": "tools/figures.py"},
-                    bbox_inches="tight")
-        plt.close(fig)
+    for name, svg in drawn.items():
+        sources = FIGURES[name][1]
+        (out / name).write_bytes(svg)
         manifest[name] = {"sources": {s: sha256(root / s) for s in sources},
                           "script_sha256": sha256(root / "tools/figures.py"), "svg_sha256": sha256(out / name)}
         print(f"docs/figures/{name} from {', '.join(sources)}")
     (root / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    for document, text in texts.items():
+        (root / document).write_text(text)
+    print(f"{len(TABLES)} tables written between their markers")
 
 
 def main() -> int:
@@ -490,17 +659,19 @@ def main() -> int:
     parser.add_argument("--root", type=Path, default=Path(__file__).resolve().parent.parent,
                         help="the repository root (default: this script's)")
     args = parser.parse_args()
-    if args.check:
-        problems = figure_problems(args.root) + table_problems(args.root, write=False)
-        for problem in problems:
-            print(f"figures.py --check: {problem}", file=sys.stderr)
-        if not problems:
-            print(f"figures.py --check: {len(FIGURES)} figures and {len(TABLES)} tables match their JSON")
-        return 1 if problems else 0
-    draw_figures(args.root)
-    table_problems(args.root, write=True)
-    print(f"{len(TABLES)} tables written between their markers")
-    return 0
+    try:
+        if not args.check:
+            write_everything(args.root)
+            return 0
+        problems = figure_problems(args.root) + table_problems(args.root)
+    except InputError as error:
+        print(f"figures.py{' --check' if args.check else ''}: {error}", file=sys.stderr)
+        return 2
+    for problem in problems:
+        print(f"figures.py --check: {problem}", file=sys.stderr)
+    if not problems:
+        print(f"figures.py --check: {len(FIGURES)} figures and {len(TABLES)} tables match their JSON")
+    return 1 if problems else 0
 
 
 if __name__ == "__main__":

@@ -496,6 +496,44 @@ def _node_value_written():
         raise Wrong("writing into a node's value changed the backward")
 
 
+def legacy_dlpack_write(exported) -> None:
+    """What a consumer of DLPack before 1.0 may do: take the unversioned capsule, which cannot say
+    "read-only", and write through it (torch.utils.dlpack.from_dlpack of the capsule)."""
+    import torch
+    torch.utils.dlpack.from_dlpack(exported.__dlpack__()).fill_(42)
+
+
+for _dtype in ("float32", "float64", "float16", "bfloat16"):
+    @case(f"python/readonly/node-value-written-through-legacy-dlpack-{_dtype}")
+    def _legacy_dlpack_write(dtype=_dtype):
+        np, tapewise = tapewise_modules()
+        import torch
+        tape = tapewise.Tape(tapewise.cpu())
+        y = tape.sin(tape.leaf(torch.ones(3, dtype=getattr(torch, dtype))))
+        before = torch.from_dlpack(tape.value(y)).clone()
+        try:
+            legacy_dlpack_write(tape.value(y))
+        except (BufferError, TypeError, RuntimeError):
+            pass
+        if not torch.equal(torch.from_dlpack(tape.value(y)), before):
+            raise Wrong("a legacy DLPack consumer wrote a node's value")
+
+    @case(f"python/ecosystem/jax-reads-node-value-{_dtype}")
+    def _jax_reads_value(dtype=_dtype):
+        np, tapewise = tapewise_modules()
+        import jax
+        import ml_dtypes
+        numpy_dtype = ml_dtypes.bfloat16 if dtype == "bfloat16" else np.dtype(dtype)
+        tape = tapewise.Tape(tapewise.cpu())
+        y = tape.sin(tape.leaf(np.array([0.5, 1.0], dtype=numpy_dtype)))
+        try:
+            read = np.asarray(jax.dlpack.from_dlpack(tape.value(y))).astype(np.float32)
+        except BufferError as refusal:
+            raise Wrong(f"JAX cannot read a {dtype} node value: {refusal}")
+        if read.tolist() != np.asarray(tape.value(y)).astype(np.float32).tolist():
+            raise Wrong("JAX read other values than the node's")
+
+
 # tapewise.torch's fixed-arity entries: raw addresses are the caller's word (as forward_ptrs'), but
 # every other argument is checked before anything runs, and the output is left alone on a refusal.
 RAW_ENTRY_BAD = {

@@ -23,7 +23,9 @@
 #include "core.hpp"
 #include "op.hpp"
 
-struct DLManagedTensor;  ///< DLPack (dlpack/dlpack.h): callers that exchange tensors include it
+// DLPack's tensor (dlpack/dlpack.h): callers that exchange tensors include it. A plain comment: a
+// Doxygen one after this forward declaration would document the next declaration (namespace tapewise).
+struct DLManagedTensor;
 
 namespace tapewise {
 

@@ -53,7 +53,9 @@
 extern "C" {
 #endif
 
-struct DLManagedTensor; /**< DLPack (dlpack/dlpack.h): include it to exchange tensors */
+/* DLPack's tensor (dlpack/dlpack.h): include that header to exchange tensors. A plain comment: a
+   Doxygen one after this forward declaration would document the next declaration, tw_backend. */
+struct DLManagedTensor;
 
 /** Opaque handle: a backend (CPU or CUDA), its memory and kernels. */
 typedef struct tw_backend tw_backend;

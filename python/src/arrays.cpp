@@ -103,6 +103,14 @@ nb::object dlpack_source(const PyBackend& be, nb::handle obj) {
   return obj.attr("__dlpack__")(nb::arg("stream") = *stream);
 }
 
+// Whether obj is a numpy array of ml_dtypes.bfloat16, which numpy cannot export: it is read as its
+// uint16 bit patterns (a view, same memory and strides) and taken as bfloat16.
+bool is_ml_dtypes_bfloat16(nb::handle obj) {
+  if (!nb::hasattr(obj, "dtype") || !nb::isinstance(obj, nb::module_::import_("numpy").attr("ndarray"))) return false;
+  nb::object dtype = obj.attr("dtype");
+  return std::string(nb::str(dtype.attr("name")).c_str()) == "bfloat16" && nb::cast<int>(dtype.attr("itemsize")) == 2;
+}
+
 // A strided host array gathered into a contiguous HostArray (the copy=True path).
 HostArray gather_host(const nb::ndarray<nb::ro>& a, DType dtype, const Shape& shape) {
   HostArray h;
@@ -228,7 +236,8 @@ Imported import_array(const PyBackend& be, nb::handle obj, Copy copy, const char
     in.copied = true;
     return in;
   }
-  nb::object source = dlpack_source(be, obj);
+  const bool bfloat16_bits = is_ml_dtypes_bfloat16(obj);
+  nb::object source = bfloat16_bits ? obj.attr("view")("uint16") : dlpack_source(be, obj);
   nb::ndarray<nb::ro> a;
   // Asked for writable first: nanobind refuses a read-only source (buffer protocol, or DLPack's
   // read-only flag), which is then taken read-only and stays so in every export of the view.
@@ -253,7 +262,7 @@ Imported import_array(const PyBackend& be, nb::handle obj, Copy copy, const char
     throw nb::type_error((std::string(what) + ": expected an array exporting __dlpack__ or the buffer protocol "
                           "(numpy, torch, jax, cupy) or a list of numbers, got " + nb::type_name(obj.type()).c_str()).c_str());
   }
-  const std::optional<DType> known = dtype_from_dlpack(a.dtype());
+  const std::optional<DType> known = bfloat16_bits ? DType::bfloat16 : dtype_from_dlpack(a.dtype());
   if (!known)
     raise(ErrorCode::DTypeMismatch, std::string(what) + ": dtype " + dtype_name(a.dtype()) +
                                         " is not supported: tapewise takes float32, float64, bfloat16 or "
@@ -288,32 +297,47 @@ nb::object export_array(const Buffer& buffer, nb::handle owner, Access access) {
   std::vector<std::size_t> shape(buffer.shape().dims.begin(), buffer.shape().dims.end());
   const nb::dlpack::dtype dtype = dlpack_dtype(buffer.dtype());
   const Backend* be = buffer.backend();
-  // Host memory goes out as a numpy array (a view: numpy prints it, and every library reads it);
-  // device memory as a DLPack object for the consumer's framework to import. numpy has no bfloat16,
-  // so host bfloat16 goes out as a DLPack-only tapewise._bfloat16.HostBFloat16Array.
-  if (be->dlpack_device_type() == kDLCPU && buffer.dtype() == DType::bfloat16) {
-    // Wrapped so that numpy.asarray raises instead of making a 0-d object array of the DLPack object.
-    nb::object dlpack = access == Access::read_only
-        ? nb::cast(nb::ndarray<nb::array_api, nb::ro>(buffer.data(), shape.size(), shape.data(), owner, nullptr, dtype,
-                                                      kDLCPU, 0))
-        : nb::cast(nb::ndarray<nb::array_api>(const_cast<void*>(buffer.data()), shape.size(), shape.data(), owner,
-                                              nullptr, dtype, kDLCPU, 0));
-    nb::list dims;
-    for (std::size_t d : shape) dims.append(d);
-    return nb::module_::import_("tapewise._bfloat16").attr("HostBFloat16Array")(dlpack, nb::tuple(dims));
-  }
   if (be->dlpack_device_type() == kDLCPU) {
-    if (access == Access::read_only)
-      return nb::cast(nb::ndarray<nb::numpy, nb::ro>(buffer.data(), shape.size(), shape.data(), owner, nullptr, dtype,
-                                                     kDLCPU, 0));
-    return nb::cast(nb::ndarray<nb::numpy>(const_cast<void*>(buffer.data()), shape.size(), shape.data(), owner, nullptr,
-                                           dtype, kDLCPU, 0));
+    // Host memory goes out as a numpy array (a view: numpy prints it, and every library reads it).
+    // numpy has no bfloat16 of its own: its bits go out as uint16, which tapewise._arrays views as
+    // ml_dtypes.bfloat16. A read-only or bfloat16 array is a tapewise._arrays.HostView, whose DLPack
+    // export does what numpy's cannot (read-only memory to a consumer before DLPack 1.0, bfloat16).
+    const bool bfloat16_bits = buffer.dtype() == DType::bfloat16;
+    const nb::dlpack::dtype numpy_dtype = bfloat16_bits ? nb::dtype<std::uint16_t>() : dtype;
+    nb::object array =
+        access == Access::read_only
+            ? nb::cast(nb::ndarray<nb::numpy, nb::ro>(buffer.data(), shape.size(), shape.data(), owner, nullptr,
+                                                      numpy_dtype, kDLCPU, 0))
+            : nb::cast(nb::ndarray<nb::numpy>(const_cast<void*>(buffer.data()), shape.size(), shape.data(), owner,
+                                              nullptr, numpy_dtype, kDLCPU, 0));
+    if (!bfloat16_bits && access == Access::writable) return array;
+    return nb::module_::import_("tapewise._arrays").attr("host_view")(array, bfloat16_bits);
   }
+  // Device memory goes out as a DLPack object for the consumer's framework to import.
   if (access == Access::read_only)
     return nb::cast(nb::ndarray<nb::array_api, nb::ro>(buffer.data(), shape.size(), shape.data(), owner, nullptr, dtype,
                                                        be->dlpack_device_type(), be->device_id()));
   return nb::cast(nb::ndarray<nb::array_api>(const_cast<void*>(buffer.data()), shape.size(), shape.data(), owner,
                                              nullptr, dtype, be->dlpack_device_type(), be->device_id()));
+}
+
+nb::object bfloat16_dlpack(nb::handle bits_array, bool read_only) {
+  nb::ndarray<std::uint16_t, nb::ro, nb::device::cpu> bits;
+  if (!nb::try_cast(bits_array, bits, /*convert=*/false))
+    throw nb::type_error("_bfloat16_dlpack: expected a uint16 numpy array of bfloat16 bit patterns");
+  std::vector<std::size_t> shape(bits.ndim());
+  std::vector<std::int64_t> strides(bits.ndim());
+  for (std::size_t d = 0; d < bits.ndim(); ++d) {
+    shape[d] = bits.shape(d);
+    strides[d] = bits.stride(d);
+  }
+  const nb::dlpack::dtype dtype = dlpack_dtype(DType::bfloat16);
+  nb::handle owner = bits_array;  // the uint16 array, which holds the memory's owner
+  if (read_only)
+    return nb::cast(nb::ndarray<nb::array_api, nb::ro>(bits.data(), shape.size(), shape.data(), owner,
+                                                       strides.data(), dtype, kDLCPU, 0));
+  return nb::cast(nb::ndarray<nb::array_api>(const_cast<std::uint16_t*>(bits.data()), shape.size(), shape.data(),
+                                             owner, strides.data(), dtype, kDLCPU, 0));
 }
 
 nb::object export_buffer(const PyBuffer& holder, const std::string& what) {
@@ -362,19 +386,19 @@ std::vector<NodeId> node_ids(const std::vector<NodeIdArg>& ids) {
 }
 
 void check_numpy_dtype(DType dtype, const char* what) {
-  if (dtype == DType::bfloat16)
-    throw nb::type_error((std::string(what) + ": numpy has no bfloat16, so a bfloat16 array has no host numpy copy; "
-                          "read it through DLPack instead (torch.from_dlpack(...) of the value, gradient or Buffer, "
-                          "then e.g. .float().numpy())").c_str());
+  if (dtype == DType::bfloat16) nb::module_::import_("tapewise._arrays").attr("require_ml_dtypes")(what);
 }
 
-nb::ndarray<nb::numpy> host_numpy(HostArray host, const char* what) {
+nb::object host_numpy(HostArray host, const char* what) {
   check_numpy_dtype(host.dtype, what);
   auto* bytes = new std::vector<std::byte>(std::move(host.bytes));
   nb::capsule owner(bytes, [](void* p) noexcept { delete static_cast<std::vector<std::byte>*>(p); });
   std::vector<std::size_t> shape(host.shape.dims.begin(), host.shape.dims.end());
-  const nb::dlpack::dtype dtype = dlpack_dtype(host.dtype);
-  return nb::ndarray<nb::numpy>(bytes->data(), shape.size(), shape.data(), owner, nullptr, dtype, kDLCPU, 0);
+  const bool bfloat16_bits = host.dtype == DType::bfloat16;  // viewed as ml_dtypes.bfloat16 by host_copy
+  const nb::dlpack::dtype dtype = bfloat16_bits ? nb::dtype<std::uint16_t>() : dlpack_dtype(host.dtype);
+  nb::object array = nb::cast(
+      nb::ndarray<nb::numpy>(bytes->data(), shape.size(), shape.data(), owner, nullptr, dtype, kDLCPU, 0));
+  return nb::module_::import_("tapewise._arrays").attr("host_copy")(array, bfloat16_bits, what);
 }
 
 Op op_from_python(const std::string& name) {
@@ -437,7 +461,7 @@ void check_requested_dtype(const std::optional<std::string>& name, DType importe
                                       tapewise::dtype_name(imported) +
                                       " array; dtype= chooses the dtype of a Python list's copy, an array keeps "
                                       "its own (convert it first, e.g. " +
-                                      (*name == "bfloat16" ? std::string("torch's x.to(torch.bfloat16), numpy has none")
+                                      (*name == "bfloat16" ? std::string("x.astype(ml_dtypes.bfloat16), or torch's x.to(torch.bfloat16)")
                                                            : "x.astype(numpy." + *name + ")") + ")");
 }
 

@@ -360,8 +360,9 @@ void bind_backend(nb::module_& m) {
 
   nb::class_<PyBuffer>(m, "Buffer",
       "A tapewise buffer owned by Python (a gradient, or Backend.wrap/allocate): move-only device or\n"
-      "host memory. array() (or __dlpack__) exports it without a copy (on the host a numpy array, but a\n"
-      "DLPack object for bfloat16, which numpy lacks); the arrays share the memory, so it stays valid\n"
+      "host memory. array() (or __dlpack__) exports it without a copy (on the host a numpy array; for\n"
+      "bfloat16 an ml_dtypes.bfloat16 one, or without ml_dtypes a DLPack-only object); the arrays share\n"
+      "the memory, so it stays valid\n"
       "while any of them lives, even after release(). A view of read-only memory (Backend.wrap of a\n"
       "read-only array) is exported read-only.")
       .def("__repr__", [](const PyBuffer& b) { return "<tapewise.Buffer " + buffer_summary(b) + ">"; })
@@ -382,14 +383,15 @@ void bind_backend(nb::module_& m) {
              unwrap(const_cast<Backend*>(buffer.backend())->synchronize());
              return export_buffer(b, "Buffer"); },
            "The buffer as an array (no copy, shares the memory): a numpy array on the host, an object\n"
-           "exporting __dlpack__ on a device or for bfloat16 (numpy has none: torch.from_dlpack reads it,\n"
+           "exporting __dlpack__ on a device; bfloat16 as ml_dtypes.bfloat16 (without ml_dtypes a\n"
+           "DLPack-only object: torch.from_dlpack reads it,\n"
            "numpy.asarray raises TypeError).\n"
            "Synchronises the backend first.")
       .def("host", [](const PyBuffer& b) {
              const Buffer& buffer = live_buffer(b);
              check_numpy_dtype(buffer.dtype(), "Buffer.host");
              return host_numpy(unwrap(const_cast<Backend*>(buffer.backend())->download(buffer)), "Buffer.host"); },
-           "A host copy as a new numpy array (a bfloat16 buffer raises TypeError: numpy has no bfloat16;\n"
+           "A host copy as a new numpy array (bfloat16 as ml_dtypes.bfloat16; without ml_dtypes TypeError:\n"
            "use torch.from_dlpack(buffer)).")
       .def("__dlpack_device__", [](const PyBuffer& b) {
              const Backend& be = *live_buffer(b).backend();

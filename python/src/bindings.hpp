@@ -105,17 +105,21 @@ struct Imported {
 Imported import_array(const PyBackend& be, nb::handle obj, Copy copy, const char* what,
                       DType numbers_dtype = DType::float64);
 
-// Buffer -> array, no copy: a numpy array on the host, an object exporting __dlpack__ on a device
-// (and for bfloat16 on the host, which numpy has no dtype for); `owner`
+// Buffer -> array, no copy: a numpy array on the host (bfloat16 as ml_dtypes.bfloat16; without
+// ml_dtypes a DLPack-only object), an object exporting __dlpack__ on a device; `owner`
 // is kept alive by the array (the Tape for values). A read-only export refuses writes through the
 // buffer protocol and carries DLPack's read-only flag in versioned capsules.
 nb::object export_array(const Buffer& buffer, nb::handle owner, Access access);
 // The same for a PyBuffer's memory: the array shares it, so it outlives a release().
 nb::object export_buffer(const PyBuffer& holder, const std::string& what);
 
-// A host copy as a new numpy array (owning its bytes): Tape.host, Gradients.host. numpy has no
-// bfloat16: a bfloat16 copy raises TypeError (naming `what`) that points to DLPack instead.
-nb::ndarray<nb::numpy> host_numpy(HostArray host, const char* what);
+// A DLPack object of dtype bfloat16 over a uint16 array of bfloat16 bit patterns (any strides), for
+// tapewise._arrays: numpy cannot export the ml_dtypes.bfloat16 dtype itself. It keeps `bits` alive.
+nb::object bfloat16_dlpack(nb::handle bits, bool read_only);
+
+// A host copy as a new numpy array (owning its bytes): Tape.host, Gradients.host; bfloat16 as
+// ml_dtypes.bfloat16, and without ml_dtypes a TypeError (naming `what`) that points to DLPack instead.
+nb::object host_numpy(HostArray host, const char* what);
 // The same TypeError, raised before a download that could not be handed out anyway.
 void check_numpy_dtype(DType dtype, const char* what);
 

@@ -99,6 +99,9 @@ NB_MODULE(_tapewise, m) {
   nb::register_exception_translator(translate);
   bind_backend(m);
   bind_tape(m);
+  m.def("_bfloat16_dlpack", &bfloat16_dlpack, nb::arg("bits"), nb::arg("read_only"),
+        "A DLPack object of dtype bfloat16 over a uint16 numpy array of bfloat16 bit patterns (for\n"
+        "tapewise._arrays: numpy cannot export ml_dtypes.bfloat16 itself).");
   m.def("ops", &ops,
         "The nodes in table order (spec/ops.def): a list of (name, arity, scalar names); the index of\n"
         "a node is its op_index for Backend.forward_ptrs.");

@@ -352,7 +352,7 @@ std::string gradients_repr(const PyGradients& g) {
   return text + ">";
 }
 
-nb::ndarray<nb::numpy> gradient_host(PyGradients& g, NodeIdArg id) {
+nb::object gradient_host(PyGradients& g, NodeIdArg id) {
   nb::object holder = g.holder(id.value);
   const Buffer& b = nb::cast<const PyBuffer&>(holder).get("gradient");
   check_numpy_dtype(b.dtype(), "Gradients.host");
@@ -375,8 +375,8 @@ void bind_gradients(nb::module_& m) {
       .def("buffer", [](PyGradients& g, NodeIdArg id) { return g.holder(id.value); }, "id"_a,
            "The gradient as a tapewise.Buffer (no copy).")
       .def("host", &gradient_host, "id"_a,
-           "A host copy of the gradient as a new numpy array (from any backend); TypeError for bfloat16,\n"
-           "which numpy lacks (torch.from_dlpack(grads[id]) reads it).")
+           "A host copy of the gradient as a new numpy array (from any backend); for bfloat16 an ml_dtypes.bfloat16\n"
+           "array, TypeError without ml_dtypes (torch.from_dlpack(grads[id]) reads it then).")
       .def("__contains__", [](const PyGradients& g, NodeIdArg id) { return g.has(id.value); }, "id"_a)
       .def("__len__", [](const PyGradients& g) { return nb::len(ids_of(g)); }, "How many nodes have a gradient.")
       .def("__iter__", [](const PyGradients& g) { return nb::iter(ids_of(g)); }, "The ids with a gradient, ascending.")
@@ -432,16 +432,16 @@ void bind_tape(nb::module_& m) {
       .def("value", &value, "id"_a,
            "The node's value, no copy: on the CPU backend a numpy array (a view of the tape's memory), on\n"
            "CUDA an object exporting __dlpack__ and __dlpack_device__; either way numpy.asarray(v) (host),\n"
-           "torch.from_dlpack(v), jax.dlpack.from_dlpack(v) read it. numpy has no bfloat16: on the CPU a\n"
-           "bfloat16 value is a DLPack-only object (torch.from_dlpack(v) reads it, numpy.asarray raises).\n"
+           "torch.from_dlpack(v), jax.dlpack.from_dlpack(v) read it. bfloat16 on the CPU is an ml_dtypes.bfloat16 array, or without ml_dtypes a\n"
+           "DLPack-only object (torch.from_dlpack(v) reads it, numpy.asarray raises).\n"
            "It keeps the tape alive. Read-only (the buffer protocol refuses writes, versioned DLPack\n"
            "capsules carry the read-only flag), except for a leaf that views writable caller memory.\n"
            "Flushes pending nodes first.")
       .def("host", [](const PyTape& t, NodeIdArg id) {
              check_numpy_dtype(t.node_checked(id.value).value.dtype(), "Tape.host");
              return host_numpy(unwrap(t.tape.value(id.value)), "Tape.host"); }, "id"_a,
-           "A host copy of the node's value as a new numpy array (from any backend). numpy has no bfloat16:\n"
-           "a bfloat16 node raises TypeError (read it with torch.from_dlpack(tape.value(id)) instead).")
+           "A host copy of the node's value as a new numpy array (from any backend); bfloat16 as ml_dtypes.bfloat16,\n"
+           "and TypeError without ml_dtypes (read it with torch.from_dlpack(tape.value(id)) instead).")
       .def("shape", [](const PyTape& t, NodeIdArg id) { return shape_of(t.node_checked(id.value).value); }, "id"_a,
            "The node's shape.")
       .def("dtype", [](const PyTape& t, NodeIdArg id) {

@@ -11,8 +11,11 @@ CUDA backend (production) or a CPU backend (the same per-element code compiled f
 
 Arrays go in and out through DLPack without copies (numpy, torch, jax, cupy), in float32, float64,
 bfloat16 or float16: on the CPU backend values and gradients come out as numpy arrays (values
-read-only), on CUDA as DLPack objects; bfloat16, which numpy lacks, comes out as a DLPack-only object
-on the CPU too (torch.from_dlpack reads it; numpy.asarray and host() copies of it raise TypeError).
+read-only), on CUDA as DLPack objects. bfloat16, which numpy lacks, is ml_dtypes.bfloat16 in and out
+(pip install tapewise[bfloat16]); without ml_dtypes it comes out on the CPU as a DLPack-only object
+(torch.from_dlpack reads it; numpy.asarray and host() copies of it raise TypeError). jax.dlpack and
+torch.from_dlpack read every host array tapewise hands out; a read-only one goes to a consumer of
+DLPack's legacy capsule (JAX), which cannot say "read-only", as a copy.
 A Python float or list of numbers is accepted wherever an array is, copied as float32
 (dtype="float64", "bfloat16" or "float16" to choose another; a 16-bit dtype rounds each number to
 float32, then to 16 bits; a seed takes its output's dtype). Errors raise
@@ -27,7 +30,7 @@ work queued later on that stream runs after tapewise's. Consumers on another str
 
 from __future__ import annotations
 
-from typing import Any, Optional, Union
+from typing import Any, Literal, Optional, Union
 
 from . import _tapewise
 from ._errors import (BackendMismatchError, CudaFailureError, DeviceUnavailableError, DTypeMismatchError,
@@ -53,7 +56,7 @@ def _stream_handle(stream: Any) -> Optional[int]:
     raise TypeError(f"stream: expected an int cudaStream_t or an object with .cuda_stream, got {type(stream).__name__}")
 
 
-def cuda(device: int = 0, stream: Union[int, Any, None] = None, math: str = "aten") -> Backend:
+def cuda(device: int = 0, stream: Union[int, Any, None] = None, math: Literal["aten", "exact"] = "aten") -> Backend:
     """A CUDA backend on `device`. stream=None: the backend creates a stream of its own and
     synchronises it before handing out arrays. stream=<int cudaStream_t> or an object with
     .cuda_stream (e.g. torch.cuda.current_stream()): all work is queued on that stream (0 is the

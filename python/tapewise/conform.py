@@ -24,6 +24,7 @@ import numpy as np
 import tapewise
 
 from . import _files
+from ._runner import bundled_runner
 
 VECTORS_SCHEMA = "tapewise-conform.vectors/1"
 # A suite's arrays as numpy holds them: numpy has no bfloat16, so a bfloat16 suite's files (and the
@@ -45,11 +46,14 @@ class ConformError(RuntimeError):
 
 
 def find_binary(binary: Optional[str] = None) -> str:
-    """The tapewise-conform executable: `binary`, else $TAPEWISE_CONFORM, else tapewise-conform on PATH."""
-    candidate = binary or os.environ.get("TAPEWISE_CONFORM") or shutil.which("tapewise-conform")
+    """The tapewise-conform executable: `binary`, else $TAPEWISE_CONFORM, else the one a wheel carries
+    (tapewise/bin/tapewise-conform), else tapewise-conform on PATH."""
+    candidate = (binary or os.environ.get("TAPEWISE_CONFORM") or bundled_runner()
+                 or shutil.which("tapewise-conform"))
     if not candidate:
         raise ConformError("tapewise-conform not found: pass binary=, set TAPEWISE_CONFORM, or put it on PATH "
-                           "(it is built as build/bin/tapewise-conform)")
+                           "(it is built as build/bin/tapewise-conform, and a wheel from tools/build_wheel.sh "
+                           "carries it)")
     if not os.access(candidate, os.X_OK):
         raise ConformError(f"{candidate} is not an executable file")
     return candidate

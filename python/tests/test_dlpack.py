@@ -3,6 +3,7 @@ copy (numpy here; JAX, PyTorch and CuPy where installed; CUDA where a device ope
 wrong device, dtype or layout rejected; bfloat16 and float16 bit for bit, every pattern."""
 
 import gc
+import sys
 
 import numpy as np
 import pytest
@@ -268,10 +269,49 @@ def test_default_seed_is_ones_of_the_16bit_dtype(name):
                            torch.from_dlpack(tape.backward(y, ones)[x]), f"{name} list seed")
 
 
-def test_bfloat16_goes_out_by_dlpack_only_on_the_host():
-    """numpy has no bfloat16: values, gradients and buffers export as DLPack objects (zero copy), and
-    host copies raise a TypeError that says what to do instead."""
+def test_bfloat16_goes_out_as_ml_dtypes_bfloat16_on_the_host():
+    """With ml_dtypes (numpy's bfloat16, JAX's own), bfloat16 values, gradients and host copies are
+    numpy arrays of ml_dtypes.bfloat16 (values read-only, no copy), which torch and JAX still read
+    through DLPack, and such arrays go in as leaves and buffers without a copy."""
     torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+    ml_dtypes = pytest.importorskip("ml_dtypes", reason="ml_dtypes is not installed")
+    backend = tapewise.cpu()
+    tape = tapewise.Tape(backend)
+    t = torch.randn(5, dtype=torch.bfloat16)
+    x = tape.leaf(t)
+    y = tape.exp(x)
+    value = tape.value(y)
+    assert isinstance(value, np.ndarray) and value.dtype == ml_dtypes.bfloat16 and value.shape == (5,)
+    assert not value.flags.writeable
+    with pytest.raises(ValueError, match="read-only"):
+        value[0] = 1
+    expected = torch.exp(t)
+    assert_same_torch_bits(torch.from_dlpack(value), expected, "bfloat16 value through ml_dtypes")
+    assert np.array_equal(value.view(np.uint16), expected.view(torch.int16).numpy().view(np.uint16))
+    grads = tape.backward(y)
+    assert grads[x].dtype == ml_dtypes.bfloat16 and grads[x].flags.writeable
+    assert torch.from_dlpack(grads[x]).data_ptr() == grads.buffer(x).data_ptr == grads[x].ctypes.data
+    for host in (tape.host(y), grads.host(x), grads.buffer(x).host(), backend.wrap(t).host()):
+        assert host.dtype == ml_dtypes.bfloat16 and host.flags.writeable
+    assert np.array_equal(tape.host(y).view(np.uint16), value.view(np.uint16))
+
+    mine = np.array([0.5, -2.0, 3.25], dtype=ml_dtypes.bfloat16)
+    leaf = tape.leaf(mine)
+    assert tape.dtype(leaf) == "bfloat16" and tape.value(leaf).ctypes.data == mine.ctypes.data
+    assert backend.wrap(mine).data_ptr == mine.ctypes.data
+    strided = np.arange(8, dtype=np.float32).astype(ml_dtypes.bfloat16)[::2]
+    assert np.array_equal(tape.host(tape.leaf(strided, copy=True)).astype(np.float32), [0, 2, 4, 6])
+    with pytest.raises(tapewise.DTypeMismatchError, match=r"for a float32 array.*x\.astype\(ml_dtypes\.bfloat16\)"):
+        tape.leaf(np.ones(2, np.float32), dtype="bfloat16")
+    with pytest.raises(tapewise.DTypeMismatchError, match="dtype='float32' was given for a bfloat16 array"):
+        tape.leaf(mine, dtype="float32")
+
+
+def test_bfloat16_without_ml_dtypes_goes_out_by_dlpack_only(monkeypatch):
+    """Without ml_dtypes, values, gradients and buffers export as DLPack-only objects (zero copy), and
+    numpy conversions and host copies raise a TypeError that says what to install or do instead."""
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+    monkeypatch.setitem(sys.modules, "ml_dtypes", None)  # import ml_dtypes now raises ImportError
     backend = tapewise.cpu()
     tape = tapewise.Tape(backend)
     t = torch.randn(5, dtype=torch.bfloat16)
@@ -281,20 +321,79 @@ def test_bfloat16_goes_out_by_dlpack_only_on_the_host():
     assert not isinstance(value, np.ndarray) and value.__dlpack_device__() == (1, 0)
     assert value.shape == (5,) and value.dtype == "bfloat16"
     assert torch.from_dlpack(value).dtype == torch.bfloat16
-    with pytest.raises(TypeError, match="numpy has no bfloat16.*from_dlpack"):
+    with pytest.raises(TypeError, match="ml_dtypes is not installed.*pip install ml_dtypes.*from_dlpack"):
         np.asarray(value)  # not a silent 0-d object array
     grads = tape.backward(y)
     buf = grads.buffer(x)
     assert torch.from_dlpack(buf.array()).data_ptr() == buf.data_ptr == torch.from_dlpack(grads[x]).data_ptr()
-    with pytest.raises(TypeError, match="numpy has no bfloat16"):
+    with pytest.raises(TypeError, match="ml_dtypes is not installed"):
         np.asarray(grads[x])
     for host in (lambda: tape.host(y), lambda: grads.host(x), lambda: buf.host(), lambda: backend.wrap(t).host()):
-        with pytest.raises(TypeError, match="numpy has no bfloat16.*from_dlpack"):
+        with pytest.raises(TypeError, match="numpy has no bfloat16.*pip install ml_dtypes.*from_dlpack"):
             host()
-    with pytest.raises(tapewise.DTypeMismatchError, match="dtype='float32' was given for a bfloat16 array"):
-        tape.leaf(t, dtype="float32")
-    with pytest.raises(tapewise.DTypeMismatchError, match=r"for a float32 array.*x\.to\(torch\.bfloat16\)"):
-        tape.leaf(np.ones(2, np.float32), dtype="bfloat16")
+
+
+def legacy_consumer_copy(torch, exported) -> "torch.Tensor":
+    """What a consumer of DLPack before 1.0 gets: the unversioned capsule, no read-only flag."""
+    return torch.utils.dlpack.from_dlpack(exported.__dlpack__())
+
+
+@pytest.mark.parametrize("ml", ["ml_dtypes", "without ml_dtypes"])
+def test_read_only_bfloat16_is_copied_for_a_legacy_dlpack_consumer(ml, monkeypatch):
+    """A legacy capsule cannot say "read-only": a consumer asking for one gets a copy of a node's
+    value, never a writable view of the tape's memory (before, torch could write the value through it)."""
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+    if ml == "ml_dtypes":
+        pytest.importorskip("ml_dtypes", reason="ml_dtypes is not installed")
+    else:
+        monkeypatch.setitem(sys.modules, "ml_dtypes", None)
+    tape = tapewise.Tape(tapewise.cpu())
+    x = tape.leaf(torch.randn(4, dtype=torch.bfloat16))
+    y = tape.exp(x)
+    before = torch.from_dlpack(tape.value(y)).clone()
+    legacy_consumer_copy(torch, tape.value(y)).add_(1)
+    assert_same_torch_bits(torch.from_dlpack(tape.value(y)), before, "the value after a legacy consumer wrote")
+    grads = tape.backward(y)  # writable memory (a gradient) is exported as it is, without a copy
+    assert legacy_consumer_copy(torch, grads[x]).data_ptr() == grads.buffer(x).data_ptr
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
+def test_jax_reads_node_values_and_gradients(dtype):
+    """jax.dlpack.from_dlpack of a node's value, on the CPU backend: JAX asks for DLPack's legacy
+    capsule, which numpy refuses for read-only arrays (BufferError before), so it gets a copy."""
+    jax = pytest.importorskip("jax", reason="JAX is not installed (pip install jax jaxlib)")
+    ml_dtypes = pytest.importorskip("ml_dtypes", reason="ml_dtypes is not installed")
+    jnp = jax.numpy
+    numpy_dtype = ml_dtypes.bfloat16 if dtype == "bfloat16" else np.dtype(dtype)
+    tape = tapewise.Tape(tapewise.cpu())
+    x = tape.leaf(np.array([0.5, -1.0, 2.0, 0.0], dtype=numpy_dtype))
+    y = tape.sin(x)
+    value = tape.value(y)
+    assert not value.flags.writeable
+    from_jax = jax.dlpack.from_dlpack(value)
+    assert from_jax.shape == (4,)
+    expected = np.asarray(value)
+    assert np.array_equal(np.asarray(from_jax.astype(jnp.float32)), expected.astype(np.float32))
+    assert np.array_equal(np.asarray(jax.dlpack.from_dlpack(value[1:3])).astype(np.float32), expected[1:3].astype(np.float32))
+    grads = tape.backward(y)
+    assert np.array_equal(np.asarray(jax.dlpack.from_dlpack(grads[x])).astype(np.float32),
+                          np.asarray(grads[x]).astype(np.float32))
+    assert np.asarray(jax.dlpack.from_dlpack(tape.value(x))).shape == (4,)
+
+
+def test_host_views_behave_as_numpy_arrays():
+    """A read-only value is a numpy array in every respect but its DLPack export: numpy's operations
+    give plain arrays, its repr is numpy's, and it pickles as a plain array."""
+    import pickle
+    tape = tapewise.Tape(tapewise.cpu())
+    y = tape.exp(tape.leaf(np.array([0.0, 1.0])))
+    value = tape.value(y)
+    assert isinstance(value, np.ndarray) and repr(value) == repr(np.asarray(value))
+    assert type(value + 1) is np.ndarray and type(np.sin(value)) is np.ndarray
+    assert type(pickle.loads(pickle.dumps(value))) is np.ndarray
+    with pytest.raises(BufferError, match="only be exported as a copy"):
+        value.__dlpack__(copy=False)
+    assert value.__dlpack__(max_version=(1, 0), copy=False) is not None  # versioned: read-only, no copy
 
 
 @pytest.mark.parametrize("name", HALF_DTYPES)
@@ -313,3 +412,21 @@ def test_torch_cuda_16bit_zero_copy(name):
     assert_same_torch_bits(torch.from_dlpack(grads[x]), t, f"{name} CUDA gradient", nan_matches_nan=True)
     host = tapewise.Tape(backend)
     assert host.dtype(host.leaf(t.cpu(), copy=True)) == name
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_host_views_honour_dlpacks_copy_and_device_requests(dtype):
+    """copy=True gives a copy (for bfloat16 too, which numpy cannot export), a device other than the
+    host is refused with BufferError, as the array API asks of __dlpack__."""
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+    ml_dtypes = pytest.importorskip("ml_dtypes", reason="ml_dtypes is not installed")
+    tape = tapewise.Tape(tapewise.cpu())
+    x = tape.leaf(np.array([0.5, 2.0], dtype=ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype))
+    grads = tape.backward(tape.exp(x))
+    gradient = grads[x]  # writable: exported without a copy unless one is asked for
+    shared = torch.utils.dlpack.from_dlpack(gradient.__dlpack__(max_version=(1, 0)))
+    copied = torch.utils.dlpack.from_dlpack(gradient.__dlpack__(max_version=(1, 0), copy=True))
+    assert shared.data_ptr() == gradient.ctypes.data and copied.data_ptr() != gradient.ctypes.data
+    assert torch.equal(shared, copied)
+    with pytest.raises(BufferError, match="not on device|unsupported device"):  # ours, or numpy's
+        gradient.__dlpack__(max_version=(1, 0), dl_device=(2, 0))
