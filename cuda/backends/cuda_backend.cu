@@ -1,7 +1,8 @@
 // cuda/backends/cuda_backend.cu — the production backend: stream-ordered device memory (small buffers
 // carved from slabs, slab.hpp; the rest cudaMallocFromPoolAsync on the backend's stream, from a memory
-// pool of the backend's own; both kept for reuse, kept_memory.hpp) and one kernel per node and direction in the backend's math mode
-// (cuda_kernels.hpp: the launches of each mode; kernels/map_kernels.cuh: the kernels and their shapes).
+// pool of the backend's own; both kept for reuse, kept_memory.hpp) and one kernel per node and
+// direction in the backend's math mode (cuda_kernels.hpp: the launches of each mode;
+// kernels/map_kernels.cuh: the kernels and their shapes).
 // Every CUDA call is checked in cuda_check; every entry point that calls CUDA runs under a DeviceGuard,
 // so the caller's current device is never changed.
 #include <algorithm>
