@@ -140,10 +140,12 @@ TEST(KeptMemory, SmallBuffersThatOutliveTheirTapesPinOnlySlabsOfTheirSize) {
   }
   const std::size_t value_slabs = 2 * SlabAllocator::kLargestSlabBytes;
   const std::size_t kept_slabs = (300 + 15) / 16 * SlabAllocator::slab_bytes(0);
-  EXPECT_EQ(f.memory.reserved_bytes(), value_slabs + kept_slabs) << "was 300 slabs of 4 MiB";
+  EXPECT_EQ(f.raw.outstanding_bytes, value_slabs + kept_slabs) << "was 300 slabs of 4 MiB";
+  EXPECT_EQ(f.memory.reserved_bytes(), f.raw.outstanding_bytes);
   EXPECT_EQ(f.memory.kept_bytes(), value_slabs);
   EXPECT_EQ(f.release_kept(0), value_slabs);
   EXPECT_EQ(f.memory.reserved_bytes(), kept_slabs);
+  EXPECT_EQ(f.raw.outstanding_bytes, kept_slabs);
   for (void* p : kept) f.release(p);
 }
 
