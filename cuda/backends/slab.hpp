@@ -7,7 +7,8 @@
 // 256-byte ones. A released slot is carved again by the next buffer of its class, so a buffer that
 // outlives its neighbours (a gradient kept after its tape) pins at most a slab of its own class, never
 // a 4 MiB one, and the slab's other slots stay in use: the bytes held stay proportional to the bytes
-// live (at most kSlots times, and only when every slab keeps one buffer alone).
+// live (at most kSlots times the live buffers' rounded sizes, and only when every slab keeps one
+// buffer alone).
 //
 // An empty slab is kept for the next tape, within the caller's limit (kept_memory.hpp): on the H200 a
 // 1,000-node chain at 2^16 elements fills 63 slabs, and keeping only 16 sent the other 47 through
@@ -117,7 +118,7 @@ class SlabAllocator {
     poison(slab->base + slot * size, size);
     if (was_full) open(slab);
     if (slab->free_slots != kAllFree) return Released::slot;
-    close(slab);  // it had a free slot, so it was open
+    close(slab);  // empty, so open until now: it joins its class's kept empty slabs
     classes_[slab->size_class].empty.push_back(slab);
     kept_bytes_ += slab_bytes(slab->size_class);
     return Released::slab_emptied;
