@@ -3,6 +3,7 @@
 // path returns its status and changes nothing, views are zero-copy, DLPack round-trips, and handles
 // that are not live are refused. CPU backend always; the CUDA variants skip where no device opens.
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -401,6 +402,60 @@ TEST(CApi, BackendQueries) {
     EXPECT_EQ(none, nullptr);
     EXPECT_NE(std::string(tw_last_error()).find("tw_backend_create_cuda"), std::string::npos);
   }
+}
+
+// The memory a backend holds, its kept memory limit and trim, through the C door: a released tape's
+// slabs are kept and counted, trim gives them back and says how much, and a live buffer is untouched.
+TEST(CApi, MemoryReservedKeptLimitAndTrim) {
+  unsetenv("TAPEWISE_KEPT_MEMORY_LIMIT");
+  tw_backend* raw = nullptr;
+  TW_ASSERT_OK(tw_backend_create_cpu_threads(1, &raw));
+  BackendHandle backend(raw);
+  std::int64_t limit = 0;
+  TW_EXPECT_OK(tw_backend_kept_memory_limit(raw, &limit));
+  EXPECT_EQ(limit, std::int64_t{256} << 20);
+  std::int64_t reserved = -1, slabs = -1, kept = -1;
+  TW_EXPECT_OK(tw_backend_memory_reserved(raw, &reserved, &slabs, &kept));
+  EXPECT_EQ(reserved, 0);
+  std::vector<float> ones(std::size_t{1} << 16, 1.0f);  // 256 KiB: 16 to a 4 MiB slab
+  const std::int64_t shape[1] = {std::int64_t{1} << 16};
+  tw_tape* tape = nullptr;
+  TW_ASSERT_OK(tw_tape_create(raw, &tape));
+  TW_ASSERT_OK(tw_tape_set_program_threshold(tape, 0));
+  std::int64_t x = -1;
+  TW_ASSERT_OK(tw_tape_leaf_host(tape, ones.data(), ones.size() * sizeof(float), shape, 1, TW_FLOAT32, 1, &x));
+  for (int i = 0; i < 20; ++i) {
+    std::int64_t y = -1;
+    TW_ASSERT_OK(tw_tape_apply(tape, TW_OP_neg, &x, 1, nullptr, 0, &y));
+    x = y;
+  }
+  TW_EXPECT_OK(tw_backend_memory_reserved(raw, &reserved, &slabs, &kept));
+  EXPECT_EQ(slabs, std::int64_t{8} << 20) << "21 values: two 4 MiB slabs";
+  EXPECT_EQ(kept, 0);
+  TW_EXPECT_OK(tw_tape_destroy(tape));
+  TW_EXPECT_OK(tw_backend_memory_reserved(raw, &reserved, nullptr, &kept));
+  EXPECT_EQ(kept, std::int64_t{8} << 20);
+  EXPECT_EQ(reserved, kept);
+  std::int64_t released = -1;
+  TW_EXPECT_OK(tw_backend_trim(raw, &released));
+  EXPECT_EQ(released, std::int64_t{8} << 20);
+  TW_EXPECT_OK(tw_backend_memory_reserved(raw, &reserved, &slabs, &kept));
+  EXPECT_EQ(reserved, 0);
+  EXPECT_EQ(kept, 0);
+  TW_EXPECT_OK(tw_backend_trim(raw, nullptr));
+  // The limit: -1 is none, another negative value is refused naming it, and the limit stays.
+  TW_EXPECT_OK(tw_backend_set_kept_memory_limit(raw, -1));
+  TW_EXPECT_OK(tw_backend_kept_memory_limit(raw, &limit));
+  EXPECT_EQ(limit, -1);
+  TW_EXPECT_OK(tw_backend_set_kept_memory_limit(raw, 4096));
+  EXPECT_EQ(tw_backend_set_kept_memory_limit(raw, -2), TW_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(tw_last_error()).find("bytes -2 is negative"), std::string::npos) << tw_last_error();
+  TW_EXPECT_OK(tw_backend_kept_memory_limit(raw, &limit));
+  EXPECT_EQ(limit, 4096);
+  EXPECT_EQ(tw_backend_kept_memory_limit(raw, nullptr), TW_NULL_POINTER);
+  EXPECT_EQ(tw_backend_trim(nullptr, &released), TW_NULL_POINTER);
+  EXPECT_EQ(tw_backend_memory_reserved(nullptr, &reserved, nullptr, nullptr), TW_NULL_POINTER);
+  EXPECT_EQ(tw_backend_set_kept_memory_limit(nullptr, 0), TW_NULL_POINTER);
 }
 
 // --- versions, status sentences, the stream ------------------------------------------------------------

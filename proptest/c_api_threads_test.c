@@ -1,7 +1,8 @@
 /* proptest/c_api_threads_test.c — one backend shared by 8 threads, each recording and running backward
  * on tapes of its own through the C ABI (tapewise.h, "Threads"): every thread's values and gradients
  * must be the bits of one thread alone on a backend of one thread, and the backend's memory statistics
- * must return to zero. The shared backend runs large tensors on 4 threads of its own, so its pool is
+ * must return to zero. Half the threads trim the backend's kept memory after each tape while the others
+ * allocate from it; at the end everything reserved is kept, and trim gives it all back. The shared backend runs large tensors on 4 threads of its own, so its pool is
  * used by several callers at once.
  * tools/tsan.sh runs it under ThreadSanitizer, which reports any data race inside the library.
  * Exit status 0 on success; a failure prints what differed. */
@@ -124,6 +125,11 @@ static void* worker(void* arg) {
       if (!same(got.grad_staged, g_expected[k].grad_staged, n)) report("staged gradient differs from one thread's", n, "");
     }
     if (tw_backend_memory_stats(g_backend, TW_TAG_VALUE, &live, NULL) != TW_OK) report("memory stats", n, tw_last_error());
+    /* Giving back kept memory while the other threads allocate from it. */
+    int64_t reserved = -1, kept = -1;
+    if (thread % 2 == 1 && tw_backend_trim(g_backend, NULL) != TW_OK) report("trim", n, tw_last_error());
+    if (tw_backend_memory_reserved(g_backend, &reserved, NULL, &kept) != TW_OK || kept > reserved)
+      report("memory reserved", n, tw_last_error());
     outcome_free(&got);
   }
   return NULL;
@@ -158,6 +164,14 @@ int main(void) {
               tag, (long long)count, (long long)bytes);
       g_failed = 1;
     }
+  }
+  int64_t reserved = -1, kept = -1, released = -1;
+  if (tw_backend_memory_reserved(g_backend, &reserved, NULL, &kept) != TW_OK || reserved != kept ||
+      tw_backend_trim(g_backend, &released) != TW_OK || released != kept ||
+      tw_backend_memory_reserved(g_backend, &reserved, NULL, NULL) != TW_OK || reserved != 0) {
+    fprintf(stderr, "c_api_threads_test: with no buffer live, %lld bytes reserved, %lld kept, %lld given back by trim\n",
+            (long long)reserved, (long long)kept, (long long)released);
+    g_failed = 1;
   }
   for (int k = 0; k < kSizeCount; ++k) outcome_free(&g_expected[k]);
   tw_backend_destroy(g_backend);

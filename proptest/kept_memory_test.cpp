@@ -1,7 +1,9 @@
 // proptest/kept_memory_test.cpp — the backends' raw allocation (backends/kept_memory.hpp, slab.hpp)
-// on a counting host allocator: small buffers share slabs, a tape recorded again reaches a steady
-// state with no allocation call however many slabs it fills, and running out of memory gives back
-// every empty slab and kept block, never a live one, before the allocation is tried again.
+// on a counting host allocator: small buffers share slabs of their size class and reuse released
+// slots, so a buffer kept alone pins a slab of its own size only; a tape recorded again reaches a
+// steady state with no allocation call however many slabs it fills; what is kept stays within the
+// limit; and running out of memory or release_kept (trim) gives back every empty slab and kept block,
+// never a live one.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -21,6 +23,9 @@ using detail::SlabAllocator;
 struct Fixture {
   CountingAllocator raw;
   detail::KeptMemory memory{/*host_memory=*/true, /*keep_large_blocks=*/true};
+  std::size_t release_kept(std::size_t keep_bytes) {
+    return memory.release_kept(keep_bytes, [&](void* p) { raw.release(p); });
+  }
   Result<void*> allocate(std::size_t bytes) {
     return memory.allocate(bytes, [&](std::size_t b) { return raw.allocate(b); }, [&](void* p) { raw.release(p); });
   }
@@ -66,8 +71,8 @@ TEST(KeptMemory, AChainFillingManySlabsRecordsAgainWithoutAllocationCalls) {
 TEST(KeptMemory, OutOfMemoryGivesBackEmptySlabsAndKeptBlocksButNoLiveBuffer) {
   Fixture f;
   f.raw.budget = 3;
-  void* live_small = *f.allocate(1000);  // opens slab 1 and stays live
-  std::vector<void*> fill;               // 15 more fill slab 1, the 16th opens slab 2
+  void* live_small = *f.allocate(1000);  // opens a slab of 1 KiB slots and stays live
+  std::vector<void*> fill;               // sixteen fill a slab of 256 KiB slots
   for (int i = 0; i < 16; ++i) fill.push_back(*f.allocate(SlabAllocator::kMaxCarveBytes));
   void* large = *f.allocate(SlabAllocator::kMaxCarveBytes + 1);  // a block: the budget is spent
   for (void* p : fill) f.release(p);
@@ -90,6 +95,98 @@ TEST(KeptMemory, OutOfMemoryGivesBackEmptySlabsAndKeptBlocksButNoLiveBuffer) {
   f.release(live_small);
 }
 
+TEST(KeptMemory, SizeClassesArePowersOfTwoFrom256BytesTo256KiB) {
+  EXPECT_EQ(SlabAllocator::size_class(1), 0);
+  EXPECT_EQ(SlabAllocator::size_class(256), 0);
+  EXPECT_EQ(SlabAllocator::size_class(257), 1);
+  EXPECT_EQ(SlabAllocator::size_class(4096), 4);
+  EXPECT_EQ(SlabAllocator::size_class(4097), 5);
+  EXPECT_EQ(SlabAllocator::size_class(SlabAllocator::kMaxCarveBytes), SlabAllocator::kClasses - 1);
+  EXPECT_EQ(SlabAllocator::slab_bytes(0), 4096u);
+  EXPECT_EQ(SlabAllocator::slab_bytes(SlabAllocator::kClasses - 1), SlabAllocator::kLargestSlabBytes);
+  EXPECT_FALSE(SlabAllocator::carves(0));
+  EXPECT_FALSE(SlabAllocator::carves(SlabAllocator::kMaxCarveBytes + 1));
+}
+
+TEST(KeptMemory, AReleasedSlotServesTheNextBufferOfItsClass) {
+  Fixture f;
+  std::vector<void*> slots;
+  for (int i = 0; i < 16; ++i) slots.push_back(*f.allocate(4096));
+  EXPECT_EQ(f.raw.calls, 1) << "sixteen 4 KiB buffers, one slab";
+  f.release(slots[5]);
+  void* again = *f.allocate(4000);  // the same class: the free slot, no allocation call
+  EXPECT_EQ(again, slots[5]);
+  void* other = *f.allocate(100);  // another class: a slab of its own
+  EXPECT_EQ(f.raw.calls, 2);
+  EXPECT_EQ(f.memory.slabs().carved_bytes(), 16 * 4096u + 256u);
+  f.release(other);
+  for (void* p : slots) f.release(p);
+  EXPECT_EQ(f.memory.slabs().carved_bytes(), 0u);
+  EXPECT_EQ(f.memory.kept_bytes(), 16 * 4096u + 16 * 256u) << "both slabs empty, kept";
+}
+
+// Each tape fills more than a 4 MiB slab, and one small buffer of it outlives it: the kept buffers
+// share the free slots of slabs of their own class, and the tapes' slabs are reused, empty.
+TEST(KeptMemory, SmallBuffersThatOutliveTheirTapesPinOnlySlabsOfTheirSize) {
+  Fixture f;
+  std::vector<void*> kept;
+  for (int tape = 0; tape < 300; ++tape) {
+    std::vector<void*> values;
+    for (int node = 0; node < 20; ++node) values.push_back(*f.allocate(SlabAllocator::kMaxCarveBytes));
+    void* transient = *f.allocate(4);
+    kept.push_back(*f.allocate(4));
+    values.push_back(transient);
+    for (void* p : values) f.release(p);
+  }
+  const std::size_t value_slabs = 2 * SlabAllocator::kLargestSlabBytes;
+  const std::size_t kept_slabs = (300 + 15) / 16 * SlabAllocator::slab_bytes(0);
+  EXPECT_EQ(f.raw.outstanding_bytes, value_slabs + kept_slabs) << "was 300 slabs of 4 MiB";
+  EXPECT_EQ(f.memory.reserved_bytes(), f.raw.outstanding_bytes);
+  EXPECT_EQ(f.memory.kept_bytes(), value_slabs);
+  EXPECT_EQ(f.release_kept(0), value_slabs);
+  EXPECT_EQ(f.memory.reserved_bytes(), kept_slabs);
+  EXPECT_EQ(f.raw.outstanding_bytes, kept_slabs);
+  for (void* p : kept) f.release(p);
+}
+
+TEST(KeptMemory, WhatIsKeptStaysWithinTheLimit) {
+  Fixture f;
+  f.memory.set_kept_limit(2 * SlabAllocator::kLargestSlabBytes + (1 << 20));
+  std::vector<void*> values;
+  for (int node = 0; node < 100; ++node) values.push_back(*f.allocate(SlabAllocator::kMaxCarveBytes));
+  void* block = *f.allocate(1 << 20);
+  for (void* p : values) f.release(p);
+  f.release(block);
+  EXPECT_EQ(f.memory.kept_bytes(), 2 * SlabAllocator::kLargestSlabBytes + (1 << 20));
+  EXPECT_EQ(f.raw.outstanding.size(), 3u) << "two empty slabs and the block; the other five slabs went back";
+  f.memory.set_kept_limit(0);  // the caller gives back what is above a lowered limit
+  EXPECT_EQ(f.release_kept(f.memory.kept_limit()), 2 * SlabAllocator::kLargestSlabBytes + (1 << 20));
+  EXPECT_TRUE(f.raw.outstanding.empty());
+  void* lone = *f.allocate(100);  // with no room kept, an emptied slab goes back at once
+  f.release(lone);
+  EXPECT_TRUE(f.raw.outstanding.empty());
+  EXPECT_EQ(f.memory.reserved_bytes(), 0u);
+}
+
+TEST(KeptMemory, ReleaseKeptGivesBackEmptySlabsAndBlocksButNoLiveBuffer) {
+  Fixture f;
+  void* live_small = *f.allocate(300);
+  void* live_large = *f.allocate(3 << 20);
+  void* empty_small = *f.allocate(SlabAllocator::kMaxCarveBytes);
+  void* kept_large = *f.allocate(1 << 20);
+  f.release(empty_small);
+  f.release(kept_large);
+  EXPECT_EQ(f.memory.reserved_bytes(), SlabAllocator::slab_bytes(1) + SlabAllocator::kLargestSlabBytes + (4u << 20));
+  EXPECT_EQ(f.release_kept(0), SlabAllocator::kLargestSlabBytes + (1u << 20));
+  EXPECT_EQ(f.memory.reserved_bytes(), SlabAllocator::slab_bytes(1) + (3u << 20));
+  EXPECT_EQ(f.raw.outstanding.size(), 2u);
+  std::memset(live_small, 1, 300);  // still the caller's
+  std::memset(live_large, 1, 3 << 20);
+  EXPECT_EQ(f.release_kept(0), 0u);
+  f.release(live_small);
+  f.release(live_large);
+}
+
 TEST(KeptMemory, MemoryItDidNotHandOutGoesStraightBack) {
   Fixture f;
   void* foreign = *f.raw.allocate(64);
@@ -105,8 +202,10 @@ TEST(KeptMemory, WithoutKeptBlocksLargeBuffersGoStraightBack) {
   for (int i = 0; i < 3; ++i) {
     auto p = memory.allocate(SlabAllocator::kMaxCarveBytes + 1, allocate, release);
     ASSERT_TRUE(p) << p.error().str();
+    EXPECT_EQ(memory.reserved_bytes(), SlabAllocator::kMaxCarveBytes + 1) << "counted while live";
     memory.release(*p, release);
     EXPECT_TRUE(raw.outstanding.empty());
+    EXPECT_EQ(memory.reserved_bytes(), 0u);
   }
   EXPECT_EQ(raw.calls, 3);
   memory.release_all(release);

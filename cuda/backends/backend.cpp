@@ -1,5 +1,7 @@
 // cuda/backends/backend.cpp — what both backends share: tagged, counted allocation with fault
 // injection, host transfers, Buffer's RAII, operand checks, and the names of tags and prims.
+#include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <mutex>
 #include <string>
@@ -162,7 +164,65 @@ Result<void> detail::Engine::run_program(const Program& program) {
 
 MemoryStats Backend::stats() const {
   std::lock_guard lock(allocation_mutex_);
-  return stats_;
+  MemoryStats stats = stats_;
+  // The allocator is only read here; the engine hands it out mutable for the releases it makes.
+  if (const detail::KeptMemory* memory = const_cast<Backend*>(this)->engine().kept_memory()) {
+    stats.reserved_bytes = static_cast<std::int64_t>(memory->reserved_bytes());
+    stats.slab_bytes = static_cast<std::int64_t>(memory->slabs().slab_bytes());
+    stats.kept_bytes = static_cast<std::int64_t>(memory->kept_bytes());
+  }
+  return stats;
+}
+
+std::size_t Backend::trim() {
+  std::size_t given = 0;
+  {
+    std::lock_guard lock(allocation_mutex_);
+    given = engine().release_kept_memory(0);
+  }
+  // Outside the lock: on CUDA this waits for the stream, which other threads may be feeding.
+  engine().return_unused_memory();
+  return given;
+}
+
+std::size_t Backend::kept_memory_limit() const {
+  std::lock_guard lock(allocation_mutex_);
+  const detail::KeptMemory* memory = const_cast<Backend*>(this)->engine().kept_memory();
+  return memory ? memory->kept_limit() : 0;
+}
+
+void Backend::set_kept_memory_limit(std::size_t bytes) {
+  std::lock_guard lock(allocation_mutex_);
+  detail::KeptMemory* memory = engine().kept_memory();
+  if (!memory) return;
+  memory->set_kept_limit(bytes);
+  engine().release_kept_memory(bytes);
+}
+
+Result<std::size_t> detail::kept_memory_limit_from_environment(std::size_t default_bytes) {
+  const char* env = std::getenv("TAPEWISE_KEPT_MEMORY_LIMIT");
+  if (!env || !*env) return default_bytes;
+  const std::string text = env;
+  auto refuse = [&] {
+    return fail(ErrorCode::InvalidArgument, "TAPEWISE_KEPT_MEMORY_LIMIT='" + text +
+                                                "' is not a byte count (a whole number below 2^62, optionally followed by K, M or G for KiB, "
+                                                "MiB, GiB)");
+  };
+  std::size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  if (digits == 0 || digits > 18 || text.size() - digits > 1) return refuse();
+  int shift = 0;
+  if (digits < text.size()) {
+    switch (text.back()) {
+      case 'K': shift = 10; break;
+      case 'M': shift = 20; break;
+      case 'G': shift = 30; break;
+      default: return refuse();
+    }
+  }
+  const std::uint64_t number = std::stoull(text.substr(0, digits));
+  if (number > (std::uint64_t{1} << (62 - shift))) return refuse();
+  return static_cast<std::size_t>(number << shift);
 }
 
 Result<Buffer> Backend::allocate(const Shape& shape, DType dtype, AllocTag tag) {

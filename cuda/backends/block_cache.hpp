@@ -4,10 +4,13 @@
 // 2^18 elements spent 1.5 us per node recording and 0.9 releasing in cudaMallocFromPoolAsync and
 // cudaFreeAsync, more than the device's 1.76). When the memory underneath runs out, every kept block
 // is given back (kept_memory.hpp). Reuse is in the order of the backend's one stream, as the slabs'
-// is. Statistics and injected failures are Backend's, above this layer.
+// is. Statistics and injected failures are Backend's, above this layer. A backend that keeps no large
+// blocks (the CPU's) still allocates through the cache, so that the bytes it holds are counted, and
+// gives each block back as it is released (give_back).
 #pragma once
 
 #include <cstddef>
+#include <iterator>
 #include <unordered_map>
 #include <vector>
 
@@ -35,10 +38,14 @@ class BlockCache {
       kept_bytes_ -= bytes;
       unpoison(p, bytes);
       live_.emplace(p, bytes);
+      live_bytes_ += bytes;
       return p;
     }
     Result<void*> got = raw_allocate(bytes);
-    if (got) live_.emplace(*got, bytes);
+    if (got) {
+      live_.emplace(*got, bytes);
+      live_bytes_ += bytes;
+    }
     return got;
   }
 
@@ -48,28 +55,47 @@ class BlockCache {
     if (live == live_.end()) return false;
     const std::size_t bytes = live->second;
     live_.erase(live);
+    live_bytes_ -= bytes;
     poison(p, bytes);
     kept_[bytes].push_back(p);
     kept_bytes_ += bytes;
     return true;
   }
 
-  // Gives back every kept block (a failed allocation; the backend's destructor, when no buffer of it
-  // is alive any more). Returns whether any was given back.
+  // Gives p back at once (raw_release) when this cache handed it out (true), keeping nothing; false
+  // for memory it did not hand out.
   template <class RawRelease>
-  bool release_kept(RawRelease&& raw_release) {
-    const bool any = kept_bytes_ > 0;
-    for (auto& [bytes, blocks] : kept_)
-      for (void* p : blocks) {
-        unpoison(p, bytes);
-        raw_release(p);
-      }
-    kept_.clear();
-    kept_bytes_ = 0;
-    return any;
+  bool give_back(void* p, RawRelease&& raw_release) {
+    auto live = live_.find(p);
+    if (live == live_.end()) return false;
+    live_bytes_ -= live->second;
+    live_.erase(live);
+    raw_release(p);
+    return true;
   }
 
-  std::size_t kept_bytes() const { return kept_bytes_; }
+  // Gives back kept blocks until at most keep_bytes are kept: all of them by default (a failed
+  // allocation, trim, the backend's destructor). Returns the bytes given back.
+  template <class RawRelease>
+  std::size_t release_kept(RawRelease&& raw_release, std::size_t keep_bytes = 0) {
+    std::size_t given = 0;
+    for (auto it = kept_.begin(); it != kept_.end() && kept_bytes_ > keep_bytes;) {
+      const std::size_t bytes = it->first;
+      std::vector<void*>& blocks = it->second;
+      while (!blocks.empty() && kept_bytes_ > keep_bytes) {
+        unpoison(blocks.back(), bytes);
+        raw_release(blocks.back());
+        blocks.pop_back();
+        kept_bytes_ -= bytes;
+        given += bytes;
+      }
+      it = blocks.empty() ? kept_.erase(it) : std::next(it);
+    }
+    return given;
+  }
+
+  std::size_t kept_bytes() const { return kept_bytes_; }  // released blocks kept for reuse
+  std::size_t live_bytes() const { return live_bytes_; }  // blocks handed out
 
  private:
   void poison(const void* p, std::size_t bytes) const { poison_held(host_memory_, p, bytes); }
@@ -79,6 +105,7 @@ class BlockCache {
   std::unordered_map<std::size_t, std::vector<void*>> kept_;  // released blocks, by size
   std::unordered_map<void*, std::size_t> live_;              // handed out, with their sizes
   std::size_t kept_bytes_ = 0;
+  std::size_t live_bytes_ = 0;
 };
 
 }  // namespace tapewise::detail

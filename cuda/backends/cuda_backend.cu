@@ -1,7 +1,8 @@
 // cuda/backends/cuda_backend.cu — the production backend: stream-ordered device memory (small buffers
 // carved from slabs, slab.hpp; the rest cudaMallocFromPoolAsync on the backend's stream, from a memory
-// pool of the backend's own) and one kernel per node and direction in the backend's math mode
-// (cuda_kernels.hpp: the launches of each mode; kernels/map_kernels.cuh: the kernels and their shapes).
+// pool of the backend's own; both kept for reuse, kept_memory.hpp) and one kernel per node and
+// direction in the backend's math mode (cuda_kernels.hpp: the launches of each mode;
+// kernels/map_kernels.cuh: the kernels and their shapes).
 // Every CUDA call is checked in cuda_check; every entry point that calls CUDA runs under a DeviceGuard,
 // so the caller's current device is never changed.
 #include <algorithm>
@@ -133,6 +134,17 @@ class CudaBackend final : public detail::Engine {
   }
   void raw_release(void* p) override {
     memory_.release(p, [&](void* block) { pool_release(block); });
+  }
+  detail::KeptMemory* kept_memory() override { return &memory_; }
+  std::size_t release_kept_memory(std::size_t keep_bytes) override {
+    return memory_.release_kept(keep_bytes, [&](void* block) { pool_release(block); });
+  }
+  // The pool keeps what is freed into it (its release threshold is UINT64_MAX, create_pool), and
+  // memory freed on the stream is the pool's to give back only once the stream has run past the free.
+  void return_unused_memory() override {
+    DeviceGuard guard(device_);
+    cudaStreamSynchronize(stream_);
+    cudaMemPoolTrimTo(pool_, 0);
   }
   [[nodiscard]] Result<void> copy_to_device(void* dst, const void* src, std::size_t bytes) override {
     DeviceGuard guard(device_);
@@ -285,6 +297,10 @@ namespace {
   if (!map_shape) return tl::unexpected(map_shape.error());
   auto compilation = detail::piece_compilation_from_environment();
   if (!compilation) return tl::unexpected(compilation.error());
+  // No limit by default: the chain's slabs and blocks are kept for its next run, as the pool would
+  // keep them, and all of it is given back when the device runs out (kept_memory.hpp) or on trim().
+  auto kept_limit = detail::kept_memory_limit_from_environment(detail::KeptMemory::kNoLimit);
+  if (!kept_limit) return tl::unexpected(kept_limit.error());
   DeviceGuard guard(device);
   cudaDeviceProp prop{};
   TAPEWISE_CHECK(cuda_check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties"));
@@ -305,9 +321,10 @@ namespace {
   std::optional<detail::CompiledPieceTarget> compiled;
   if (compilation->enabled)
     compiled = detail::CompiledPieceTarget{arch, compilation->steps_in_shared, options.math == MathMode::exact};
-  return std::shared_ptr<Backend>(std::make_shared<CudaBackend>(device, stream, owns_stream, *pool,
-                                                                prop.multiProcessorCount, name, *map_shape, compiled,
-                                                                options.math));
+  auto backend = std::make_shared<CudaBackend>(device, stream, owns_stream, *pool, prop.multiProcessorCount, name,
+                                               *map_shape, compiled, options.math);
+  backend->set_kept_memory_limit(*kept_limit);
+  return std::shared_ptr<Backend>(std::move(backend));
 }
 
 }  // namespace tapewise

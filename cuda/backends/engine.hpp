@@ -9,6 +9,7 @@
 
 #include <tapewise/backend.hpp>
 
+#include "backends/kept_memory.hpp"
 #include "kernels/prim.hpp"
 
 namespace tapewise {
@@ -60,6 +61,15 @@ class Engine : public Backend {
   [[nodiscard]] virtual Result<void*> raw_allocate(std::size_t bytes) = 0;
   /// Frees what raw_allocate returned (allocation mutex held).
   virtual void raw_release(void* p) = 0;
+  /// The allocator behind raw_allocate and raw_release (used with the allocation mutex held);
+  /// nullptr for an engine that keeps nothing (the prover's symbolic one).
+  virtual KeptMemory* kept_memory() { return nullptr; }
+  /// Gives the allocator's kept memory back to the memory underneath until at most keep_bytes are
+  /// kept (allocation mutex held). Returns the bytes given back.
+  virtual std::size_t release_kept_memory(std::size_t /*keep_bytes*/) { return 0; }
+  /// After Backend::trim, without the mutex: hands what the layer underneath holds unused back to
+  /// the system (the CUDA pool's memory, once the stream's work is done). Nothing on the CPU.
+  virtual void return_unused_memory() {}
   /// Copies host bytes into the backend's memory.
   [[nodiscard]] virtual Result<void> copy_to_device(void* dst, const void* src, std::size_t bytes) = 0;
   /// Copies bytes of the backend's memory to the host.
@@ -70,6 +80,11 @@ class Engine : public Backend {
  protected:
   Engine() = default;
 };
+
+/// The kept memory limit a backend starts with: TAPEWISE_KEPT_MEMORY_LIMIT when set (bytes, or a
+/// whole number with a K, M or G suffix for KiB, MiB, GiB), else `default_bytes`. InvalidArgument
+/// naming the variable for anything else.
+[[nodiscard]] Result<std::size_t> kept_memory_limit_from_environment(std::size_t default_bytes);
 
 /// The engine behind a backend.
 inline Engine& engine_of(Backend& backend) { return static_cast<Engine&>(backend); }

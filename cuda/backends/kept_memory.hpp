@@ -1,12 +1,15 @@
 // cuda/backends/kept_memory.hpp — the backends' raw allocation: small buffers carved from slabs
 // (slab.hpp), large ones from blocks kept by size (block_cache.hpp), so that a tape recorded again
-// makes no allocation call underneath. Both keep what is released; when the memory underneath runs
-// out, everything kept is given back and the allocation tried once more. The CPU backend keeps no
-// large blocks: under Linux's overcommit, host memory does not run out with an error the cache could
-// answer, the OOM killer comes first, and blocks of many sizes would only accumulate.
+// makes no allocation call underneath. Both keep what is released, up to a limit in bytes (the kept
+// memory limit: empty slabs and released blocks together), and give back what exceeds it; when the
+// memory underneath runs out, everything kept is given back and the allocation tried once more, and
+// trim gives everything kept back on request. The CPU backend keeps no large blocks: under Linux's
+// overcommit, host memory does not run out with an error the cache could answer, the OOM killer comes
+// first, and blocks of many sizes would only accumulate.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include <tapewise/core.hpp>
 
@@ -17,10 +20,13 @@ namespace tapewise::detail {
 
 class KeptMemory {
  public:
+  static constexpr std::size_t kNoLimit = SIZE_MAX;
+
   // host_memory: the memory is the host's, which AddressSanitizer builds poison while kept.
   // keep_large_blocks: large buffers are kept by size when released; else given back at once.
-  KeptMemory(bool host_memory, bool keep_large_blocks)
-      : slabs_(host_memory), blocks_(host_memory), keep_large_blocks_(keep_large_blocks) {}
+  // kept_limit: the most bytes kept with no buffer in them (empty slabs and released blocks).
+  KeptMemory(bool host_memory, bool keep_large_blocks, std::size_t kept_limit = kNoLimit)
+      : slabs_(host_memory), blocks_(host_memory), keep_large_blocks_(keep_large_blocks), kept_limit_(kept_limit) {}
 
   // `bytes` (> 0) from a slab or a kept block, else raw_allocate (Result<void*>); when that fails and
   // memory is kept, it is given back (raw_release) and the allocation tried once more.
@@ -28,17 +34,40 @@ class KeptMemory {
   [[nodiscard]] Result<void*> allocate(std::size_t bytes, RawAllocate&& raw_allocate, RawRelease&& raw_release) {
     Result<void*> got = allocate_kept_or_new(bytes, raw_allocate);
     if (got) return got;
-    const bool gave_slabs = slabs_.release_empty(raw_release);
-    const bool gave_blocks = blocks_.release_kept(raw_release);
-    if (!gave_slabs && !gave_blocks) return got;
+    if (release_kept(0, raw_release) == 0) return got;
     return allocate_kept_or_new(bytes, raw_allocate);
   }
 
-  // Keeps p when a slab or the block cache handed it out; anything else goes to raw_release.
+  // Keeps p when a slab or the block cache handed it out, within the kept limit; anything else goes
+  // to raw_release.
   template <class RawRelease>
   void release(void* p, RawRelease&& raw_release) {
-    if (!slabs_.release(p) && !blocks_.release(p)) raw_release(p);
+    switch (slabs_.release(p)) {
+      case SlabAllocator::Released::slot: return;
+      case SlabAllocator::Released::slab_emptied: keep_within_limit(raw_release); return;
+      case SlabAllocator::Released::not_carved: break;
+    }
+    if (!keep_large_blocks_) {
+      if (!blocks_.give_back(p, raw_release)) raw_release(p);
+      return;
+    }
+    if (blocks_.release(p)) keep_within_limit(raw_release);
+    else raw_release(p);
   }
+
+  // Gives back kept memory (empty slabs, the largest first, then released blocks) until at most
+  // keep_bytes are kept. Returns the bytes given back.
+  template <class RawRelease>
+  std::size_t release_kept(std::size_t keep_bytes, RawRelease&& raw_release) {
+    std::size_t given = slabs_.release_kept(less_or_zero(keep_bytes, blocks_.kept_bytes()), raw_release);
+    given += blocks_.release_kept(raw_release, less_or_zero(keep_bytes, slabs_.kept_bytes()));
+    return given;
+  }
+
+  // A new kept limit for the releases to come; the caller gives back what is kept beyond it now
+  // (release_kept).
+  void set_kept_limit(std::size_t bytes) { kept_limit_ = bytes; }
+  std::size_t kept_limit() const { return kept_limit_; }
 
   // Gives back all memory (the backend's destructor: no buffer of it is alive any more).
   template <class RawRelease>
@@ -47,6 +76,11 @@ class KeptMemory {
     blocks_.release_kept(raw_release);
   }
 
+  // Everything held from the memory underneath: every slab, every block handed out or kept.
+  std::size_t reserved_bytes() const { return slabs_.slab_bytes() + blocks_.live_bytes() + blocks_.kept_bytes(); }
+  // Held with no buffer in it: the kept empty slabs and released blocks.
+  std::size_t kept_bytes() const { return slabs_.kept_bytes() + blocks_.kept_bytes(); }
+
   const SlabAllocator& slabs() const { return slabs_; }
   const BlockCache& blocks() const { return blocks_; }
 
@@ -54,13 +88,18 @@ class KeptMemory {
   template <class RawAllocate>
   [[nodiscard]] Result<void*> allocate_kept_or_new(std::size_t bytes, RawAllocate& raw_allocate) {
     if (SlabAllocator::carves(bytes)) return slabs_.allocate(bytes, raw_allocate);
-    if (keep_large_blocks_) return blocks_.allocate(bytes, raw_allocate);
-    return raw_allocate(bytes);
+    return blocks_.allocate(bytes, raw_allocate);
   }
+  template <class RawRelease>
+  void keep_within_limit(RawRelease& raw_release) {
+    if (kept_bytes() > kept_limit_) release_kept(kept_limit_, raw_release);
+  }
+  static std::size_t less_or_zero(std::size_t a, std::size_t b) { return a > b ? a - b : 0; }
 
   SlabAllocator slabs_;
   BlockCache blocks_;
   bool keep_large_blocks_;
+  std::size_t kept_limit_;
 };
 
 }  // namespace tapewise::detail

@@ -1,15 +1,25 @@
-// cuda/backends/slab.hpp — small allocations carved from large slabs: the backends' raw allocation
-// for buffers of at most kMaxCarveBytes, so that recording a small node costs a pointer bump
-// instead of a device allocation and releasing it a count instead of a device free. A slab is
-// reused once all its buffers are released, and every empty slab is kept for the next tape until the
-// backend, out of memory, asks for them back (release_empty): on the H200 a 1,000-node chain at 2^16
-// elements fills 63 slabs, and keeping only 16 sent the other 47 through cudaFreeAsync and
-// cudaMallocFromPoolAsync on every run.
+// cuda/backends/slab.hpp — small allocations carved from slabs: the backends' raw allocation for
+// buffers of at most kMaxCarveBytes, so that recording a small node costs a few instructions instead
+// of a device allocation and releasing it a bit set instead of a device free.
+//
+// Sizes are rounded up to a power of two from 256 bytes to 256 KiB (a size class), and each slab holds
+// kSlots buffers of one class: a 4 MiB slab of 256 KiB buffers (2^16 float32 elements), a 4 KiB slab of
+// 256-byte ones. A released slot is carved again by the next buffer of its class, so a buffer that
+// outlives its neighbours (a gradient kept after its tape) pins at most a slab of its own class, never
+// a 4 MiB one, and the slab's other slots stay in use: the bytes held stay proportional to the bytes
+// live (at most kSlots times the live buffers' rounded sizes, and only when every slab keeps one
+// buffer alone).
+//
+// An empty slab is kept for the next tape, within the caller's limit (kept_memory.hpp): on the H200 a
+// 1,000-node chain at 2^16 elements fills 63 slabs, and keeping only 16 sent the other 47 through
+// cudaFreeAsync and cudaMallocFromPoolAsync on every run.
 // Buffers, their statistics and injected allocation failures are Backend's, above this layer:
 // each carved buffer is still one counted allocation there.
 #pragma once
 
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -49,9 +59,12 @@ inline void unpoison_held([[maybe_unused]] bool host_memory, [[maybe_unused]] co
 
 class SlabAllocator {
  public:
-  static constexpr std::size_t kSlabBytes = std::size_t{4} << 20;
-  static constexpr std::size_t kMaxCarveBytes = kSlabBytes / 16;  // 256 KiB: 2^16 float32 elements
-  static constexpr std::size_t kAlign = 256;                      // as cudaMalloc's
+  static constexpr std::size_t kAlign = 256;  // as cudaMalloc's; also the smallest size class
+  static constexpr int kAlignLog2 = 8;
+  static constexpr std::size_t kSlots = 16;   // buffers per slab
+  static constexpr int kClasses = 11;         // 256 B, 512 B, ..., 256 KiB
+  static constexpr std::size_t kMaxCarveBytes = kAlign << (kClasses - 1);  // 2^16 float32 elements
+  static constexpr std::size_t kLargestSlabBytes = kSlots * kMaxCarveBytes;  // 4 MiB
 
   // host_memory: the slabs are host memory, which AddressSanitizer builds poison between buffers.
   explicit SlabAllocator(bool host_memory) : host_memory_(host_memory) {}
@@ -59,93 +72,146 @@ class SlabAllocator {
   SlabAllocator& operator=(const SlabAllocator&) = delete;
 
   static bool carves(std::size_t bytes) { return bytes > 0 && bytes <= kMaxCarveBytes; }
+  // The size class of `bytes` (carves(bytes)): the smallest k with slot_bytes(k) >= bytes.
+  static int size_class(std::size_t bytes) {
+    return static_cast<int>(std::bit_width((std::max(bytes, kAlign) - 1) / kAlign));
+  }
+  static std::size_t slot_bytes(int size_class) { return kAlign << size_class; }
+  static std::size_t slab_bytes(int size_class) { return kSlots * slot_bytes(size_class); }
 
-  // `bytes` (carves(bytes)) from the current slab, or from a new one that raw_allocate(kSlabBytes)
-  // returns (Result<void*>); its error is returned as is.
+  // `bytes` (carves(bytes)) from a free slot of its class: in a slab in use, else in a kept empty
+  // slab, else in a new one that raw_allocate(slab_bytes) returns (Result<void*>; its error is
+  // returned as is).
   template <class RawAllocate>
   [[nodiscard]] Result<void*> allocate(std::size_t bytes, RawAllocate&& raw_allocate) {
-    const std::size_t size = (bytes + kAlign - 1) / kAlign * kAlign;
-    // A current slab without live buffers has used == 0 (release resets it), so it never lands here.
-    if (!current_ || current_->used + size > kSlabBytes) {
-      auto slab = next_slab(raw_allocate);
+    const int k = size_class(bytes);
+    SizeClass& sizes = classes_[k];
+    if (sizes.open.empty()) {
+      auto slab = take_slab(k, raw_allocate);
       if (!slab) return tl::unexpected(slab.error());
-      current_ = *slab;
+      open(*slab);
     }
-    std::byte* p = current_->base + current_->used;
-    current_->used += size;
-    current_->live += 1;
+    Slab* slab = sizes.open.back();
+    const int slot = std::countr_zero(slab->free_slots);
+    slab->free_slots &= ~(1u << slot);
+    if (slab->free_slots == 0) close(slab);
+    std::byte* p = slab->base + static_cast<std::size_t>(slot) * slot_bytes(slab->size_class);
+    carved_bytes_ += slot_bytes(slab->size_class);
     unpoison(p, bytes);
     return static_cast<void*>(p);
   }
 
-  // Releases p when a slab holds it (true); false for memory this allocator did not carve. A slab
-  // left empty is kept: carved again from its start if current, else for the next new slab.
-  bool release(void* p) {
+  // What release did with p.
+  enum class Released { not_carved, slot, slab_emptied };
+
+  // Frees p's slot when a slab holds it; not_carved for memory this allocator did not carve. A slab
+  // left empty is kept (kept_bytes); the caller gives back what exceeds its limit (release_kept).
+  Released release(void* p) {
     Slab* slab = find(p);
-    if (!slab) return false;
-    if (--slab->live > 0) return true;
-    slab->used = 0;
-    poison(slab->base, kSlabBytes);
-    if (slab != current_) empty_.push_back(slab);
-    return true;
+    if (!slab) return Released::not_carved;
+    const std::size_t size = slot_bytes(slab->size_class);
+    const std::size_t offset = static_cast<std::size_t>(static_cast<std::byte*>(p) - slab->base);
+    const auto slot = static_cast<unsigned>(offset >> (kAlignLog2 + slab->size_class));  // offset / size
+    const bool was_full = slab->free_slots == 0;
+    slab->free_slots |= 1u << slot;
+    carved_bytes_ -= size;
+    poison(slab->base + slot * size, size);
+    if (was_full) open(slab);
+    if (slab->free_slots != kAllFree) return Released::slot;
+    close(slab);  // empty, so open until now: it joins its class's kept empty slabs
+    classes_[slab->size_class].empty.push_back(slab);
+    kept_bytes_ += slab_bytes(slab->size_class);
+    return Released::slab_emptied;
   }
 
-  // Gives back every kept empty slab (raw_release), the current one too when it is empty: the
-  // backend's memory ran out. Returns whether any was given back.
+  // Gives back kept empty slabs (raw_release), the largest classes first, until at most keep_bytes
+  // are kept. Returns the bytes given back.
   template <class RawRelease>
-  bool release_empty(RawRelease&& raw_release) {
-    if (current_ && current_->live == 0) {
-      empty_.push_back(current_);
-      current_ = nullptr;
+  std::size_t release_kept(std::size_t keep_bytes, RawRelease&& raw_release) {
+    std::size_t given = 0;
+    for (int k = kClasses - 1; k >= 0 && kept_bytes_ > keep_bytes; --k) {
+      std::vector<Slab*>& empty = classes_[k].empty;
+      while (!empty.empty() && kept_bytes_ > keep_bytes) {
+        Slab* slab = empty.back();
+        empty.pop_back();
+        kept_bytes_ -= slab_bytes(k);
+        given += slab_bytes(k);
+        drop(slab, raw_release);
+      }
     }
-    const bool any = !empty_.empty();
-    for (Slab* slab : empty_) drop(slab, raw_release);
-    empty_.clear();
-    return any;
+    return given;
   }
 
   std::size_t slab_count() const { return slabs_.size(); }
+  std::size_t slab_bytes() const { return slab_bytes_; }      // every slab's, in use or kept
+  std::size_t kept_bytes() const { return kept_bytes_; }      // the kept empty slabs'
+  std::size_t carved_bytes() const { return carved_bytes_; }  // the slots handed out
 
   // Frees every slab (the backend's destructor: no buffer of it is alive any more).
   template <class RawRelease>
   void release_all(RawRelease&& raw_release) {
     for (const std::unique_ptr<Slab>& slab : slabs_) {
-      unpoison(slab->base, kSlabBytes);
+      unpoison(slab->base, slab_bytes(slab->size_class));
       raw_release(static_cast<void*>(slab->base));
     }
     slabs_.clear();
-    empty_.clear();
-    current_ = nullptr;
+    classes_ = {};
+    slab_bytes_ = kept_bytes_ = carved_bytes_ = 0;
   }
 
  private:
+  static constexpr std::uint32_t kAllFree = (std::uint32_t{1} << kSlots) - 1;
+  static_assert(kSlots <= 32, "a slab's free slots are the bits of a 32-bit word");
+  static_assert(std::size_t{1} << kAlignLog2 == kAlign);
+
   struct Slab {
     std::byte* base;
-    std::size_t used;
-    std::int64_t live;
+    int size_class;
+    std::uint32_t free_slots;  // bit i: slot i is free
+    std::size_t open_index;    // its place in its class's `open` while it has a free slot
+  };
+  struct SizeClass {
+    std::vector<Slab*> open;   // slabs with a free slot and a live one
+    std::vector<Slab*> empty;  // kept empty slabs
   };
 
   template <class RawAllocate>
-  [[nodiscard]] Result<Slab*> next_slab(RawAllocate& raw_allocate) {
-    if (!empty_.empty()) {
-      Slab* slab = empty_.back();
-      empty_.pop_back();
+  [[nodiscard]] Result<Slab*> take_slab(int k, RawAllocate& raw_allocate) {
+    std::vector<Slab*>& empty = classes_[k].empty;
+    if (!empty.empty()) {
+      Slab* slab = empty.back();
+      empty.pop_back();
+      kept_bytes_ -= slab_bytes(k);
       return slab;
     }
-    Result<void*> got = raw_allocate(kSlabBytes);
+    Result<void*> got = raw_allocate(slab_bytes(k));
     if (!got) return tl::unexpected(got.error());
-    auto slab = std::make_unique<Slab>(Slab{static_cast<std::byte*>(*got), 0, 0});
-    poison(slab->base, kSlabBytes);
+    auto slab = std::make_unique<Slab>(Slab{static_cast<std::byte*>(*got), k, kAllFree, 0});
+    poison(slab->base, slab_bytes(k));
+    slab_bytes_ += slab_bytes(k);
     Slab* raw = slab.get();
     slabs_.insert(std::upper_bound(slabs_.begin(), slabs_.end(), raw->base, by_base), std::move(slab));
     return raw;
   }
 
+  void open(Slab* slab) {
+    std::vector<Slab*>& open = classes_[slab->size_class].open;
+    slab->open_index = open.size();
+    open.push_back(slab);
+  }
+  void close(Slab* slab) {  // swap-remove from its class's open slabs
+    std::vector<Slab*>& open = classes_[slab->size_class].open;
+    open[slab->open_index] = open.back();
+    open[slab->open_index]->open_index = slab->open_index;
+    open.pop_back();
+  }
+
   template <class RawRelease>
   void drop(Slab* slab, RawRelease& raw_release) {
-    unpoison(slab->base, kSlabBytes);
+    unpoison(slab->base, slab_bytes(slab->size_class));
     raw_release(static_cast<void*>(slab->base));
-    slabs_.erase(std::find_if(slabs_.begin(), slabs_.end(), [&](const auto& s) { return s.get() == slab; }));
+    slab_bytes_ -= slab_bytes(slab->size_class);
+    slabs_.erase(std::upper_bound(slabs_.begin(), slabs_.end(), slab->base, by_base) - 1);
   }
 
   // The slab whose range holds p, or nullptr.
@@ -154,7 +220,7 @@ class SlabAllocator {
     auto it = std::upper_bound(slabs_.begin(), slabs_.end(), at, by_base);
     if (it == slabs_.begin()) return nullptr;
     Slab* slab = std::prev(it)->get();
-    return at < slab->base + kSlabBytes ? slab : nullptr;
+    return at < slab->base + slab_bytes(slab->size_class) ? slab : nullptr;
   }
   static bool by_base(const std::byte* at, const std::unique_ptr<Slab>& slab) { return at < slab->base; }
 
@@ -163,8 +229,10 @@ class SlabAllocator {
 
   bool host_memory_;
   std::vector<std::unique_ptr<Slab>> slabs_;  // sorted by base
-  std::vector<Slab*> empty_;                  // empty slabs kept for reuse, not current
-  Slab* current_ = nullptr;                   // the slab carving goes on in
+  std::array<SizeClass, kClasses> classes_{};
+  std::size_t slab_bytes_ = 0;
+  std::size_t kept_bytes_ = 0;
+  std::size_t carved_bytes_ = 0;
 };
 
 }  // namespace tapewise::detail

@@ -8,6 +8,7 @@
 #include <tapewise/tapewise.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <limits>
@@ -537,6 +538,38 @@ tw_status tw_backend_memory_stats(const tw_backend* backend, int tag, int64_t* l
     if (tag < 0 || tag >= kAllocTagCount) raise(TW_INVALID_ARGUMENT, "unknown allocation tag " + std::to_string(tag));
     if (live_count) *live_count = be.stats().count(static_cast<AllocTag>(tag));
     if (live_bytes) *live_bytes = be.stats().bytes(static_cast<AllocTag>(tag));
+  });
+}
+
+tw_status tw_backend_memory_reserved(const tw_backend* backend, int64_t* reserved_bytes, int64_t* slab_bytes,
+                                     int64_t* kept_bytes) {
+  return guarded(__func__, [&] {
+    const MemoryStats stats = live(backend).backend->stats();
+    if (reserved_bytes) *reserved_bytes = stats.reserved_bytes;
+    if (slab_bytes) *slab_bytes = stats.slab_bytes;
+    if (kept_bytes) *kept_bytes = stats.kept_bytes;
+  });
+}
+
+tw_status tw_backend_trim(tw_backend* backend, int64_t* released_bytes) {
+  return guarded(__func__, [&] {
+    const std::size_t given = live(backend).backend->trim();
+    if (released_bytes) *released_bytes = static_cast<int64_t>(given);
+  });
+}
+
+tw_status tw_backend_kept_memory_limit(const tw_backend* backend, int64_t* bytes) {
+  return guarded(__func__, [&] {
+    const std::size_t limit = live(backend).backend->kept_memory_limit();
+    required(bytes, "bytes") = limit > static_cast<std::size_t>(INT64_MAX) ? -1 : static_cast<int64_t>(limit);
+  });
+}
+
+tw_status tw_backend_set_kept_memory_limit(tw_backend* backend, int64_t bytes) {
+  return guarded(__func__, [&] {
+    Backend& be = *live(backend).backend;
+    if (bytes < -1) raise(TW_INVALID_ARGUMENT, "bytes " + std::to_string(bytes) + " is negative (-1: no limit)");
+    be.set_kept_memory_limit(bytes == -1 ? SIZE_MAX : static_cast<std::size_t>(bytes));
   });
 }
 

@@ -3,7 +3,8 @@
 /// RAII handles; every allocation is tagged and counted so that leaks are observable.
 ///
 /// Threads: one backend may be shared by threads that each use their own tapes, buffers and
-/// gradients (allocation, release, statistics and the kernels are safe to call concurrently; on CUDA the work of all threads queues on the backend's one stream, in the
+/// gradients (allocation, release, statistics, trim, the kept memory limit and the kernels are safe
+/// to call concurrently; on CUDA the work of all threads queues on the backend's one stream, in the
 /// order it is issued). A Tape, a Buffer or a Gradients is not safe to use from two threads at once.
 /// \file
 #pragma once
@@ -11,6 +12,7 @@
 #include "requires_cpp20.hpp"
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -36,18 +38,32 @@ inline constexpr int kAllocTagCount = 3;
 /// The tag's name ("value", "gradient", "workspace").
 TAPEWISE_API const char* alloc_tag_name(AllocTag t);
 
-/// Live allocations per AllocTag: how many, and their bytes (borrowed views are not counted).
+/// Live allocations per AllocTag: how many, and their bytes (borrowed views are not counted); and the
+/// memory the backend holds for them (docs/memory.md).
 struct MemoryStats {
   /// Live allocations, indexed by AllocTag.
   std::array<std::int64_t, kAllocTagCount> live_count{};
   /// Their bytes, indexed by AllocTag.
   std::array<std::int64_t, kAllocTagCount> live_bytes{};
+  /// Bytes the backend holds from the memory underneath (the host heap, the CUDA pool): every slab,
+  /// every large buffer, every released block it keeps. At least the live bytes.
+  std::int64_t reserved_bytes = 0;
+  /// Of reserved_bytes, the slabs' (buffers of up to 256 KiB are carved from slabs).
+  std::int64_t slab_bytes = 0;
+  /// Of reserved_bytes, those kept for reuse with no buffer in them (empty slabs, released large
+  /// blocks): at most Backend::kept_memory_limit(); Backend::trim() gives them back.
+  std::int64_t kept_bytes = 0;
   /// live_count of one tag.
   std::int64_t count(AllocTag t) const { return live_count[static_cast<int>(t)]; }
   /// live_bytes of one tag.
   std::int64_t bytes(AllocTag t) const { return live_bytes[static_cast<int>(t)]; }
-  /// Equal when every count and byte total is.
-  friend bool operator==(const MemoryStats&, const MemoryStats&) = default;
+  /// Every tag's live_bytes.
+  std::int64_t total_live_bytes() const { return live_bytes[0] + live_bytes[1] + live_bytes[2]; }
+  /// Equal when every live count and byte total is. The held bytes (reserved, slab, kept) are not
+  /// compared: they follow the allocator's reuse, not the caller's buffers.
+  friend bool operator==(const MemoryStats& a, const MemoryStats& b) {
+    return a.live_count == b.live_count && a.live_bytes == b.live_bytes;
+  }
 };
 
 class Backend;
@@ -194,8 +210,20 @@ class TAPEWISE_API Backend : public std::enable_shared_from_this<Backend> {
   /// The device ordinal (0 for the CPU backend).
   virtual int device_id() const = 0;
 
-  /// A snapshot of the live allocations (other threads may be allocating while it is taken).
+  /// A snapshot of the live allocations and the memory held for them (other threads may be
+  /// allocating while it is taken).
   MemoryStats stats() const;
+  /// Gives back to the system every empty slab and released block the backend keeps for reuse (as
+  /// PyTorch's empty_cache); live buffers are untouched. Returns the bytes given back. A CUDA backend
+  /// then waits for its stream and returns its memory pool's unused memory to the device.
+  std::size_t trim();
+  /// The most bytes kept for reuse with no buffer in them (MemoryStats::kept_bytes): beyond it, a
+  /// slab left empty or a released block is given back at once. Starts at TAPEWISE_KEPT_MEMORY_LIMIT
+  /// when set, else 256 MiB on the CPU and no limit on CUDA (where kept memory is given back when the
+  /// device runs out); SIZE_MAX is no limit.
+  std::size_t kept_memory_limit() const;
+  /// Sets kept_memory_limit(); what is kept beyond it is given back now.
+  void set_kept_memory_limit(std::size_t bytes);
 
  private:
   friend class Buffer;
@@ -220,7 +248,7 @@ class TAPEWISE_API Backend : public std::enable_shared_from_this<Backend> {
   void count_live(const Buffer& b, int sign);  ///< b in (+1) or out (-1) of stats_ (mutex held)
   Buffer adopt_borrowed(void* data, std::shared_ptr<void> keep_alive, const Shape& shape, DType dtype);
   /// Guards what every allocation and release changes: stats_, fail_countdown_, the shared
-  /// allocations' counts and the engine's allocator (its raw_allocate, raw_release). Held for a
+  /// allocations' counts and the engine's allocator (its raw_allocate, raw_release, kept memory). Held for a
   /// pointer bump or a pool call, never across a kernel.
   mutable std::mutex allocation_mutex_;
   MemoryStats stats_;

@@ -31,8 +31,8 @@
  *   kind: tw_backend_kind, op: tw_op) travel as int, in and out, so that any value a caller passes is
  *   well-defined (unknown ones are TW_INVALID_ARGUMENT) and no enum size is part of the ABI.
  * - Threads: a backend may be shared by threads that each use their own tapes, buffers and gradients
- *   (allocation, memory statistics, the program threshold and the kernels are safe to use
- *   concurrently). A tape, buffer or gradients handle is used by one thread at a time: even reading a
+ *   (allocation, memory statistics, trim, the kept memory limit, the program threshold and the
+ *   kernels are safe to use concurrently). A tape, buffer or gradients handle is used by one thread at a time: even reading a
  *   tape's values may run its deferred work. tw_last_error is per thread.
  * \file */
 #ifndef TAPEWISE_TAPEWISE_H
@@ -218,6 +218,22 @@ TW_API tw_status tw_backend_synchronize(tw_backend* backend);
  * (wrap, DLPack) is not counted. */
 TW_API tw_status tw_backend_memory_stats(const tw_backend* backend, int tag, int64_t* live_count,
                                          int64_t* live_bytes);
+/** The memory the backend holds for its buffers (any output may be NULL): reserved_bytes, all it holds
+ * from the memory underneath (every slab, every large buffer, every released block it keeps, at least
+ * the live bytes); slab_bytes, the slabs' part (buffers of up to 256 KiB are carved from slabs);
+ * kept_bytes, the part kept for reuse with no buffer in it (at most the kept memory limit). */
+TW_API tw_status tw_backend_memory_reserved(const tw_backend* backend, int64_t* reserved_bytes, int64_t* slab_bytes,
+                                            int64_t* kept_bytes);
+/** Gives back to the system every empty slab and released block the backend keeps for reuse (as
+ * PyTorch's empty_cache); live buffers are untouched. released_bytes (may be NULL) receives the bytes
+ * given back. A CUDA backend then waits for its stream and returns its pool's unused memory. */
+TW_API tw_status tw_backend_trim(tw_backend* backend, int64_t* released_bytes);
+/** The most bytes the backend keeps for reuse with no buffer in them, or -1 for no limit: at first
+ * TAPEWISE_KEPT_MEMORY_LIMIT when set, else 256 MiB on the CPU and no limit on CUDA. */
+TW_API tw_status tw_backend_kept_memory_limit(const tw_backend* backend, int64_t* bytes);
+/** Sets the kept memory limit: bytes >= 0, or -1 for no limit (any other negative value is
+ * TW_INVALID_ARGUMENT). What is kept beyond it is given back now. */
+TW_API tw_status tw_backend_set_kept_memory_limit(tw_backend* backend, int64_t bytes);
 
 /* --- buffers: caller memory as backward seeds -------------------------------------------------- */
 

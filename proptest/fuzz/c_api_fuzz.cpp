@@ -266,6 +266,10 @@ class Session {
     std::int64_t count = 0, bytes = 0;
     tw_backend_kind_of(backend, &kind);
     tw_backend_memory_stats(backend, in_.ConsumeIntegralInRange(-1, 3), &count, in_.ConsumeBool() ? &bytes : nullptr);
+    tw_backend_memory_reserved(backend, &count, in_.ConsumeBool() ? &bytes : nullptr, nullptr);
+    if (in_.ConsumeBool()) tw_backend_set_kept_memory_limit(backend, in_.ConsumeIntegralInRange<std::int64_t>(-3, 1 << 24));
+    if (in_.ConsumeBool()) tw_backend_trim(backend, in_.ConsumeBool() ? &bytes : nullptr);
+    tw_backend_kept_memory_limit(backend, in_.ConsumeBool() ? &bytes : nullptr);
     tw_backend_synchronize(backend);
     tw_last_error();
     tw_version();

@@ -1,6 +1,7 @@
 // python/src/backend_bindings.cpp — tapewise.Backend and tapewise.Buffer: making backends, memory
 // statistics, zero-copy wrapping, and the low-level per-node kernels (forward, fused VJP) that
 // tapewise.torch runs on framework-owned memory.
+#include <cstdint>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -40,6 +41,28 @@ nb::dict stats_dict(const Backend& be) {
     out[alloc_tag_name(tag)] = entry;
   }
   return out;
+}
+
+nb::dict memory_stats_dict(const Backend& be) {
+  const MemoryStats stats = be.stats();
+  nb::dict out;
+  out["live_bytes"] = stats.total_live_bytes();
+  out["reserved_bytes"] = stats.reserved_bytes;
+  out["slab_bytes"] = stats.slab_bytes;
+  out["kept_bytes"] = stats.kept_bytes;
+  return out;
+}
+
+std::optional<std::int64_t> kept_memory_limit(const Backend& be) {
+  const std::size_t limit = be.kept_memory_limit();
+  if (limit > static_cast<std::size_t>(INT64_MAX)) return std::nullopt;
+  return static_cast<std::int64_t>(limit);
+}
+
+void set_kept_memory_limit(Backend& be, std::optional<std::int64_t> bytes) {
+  if (bytes && *bytes < 0)
+    raise(ErrorCode::InvalidArgument, "kept_memory_limit: " + std::to_string(*bytes) + " bytes is negative (None: no limit)");
+  be.set_kept_memory_limit(bytes ? static_cast<std::size_t>(*bytes) : SIZE_MAX);
 }
 
 Scalars scalars_from(const std::vector<double>& values, Op op) {
@@ -322,6 +345,23 @@ void bind_backend(nb::module_& m) {
       .def("stats", [](const PyBackend& b) { return stats_dict(*b.backend); },
            "Live allocations per tag: {\"value\"|\"gradient\"|\"workspace\": {\"count\": n, \"bytes\": b}}.\n"
            "Borrowed (wrapped) memory is not counted.")
+      .def("memory_stats", [](const PyBackend& b) { return memory_stats_dict(*b.backend); },
+           "The memory held for the live buffers, in bytes: {\"live_bytes\": the live buffers' (every tag's),\n"
+           "\"reserved_bytes\": all the backend holds from the host heap or the CUDA pool (slabs, large\n"
+           "buffers, kept blocks), \"slab_bytes\": the slabs' part (buffers of up to 256 KiB are carved from\n"
+           "slabs), \"kept_bytes\": the part kept for reuse with no buffer in it (at most kept_memory_limit;\n"
+           "trim() gives it back)}.")
+      .def("trim", [](const PyBackend& b) { return b.backend->trim(); },
+           "Gives back to the system every empty slab and released block the backend keeps for reuse (as\n"
+           "torch.cuda.empty_cache); live buffers are untouched. Returns the bytes given back. A CUDA\n"
+           "backend then waits for its stream and returns its pool's unused memory.")
+      .def_prop_rw("kept_memory_limit", [](const PyBackend& b) { return kept_memory_limit(*b.backend); },
+                   [](PyBackend& b, std::optional<std::int64_t> bytes) { set_kept_memory_limit(*b.backend, bytes); },
+                   nb::for_setter("bytes"_a.none()),
+                   "The most bytes kept for reuse with no buffer in them (memory_stats()[\"kept_bytes\"]), None\n"
+                   "for no limit: at first TAPEWISE_KEPT_MEMORY_LIMIT when set, else 256 MiB on the CPU and no\n"
+                   "limit on CUDA. Setting it gives back what is kept beyond it; a negative value raises\n"
+                   "InvalidArgumentError.")
       .def("synchronize", [](const PyBackend& b) { unwrap(b.backend->synchronize()); },
            "Waits for all queued work; raises CudaFailureError for an asynchronous failure.")
       .def("_inject_allocation_failure",

@@ -88,6 +88,34 @@ class Backend:
         Borrowed (wrapped) memory is not counted.
         """
 
+    def memory_stats(self) -> dict:
+        """
+        The memory held for the live buffers, in bytes: {"live_bytes": the live buffers' (every tag's),
+        "reserved_bytes": all the backend holds from the host heap or the CUDA pool (slabs, large
+        buffers, kept blocks), "slab_bytes": the slabs' part (buffers of up to 256 KiB are carved from
+        slabs), "kept_bytes": the part kept for reuse with no buffer in it (at most kept_memory_limit;
+        trim() gives it back)}.
+        """
+
+    def trim(self) -> int:
+        """
+        Gives back to the system every empty slab and released block the backend keeps for reuse (as
+        torch.cuda.empty_cache); live buffers are untouched. Returns the bytes given back. A CUDA
+        backend then waits for its stream and returns its pool's unused memory.
+        """
+
+    @property
+    def kept_memory_limit(self) -> int | None:
+        """
+        The most bytes kept for reuse with no buffer in them (memory_stats()["kept_bytes"]), None
+        for no limit: at first TAPEWISE_KEPT_MEMORY_LIMIT when set, else 256 MiB on the CPU and no
+        limit on CUDA. Setting it gives back what is kept beyond it; a negative value raises
+        InvalidArgumentError.
+        """
+
+    @kept_memory_limit.setter
+    def kept_memory_limit(self, bytes: int | None) -> None: ...
+
     def synchronize(self) -> None:
         """
         Waits for all queued work; raises CudaFailureError for an asynchronous failure.
