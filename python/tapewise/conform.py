@@ -101,7 +101,9 @@ def run(ops: Union[str, Iterable[str], None] = None, dtype: Optional[str] = None
 
 
 def check(vectors_dir: str, binary: Optional[str] = None) -> Dict[str, Any]:
-    """Runs `tapewise-conform check DIR --json` on an answered vectors folder and returns the report."""
+    """Runs `tapewise-conform check DIR --json` on an answered vectors folder and returns the report
+    (a violation, exit 1, is a normal result). No verdict (exit 2: a suite not answered, or nothing
+    graded for a node, dtype or output) and input errors raise ConformError with the reason."""
     with tempfile.TemporaryDirectory(prefix="tapewise-conform-") as tmp:
         report_path = os.path.join(tmp, "report.json")
         _run_cli(binary, ["check", vectors_dir, "--json", report_path])
