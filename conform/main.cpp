@@ -361,11 +361,14 @@ std::vector<ReportOutput> report_outputs(const CLI::App& sub) {
 }
 
 // Where a report file lands: an existing file's device and inode (any path or link to it), else its
-// absolute path with the folders resolved.
-std::string file_identity(const std::string& path) {
+// absolute path with the folders resolved. A character device (/dev/null, a terminal) takes each
+// report whole, one after the other, so it is no place two reports clash: nullopt.
+std::optional<std::string> file_identity(const std::string& path) {
   struct stat st {};
-  if (::stat(path.c_str(), &st) == 0)
+  if (::stat(path.c_str(), &st) == 0) {
+    if (S_ISCHR(st.st_mode)) return std::nullopt;
     return "inode " + std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino);
+  }
   std::error_code ec;
   const std::filesystem::path absolute = std::filesystem::absolute(path, ec);
   const std::filesystem::path resolved = ec ? absolute : std::filesystem::weakly_canonical(absolute, ec);
@@ -383,7 +386,8 @@ std::optional<std::string> clashing_reports(const std::string& command, const st
                                tc::escaped_prefix(outputs[j].text()) + " both write to ";
       if (first_out && second_out)
         return both + "standard output; write one of them to a file (e.g. --junit report.xml)";
-      if (!first_out && !second_out && file_identity(outputs[i].path) == file_identity(outputs[j].path))
+      const std::optional<std::string> first_file = file_identity(outputs[i].path);
+      if (!first_out && !second_out && first_file && first_file == file_identity(outputs[j].path))
         return both + "the same file; give each report a file of its own";
     }
   return std::nullopt;
@@ -445,7 +449,7 @@ const char* exit_status_footer(const std::string& subcommand) {
       {"ops", "Exit status: 0 the table or card was printed or written; 2 a usage error."},
       {"prove",
        "Exit status: 0 every claim proven; 1 a claim refuted; 2 no verdict (the solver gave no answer, or a node "
-       "outside the model) or a usage error."}};
+       "outside the model) or a usage or backend error."}};
   const auto it = footers.find(subcommand);
   return it == footers.end() ? nullptr : it->second;
 }

@@ -201,7 +201,8 @@ void print_violations(std::ostream& out, const std::vector<Row>& rows) {
 
 namespace {
 
-// The points that failed, one line each (at most a few per check), first the first one found.
+// The points that failed, one line each (the few each check keeps): forward, vjp, special points,
+// fused != staged, then errors.
 std::vector<std::string> failing_points(const Row& row) {
   std::vector<std::string> points;
   for (const auto* acc : {&row.forward, &row.vjp})
