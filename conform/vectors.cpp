@@ -245,8 +245,9 @@ int vectors_command(const VectorsOptions& o) {
               "Each suite is a folder named by its id. Read the files under 'inputs', compute the node "
               "(op(a, a) when 'same'), and write every file under 'outputs' as a .npy of the suite's "
               "dtype and shape. 'random' suites are graded against the MPFR reference within "
-              "spec/bounds.def; 'special' suites bit for bit against 'expected' (any NaN matches any NaN). "
-              "Then run: tapewise-conform check <this folder>."},
+              "spec/bounds.def; 'special' suites bit for bit against spec/special_points, whose values "
+              "'expected' holds (any NaN matches any NaN). A suite left without outputs is not answered: "
+              "no verdict. Then run: tapewise-conform check <this folder>."},
              {"suites", Json::array()}};
   std::int64_t files = 0;
   for (Op op : o.selection.ops) {
