@@ -708,6 +708,13 @@ TEST_F(Cli, EveryReportMatchesItsSchema) {
     EXPECT_EQ(joined(schema_of(schema).errors(read_json(file))), "") << args;
   }
   EXPECT_EQ(joined(schema_of("vectors").errors(read_json("v/index.json"))), "");
+  // A report with violations: its samples and failures match too.
+  set_float_element(path("v/relu_float32_random0/out_y.npy"), 0, 123.0f);
+  set_float_element(path("v/relu_float32_special0/out_dx.npy"), 0, 123.0f);
+  ASSERT_EQ(conform("check v --json bad.json").status, 1);
+  const Json bad = read_json("bad.json");
+  EXPECT_EQ(joined(schema_of("report").errors(bad)), "");
+  EXPECT_FALSE(bad["rows"][4]["forward"]["violating"].empty()) << bad["rows"][4].dump();  // relu float32
   // prove needs a solver: its schema is held against the committed report of a real run.
   EXPECT_EQ(joined(schema_of("prove").errors(Json::parse(slurp(source_path("evidence/prover/prove.json"))))), "");
 
