@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include <nlohmann/json.hpp>
+#include <tapewise/version.hpp>
 
 #include "commands.hpp"
 #include "graph.hpp"
@@ -156,6 +157,8 @@ ReportJson node_json(const NodeCheck& n, const Production& p) {
 // The report without its nodes, which report_text adds one at a time.
 ReportJson report_head(const GraphReport& r, const std::string& file, const ChosenBackend& backend) {
   return ReportJson{{"schema", kGraphReportSchema},
+                    {"tapewise_version", kVersion},
+                    {"spec_sha256", kSpecSha256},
                     {"file", utf8_or_escaped(file)},
                     {"backend", {{"name", backend.name}, {"description", r.backend}, {"why", backend.why}, {"math", backend.math()}}},
                     {"dtype", dtype_name(r.dtype)},

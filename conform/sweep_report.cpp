@@ -6,6 +6,8 @@
 #include <cstring>
 #include <ostream>
 
+#include <tapewise/version.hpp>
+
 #include "cases.hpp"
 #include "measure.hpp"
 
@@ -330,6 +332,8 @@ Json sweep_report_json(const Workers& w, const SweepOptions& o, const std::vecto
                        const Validation& v, bool conforms) {
   Json j;
   j["schema"] = "tapewise-conform.sweep/2";
+  j["tapewise_version"] = kVersion;
+  j["spec_sha256"] = kSpecSha256;
   j["backend"] = w.name;
   j["math"] = math_mode_name(math_mode(*w.backends.front()));
   j["devices"] = w.backends.size();
