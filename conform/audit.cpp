@@ -3,6 +3,7 @@
 // the spec says, what this backend gives on both VJP paths, and the verdict. --markdown writes the
 // same as a document, --json as data (schema tapewise-conform.audit/1, described in the README).
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <iostream>
@@ -56,6 +57,7 @@ struct AuditedPoint {
   std::string verdict;
   std::vector<std::string> failing;  // "y", "dx (fused)", "staged error: ..."
   Json fused, staged;                // {"y", "grads"} each path gave, or {"error"}
+  double seconds = 0;                // what running both paths and comparing took
 };
 
 Json path_json(const std::optional<NodeOutputs>& out, const std::vector<std::string>& names, const SpecialPoint& p,
@@ -140,10 +142,10 @@ Json point_json(const AuditedPoint& a) {
   Json failing = Json::array();
   for (const std::string& f : a.failing) failing.push_back(utf8_or_escaped(f));
   return Json{{"line", p.line},
-              {"dtype", special_dtype_name(p.dtype)},
+              {"dtype", dtype_name(p.dtype)},
               {"same", p.same},
               {"inputs", named_values_json(p.same ? std::vector<std::string>{"a"} : input_names(p.op), p.inputs, p.dtype)},
-              {"scalars", scalars_text(p.op, p.scalars)},
+              {"scalars", scalars_json(p.op, p.scalars)},
               {"g", audit_value(p.g, p.dtype)},
               {"spec", Json{{"y", audit_value(p.y, p.dtype)},
                             {"grads", named_values_json(grad_names(p.op, p.same), p.grads, p.dtype)}}},
@@ -222,18 +224,20 @@ struct NodeAudit {
 std::vector<JunitCase> audit_junit_cases(Op op, const Selection& selection, const std::vector<AuditedPoint>& audited) {
   std::vector<JunitCase> cases;
   for (DType dtype : selection.dtypes) {
-    JunitCase c{std::string("tapewise.audit.") + dtype_name(dtype), op_name(op), "", ""};
+    JunitCase c{std::string("tapewise.audit.") + dtype_name(dtype), op_name(op), "", "", 0.0};
     int points = 0, holding = 0;
     std::string lines;
     for (const AuditedPoint& a : audited) {
       if (a.point->dtype != dtype) continue;
       ++points;
+      c.seconds += a.seconds;
       holding += a.passes ? 1 : 0;
       if (!a.passes) lines += "\nspecial_points line " + std::to_string(a.point->line) + ": " + a.verdict;
     }
     if (points == 0) c.skipped = "spec/special_points has no point of this node in this dtype";
     else if (holding != points)
-      c.failure = std::to_string(points - holding) + " of " + std::to_string(points) + " special points do not hold" + lines;
+      c.failure = std::to_string(points - holding) + " of " + std::to_string(points) +
+                  " special points do not hold; first: " + lines.substr(1, lines.find('\n', 1) - 1) + lines;
     cases.push_back(std::move(c));
   }
   return cases;
@@ -250,7 +254,9 @@ NodeAudit audit_node(const ChosenBackend& be, const SpecialPoints& spec, const S
   for (const SpecialPoint& p : spec.points) {
     if (p.op != op) continue;
     if (std::find(selection.dtypes.begin(), selection.dtypes.end(), p.dtype) == selection.dtypes.end()) continue;
-    const AuditedPoint a = audit_point(be.backend, p);
+    const auto started = std::chrono::steady_clock::now();
+    AuditedPoint a = audit_point(be.backend, p);
+    a.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     result.holding += a.passes ? 1 : 0;
     rows.push_back(point_cells(a));
     json_rows.push_back(point_json(a));

@@ -25,8 +25,15 @@ class App;
 
 namespace tapewise::conform {
 
-// Exit status of every subcommand.
+// Exit status of every subcommand: kUsageError also stands for "no verdict" (nothing graded).
 enum ExitCode : int { kConforms = 0, kViolation = 1, kUsageError = 2 };
+
+// --quiet: main sends the human text (standard output) to /dev/null; the commands also leave out
+// what they say on stderr that is not an error, a warning or a reason for no verdict.
+inline bool& quiet_mode() {
+  static bool quiet = false;
+  return quiet;
+}
 
 struct Selection {
   std::vector<Op> ops;        // in op-table order
@@ -118,6 +125,7 @@ struct CheckOptions {
   std::string dir;
   std::string json_path;
   std::string junit_path;
+  std::string special_points_path;  // the special suites are regraded from this file, never from the folder's
 };
 int check_command(const CheckOptions& options);
 

@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include <nlohmann/json.hpp>
+#include <tapewise/version.hpp>
 
 #include "commands.hpp"
 #include "graph.hpp"
@@ -65,6 +66,14 @@ void print_rows(std::ostream& out, const GraphReport& r) {
         << pad(n.gradient_end_to_end_ulps ? ulps_text(*n.gradient_end_to_end_ulps) : "-", 8, true) << "  "
         << (n.passes() ? "ok" : "FAIL") << "\n";
   }
+  for (const NodeCheck& n : r.nodes) {
+    const std::int64_t accepted = (n.forward ? n.forward->accepted_outside_domain : 0) +
+                                  (n.vjp ? n.vjp->accepted_outside_domain : 0);
+    if (accepted > 0)
+      out << "  '" << n.name << "' (#" << n.id << "): " << accepted
+          << " values above the bound outside the node's domain, accepted: an intermediate of the staging\n"
+             "           overflows or underflows where spec/bounds.def accepts it (as sweep grades them; not in the ulp columns)\n";
+  }
   out << "\n  fwd ulp: the node's value against the reference op at the tape's own parent values (local).\n"
          "  vjp ulp: the contributions the node sent, its VJP re-run alone at the tape's own inputs and upstream\n"
          "           slot, against the reference VJP there (local); bounds from spec/bounds.def. A value\n"
@@ -110,6 +119,7 @@ ReportJson local_json(const std::optional<LocalCheck>& c) {
                     {"violations", c->violations},
                     {"max_ulps", number_json(c->max_ulps)},
                     {"max_ratio", number_json(c->max_ratio)},
+                    {"accepted_outside_domain", c->accepted_outside_domain},
                     {"bound", {{"ulp", c->bound.ulp}, {"abs", c->bound.abs}}}};
 }
 
@@ -147,6 +157,8 @@ ReportJson node_json(const NodeCheck& n, const Production& p) {
 // The report without its nodes, which report_text adds one at a time.
 ReportJson report_head(const GraphReport& r, const std::string& file, const ChosenBackend& backend) {
   return ReportJson{{"schema", kGraphReportSchema},
+                    {"tapewise_version", kVersion},
+                    {"spec_sha256", kSpecSha256},
                     {"file", utf8_or_escaped(file)},
                     {"backend", {{"name", backend.name}, {"description", r.backend}, {"why", backend.why}, {"math", backend.math()}}},
                     {"dtype", dtype_name(r.dtype)},

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <iostream>
 #include <map>
@@ -16,6 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -247,6 +250,8 @@ Subcommand add_check(CLI::App& app) {
       ->type_name("FILE|-");
   check->add_option("--junit", o->junit_path, "write a JUnit XML report, one test case per node and dtype (- for standard output)")
       ->type_name("FILE|-");
+  check->add_option("--special-points", o->special_points_path,
+                    "the special points the special suites are regraded from (default: the runner's own, as for run)");
   return {check, [o] { return tc::guarded("check", [&] { return tc::check_command(*o); }); }};
 }
 
@@ -339,16 +344,53 @@ std::optional<std::string> unknown_option_message(const CLI::App& sub, const std
   return std::nullopt;
 }
 
-// The options of the parsed `sub` that send a machine-read report to standard output ("-").
-std::vector<std::string> reports_to_standard_output(const CLI::App& sub) {
-  std::vector<std::string> to_stdout;
-  for (const char* name : {"--json", "--junit"}) {
+// A report the parsed subcommand was asked to write: the option and its path.
+struct ReportOutput {
+  std::string option, path;
+  std::string text() const { return option + " " + path; }
+};
+
+std::vector<ReportOutput> report_outputs(const CLI::App& sub) {
+  std::vector<ReportOutput> outputs;
+  for (const char* name : {"--json", "--junit", "--markdown"}) {
     const CLI::Option* option = sub.get_option_no_throw(name);
     if (option == nullptr) continue;
-    for (const std::string& value : option->results())
-      if (value == "-" || value == "/dev/stdout") to_stdout.push_back(std::string(name) + " " + value);
+    for (const std::string& value : option->results()) outputs.push_back({name, value});
   }
-  return to_stdout;
+  return outputs;
+}
+
+// Where a report file lands: an existing file's device and inode (any path or link to it), else its
+// absolute path with the folders resolved. A character device (/dev/null, a terminal) takes each
+// report whole, one after the other, so it is no place two reports clash: nullopt.
+std::optional<std::string> file_identity(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    if (S_ISCHR(st.st_mode)) return std::nullopt;
+    return "inode " + std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino);
+  }
+  std::error_code ec;
+  const std::filesystem::path absolute = std::filesystem::absolute(path, ec);
+  const std::filesystem::path resolved = ec ? absolute : std::filesystem::weakly_canonical(absolute, ec);
+  return "path " + (ec ? absolute.lexically_normal().string() : resolved.string());
+}
+
+// Two reports on one stream would interleave into neither JSON nor XML, and two to one file would
+// overwrite each other: the message refusing the first such pair, nullopt when each has its own.
+std::optional<std::string> clashing_reports(const std::string& command, const std::vector<ReportOutput>& outputs) {
+  for (std::size_t i = 0; i < outputs.size(); ++i)
+    for (std::size_t j = i + 1; j < outputs.size(); ++j) {
+      const bool first_out = tc::names_standard_output(outputs[i].path);
+      const bool second_out = tc::names_standard_output(outputs[j].path);
+      const std::string both = command + ": " + tc::escaped_prefix(outputs[i].text()) + " and " +
+                               tc::escaped_prefix(outputs[j].text()) + " both write to ";
+      if (first_out && second_out)
+        return both + "standard output; write one of them to a file (e.g. --junit report.xml)";
+      const std::optional<std::string> first_file = file_identity(outputs[i].path);
+      if (!first_out && !second_out && first_file && first_file == file_identity(outputs[j].path))
+        return both + "the same file; give each report a file of its own";
+    }
+  return std::nullopt;
 }
 
 // With --json - (or --junit -), standard output carries the report alone: the human text (table,
@@ -361,6 +403,18 @@ void move_human_text_to_stderr() {
   tc::machine_output_fd() = report_fd;
 }
 
+// --quiet: the human text (whatever is now standard output) goes to /dev/null; a report sent to
+// standard output ("-") still reaches the original one.
+void silence_human_text() {
+  tc::quiet_mode() = true;
+  std::cout.flush();
+  std::fflush(stdout);
+  const int null_fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+  if (null_fd < 0) return;  // the text stays where it was: louder, never lost
+  ::dup2(null_fd, STDOUT_FILENO);
+  ::close(null_fd);
+}
+
 // The command's status, unless its standard output could not be written (a full disk, a closed
 // pipe, /dev/full): then the table and verdict were lost, and that is an error, not a pass.
 int with_stdout_written(int status) {
@@ -369,6 +423,35 @@ int with_stdout_written(int status) {
   if (!lost) return status;
   std::cerr << "tapewise-conform: cannot write to standard output: " << std::strerror(errno) << "\n";
   return tc::kUsageError;
+}
+
+// What each subcommand's exit statuses mean, at the end of its --help (sweep's own footer says it).
+const char* exit_status_footer(const std::string& subcommand) {
+  static const std::map<std::string, const char*> footers = {
+      {"run",
+       "Exit status: 0 every node conforms in every dtype run; 1 a violation; 2 no verdict (a node, dtype or output "
+       "with nothing graded, or no special point) or a usage, input or backend error."},
+      {"audit",
+       "Exit status: 0 every special point holds on both VJP paths; 1 one does not; 2 no verdict (a selected node "
+       "and dtype without rows in the special points) or a usage, input or backend error."},
+      {"eval",
+       "Exit status: 0 the outputs were written; 1 the node failed on the backend (nothing written); 2 a usage or "
+       "input error. eval grades nothing."},
+      {"vectors", "Exit status: 0 the suite was written; 2 a usage or input error. vectors grades nothing."},
+      {"check",
+       "Exit status: 0 every node conforms; 1 a violation (a value off its bound or its special point, or an "
+       "answered suite with an output missing or malformed); 2 no verdict (a suite not answered, or a node, dtype "
+       "or output with nothing graded) or a usage or input error (an index, input or special point that cannot "
+       "be read)."},
+      {"graph",
+       "Exit status: 0 every node's values and gradients conform; 1 a violation; 2 no verdict (a node with nothing "
+       "graded), a bad graph, or a usage or backend error."},
+      {"ops", "Exit status: 0 the table or card was printed or written; 2 a usage error."},
+      {"prove",
+       "Exit status: 0 every claim proven; 1 a claim refuted; 2 no verdict (the solver gave no answer, or a node "
+       "outside the model) or a usage or backend error."}};
+  const auto it = footers.find(subcommand);
+  return it == footers.end() ? nullptr : it->second;
 }
 
 }  // namespace
@@ -397,14 +480,22 @@ static int run_command_line(int argc, char** argv) {
   // Handled above, before parsing (alone on the line); registered so that --help lists it.
   bool version_listed = false;
   app.add_flag("-V,--version", version_listed, "print the version and the hash of the spec files, then exit");
-  app.footer("Exit status: 0 conforms, 1 a violation, 2 a usage or input error.");
+  app.footer("Exit status: 0 conforms, 1 a violation, 2 no verdict or a usage or input error; each subcommand's "
+             "--help says what its own mean.");
   CommonText common;
   const Subcommand subcommands[] = {
       add_run(app, common), add_audit(app, common), add_eval(app, common), add_vectors(app, common),
       add_check(app),       add_graph(app, common), add_sweep(app),        add_ops(app),
       add_prove(app, common)};
   std::vector<std::string> subcommand_names;
-  for (const Subcommand& sub : subcommands) subcommand_names.push_back(sub.app->get_name());
+  bool quiet = false;
+  for (const Subcommand& sub : subcommands) {
+    subcommand_names.push_back(sub.app->get_name());
+    sub.app->add_flag("-q,--quiet", quiet,
+                      "print nothing on standard output but a report sent there (-); errors, warnings and the "
+                      "reason for no verdict still go to stderr");
+    if (const char* footer = exit_status_footer(sub.app->get_name())) sub.app->footer(footer);
+  }
   if (!help && std::find(subcommand_names.begin(), subcommand_names.end(), args[0]) == subcommand_names.end())
     return usage_error("unknown subcommand '" + tc::escaped_prefix(args[0]) + "'" +
                        tc::did_you_mean(args[0], subcommand_names) + " (subcommands: run, audit, eval, vectors, "
@@ -426,12 +517,13 @@ static int run_command_line(int argc, char** argv) {
   }
   for (const Subcommand& sub : subcommands) {
     if (!sub.app->parsed()) continue;
-    const std::vector<std::string> to_stdout = reports_to_standard_output(*sub.app);
-    // Two reports interleaved on one stream would be neither JSON nor XML.
-    if (to_stdout.size() > 1)
-      return usage_error(sub.app->get_name() + ": " + to_stdout[0] + " and " + to_stdout[1] +
-                         " both write to standard output; write one of them to a file (e.g. --junit report.xml)");
-    if (!to_stdout.empty()) move_human_text_to_stderr();
+    const std::vector<ReportOutput> outputs = report_outputs(*sub.app);
+    if (auto clash = clashing_reports(sub.app->get_name(), outputs)) return usage_error(*clash);
+    const bool report_to_stdout = std::any_of(outputs.begin(), outputs.end(), [](const ReportOutput& o) {
+      return tc::names_standard_output(o.path);
+    });
+    if (report_to_stdout) move_human_text_to_stderr();
+    if (quiet) silence_human_text();
     return with_stdout_written(sub.run());
   }
   return usage_error("no subcommand");

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cases.hpp"
+#include "commands.hpp"  // quiet_mode
 #include "measure.hpp"
 
 namespace tapewise::conform::sweep_internal {
@@ -289,7 +290,7 @@ struct SweepProgress {
     line.advance(now - reported);
     reported = now;
     const auto t = std::chrono::steady_clock::now();
-    if (!log || std::chrono::duration<double>(t - last_log).count() < kProgressLogSeconds) return;
+    if (!log || quiet_mode() || std::chrono::duration<double>(t - last_log).count() < kProgressLogSeconds) return;
     last_log = t;
     const double elapsed = std::chrono::duration<double>(t - start).count();
     const double share = static_cast<double>(now) / static_cast<double>(total);
@@ -376,9 +377,11 @@ constexpr std::uint64_t kCalibrationCases = 2048;
   TAPEWISE_TRY(seconds, estimate_cpu_seconds(w, plans));
   std::uint64_t cases = 0;
   for (const Plan& p : plans) cases += p.cases();
-  std::cerr << "tapewise-conform sweep: " << cases << " cases on the CPU, estimated " << duration_text(seconds)
-            << " (timed on a sample of each node; MPFR re-checks and validation come on top)\n";
-  if (seconds <= kCpuSweepLimitSeconds || o.allow_long) return {};
+  const bool refused = seconds > kCpuSweepLimitSeconds && !o.allow_long;
+  if (!quiet_mode() || refused)
+    std::cerr << "tapewise-conform sweep: " << cases << " cases on the CPU, estimated " << duration_text(seconds)
+              << " (timed on a sample of each node; MPFR re-checks and validation come on top)\n";
+  if (!refused) return {};
   return fail(ErrorCode::InvalidArgument,
               "a CPU sweep of about " + duration_text(seconds) + " is refused without --allow-long (the limit is " +
                   duration_text(kCpuSweepLimitSeconds) + "): narrow it with --ops, --dtype, --range or --stride, run " +

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <ostream>
 
+#include <tapewise/version.hpp>
+
 #include "cases.hpp"
 #include "measure.hpp"
 
@@ -30,14 +32,6 @@ std::string op_names(const std::vector<Op>& ops) {
   std::string names;
   for (Op op : ops) names += (names.empty() ? "" : ", ") + std::string(op_name(op));
   return names;
-}
-
-// Whether spec/bounds.def accepts values above the bound for this cause (only outside the domain).
-bool cause_accepted(Op op, DType dtype, int cause) {
-  const reference::OutsideDomain outside = reference::accepted_outside_domain(op, dtype);
-  if (cause == kCauseOverflow) return reference::accepts_overflow(outside);
-  if (cause == kCauseUnderflow) return reference::accepts_underflow(outside);
-  return false;
 }
 
 std::string format_ulps(unsigned long long key) {
@@ -338,6 +332,8 @@ Json sweep_report_json(const Workers& w, const SweepOptions& o, const std::vecto
                        const Validation& v, bool conforms) {
   Json j;
   j["schema"] = "tapewise-conform.sweep/2";
+  j["tapewise_version"] = kVersion;
+  j["spec_sha256"] = kSpecSha256;
   j["backend"] = w.name;
   j["math"] = math_mode_name(math_mode(*w.backends.front()));
   j["devices"] = w.backends.size();
@@ -360,17 +356,25 @@ namespace tapewise::conform {
 // cause its row does not accept, or a re-check that disagrees with MPFR.
 std::string node_failure(const NodeResult& n) {
   if (!n.error.empty()) return n.error;
-  std::string text = "does not conform:";
+  std::vector<std::string> details;  // one per output that fails, naming a failing case
   for (const OutputResult& o : n.outputs) {
     if (output_conforms(n.plan, o)) continue;
-    text += std::string("\n") + output_name(n.plan.op, o.request.output) + " at g=" + std::to_string(o.request.g) + ":";
+    std::string text = std::string(output_name(n.plan.op, o.request.output)) + " at g=" + std::to_string(o.request.g) + ":";
     for (int c = 0; c < kCauseCount; ++c)
-      if (o.tally.above_by_cause[c] > 0 && !cause_accepted(n.plan.op, n.plan.dtype, c))
+      if (o.tally.above_by_cause[c] > 0 && !cause_accepted(n.plan.op, n.plan.dtype, c)) {
         text += " " + std::to_string(o.tally.above_by_cause[c]) + " above the bound (" + cause_name(c) + ")";
+        if (const unsigned long long key = o.tally.cause_example_key[c]; key > 0) {  // 1 + a case's index
+          const auto index = static_cast<std::uint32_t>(key - 1);
+          text += ", e.g. case " + input_text(n.plan, case_inputs(n.plan.job, index), index);
+        }
+      }
     for (const Recheck& r : o.rechecks)
-      if (!r.agrees) text += " the sweep's reference disagrees with MPFR at case " + std::to_string(r.index);
+      if (!r.agrees) text += " the sweep's reference disagrees with MPFR at case " + input_text(n.plan, r.in, r.index);
+    details.push_back(text);
   }
-  return text;
+  std::string failure = "does not conform" + (details.empty() ? std::string() : ": " + details.front());
+  for (const std::string& d : details) failure += "\n" + d;
+  return failure;
 }
 
 // One test case per node (with its scalars where it is swept at several) and dtype swept, or skipped
@@ -379,17 +383,17 @@ std::vector<JunitCase> sweep_junit_cases(const SweepOptions& o, const std::vecto
   std::vector<JunitCase> cases;
   for (const NodeResult& n : nodes)
     cases.push_back({std::string("tapewise.sweep.") + dtype_name(n.plan.dtype), node_label(n.plan),
-                     node_conforms(n) ? "" : node_failure(n), ""});
+                     node_conforms(n) ? "" : node_failure(n), "", n.seconds});
   for (Op op : o.not_swept)
     for (DType dtype : o.dtypes)
       cases.push_back({std::string("tapewise.sweep.") + dtype_name(dtype), op_name(op), "",
-                       "no sweep reference (spec/bounds.def: TAPEWISE_NOT_SWEPT)"});
+                       "no sweep reference (spec/bounds.def: TAPEWISE_NOT_SWEPT)", 0.0});
   std::string validation_failure;
   if (v.failures > 0) {
     validation_failure = std::to_string(v.failures) + " of " + std::to_string(v.values) + " reference values disagree with MPFR";
     for (const std::string& e : v.examples) validation_failure += "\n" + e;
   }
-  cases.push_back({"tapewise.sweep", "reference-validation", validation_failure, ""});
+  cases.push_back({"tapewise.sweep", "reference-validation", validation_failure, "", 0.0});
   return cases;
 }
 

@@ -5,6 +5,7 @@
 // check reads only regular files inside the suite folders, by the names the schema defines.
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -40,14 +41,6 @@ struct Suite {
   NodeOutputs expected;                           // y and the gradients
   std::vector<std::pair<int, std::string>> rows;  // special: (line, note) per element
 };
-
-Json scalar_json(Op op, const Scalars& s) {
-  Json out = Json::object();
-  const OpInfo& info = op_info(op);
-  const double values[2] = {s.s0, s.s1};
-  for (int i = 0; i < info.scalar_count(); ++i) out[info.scalar_names[i]] = number_json(values[i]);
-  return out;
-}
 
 bool same_scalars(const Scalars& a, const Scalars& b) {
   return std::memcmp(&a.s0, &b.s0, sizeof(double)) == 0 && std::memcmp(&a.s1, &b.s1, sizeof(double)) == 0;
@@ -160,7 +153,7 @@ std::vector<Suite> special_suites(Op op, DType dtype, const SpecialPoints& spec)
                      {"dtype", dtype_name(s.dtype)},
                      {"kind", s.special ? "special" : "random"},
                      {"grading", s.special ? "exact" : "reference"},
-                     {"scalars", scalar_json(s.op, s.scalars)},
+                     {"scalars", scalars_json(s.op, s.scalars)},
                      {"same", s.same},
                      {"count", s.batch.size()},
                      {"inputs", inputs},
@@ -236,7 +229,7 @@ int vectors_command(const VectorsOptions& o) {
   if (!spec_path) return usage(spec_path.error().message);
   auto spec = load_spec_points(*spec_path);
   if (!spec) return usage(spec.error().message);
-  std::cerr << "special points: " << *spec_path << "\n";
+  if (!quiet_mode()) std::cerr << "special points: " << *spec_path << "\n";
   const fs::path dir(o.dir);
   std::error_code ec;
   fs::create_directories(dir, ec);
@@ -252,8 +245,9 @@ int vectors_command(const VectorsOptions& o) {
               "Each suite is a folder named by its id. Read the files under 'inputs', compute the node "
               "(op(a, a) when 'same'), and write every file under 'outputs' as a .npy of the suite's "
               "dtype and shape. 'random' suites are graded against the MPFR reference within "
-              "spec/bounds.def; 'special' suites bit for bit against 'expected' (any NaN matches any NaN). "
-              "Then run: tapewise-conform check <this folder>."},
+              "spec/bounds.def; 'special' suites bit for bit against spec/special_points, whose values "
+              "'expected' holds (any NaN matches any NaN). A suite left without outputs is not answered: "
+              "no verdict. Then run: tapewise-conform check <this folder>."},
              {"suites", Json::array()}};
   std::int64_t files = 0;
   for (Op op : o.selection.ops) {
@@ -292,35 +286,32 @@ int vectors_command(const VectorsOptions& o) {
 
 namespace {
 
-// The suite's own files (inputs, g and, for a special suite, the expected values): a broken one is
-// an input error, not the implementation's fault.
-[[nodiscard]] Result<void> read_suite_inputs(const fs::path& folder, const std::string& where, Suite& s,
-                                             NodeOutputs& expected) {
+// The suite's own files (inputs and g): a broken one is an input error, not the implementation's
+// fault. A special suite's expected values are not read: check takes them from spec/special_points.
+[[nodiscard]] Result<void> read_suite_inputs(const fs::path& folder, const std::string& where, Suite& s) {
   auto g = read_suite_file(folder, input_file("g"), s.dtype);
   TAPEWISE_CHECK(g);
   s.batch.g = std::move(*g);
   if (s.batch.g.dtype != s.dtype) return fail(ErrorCode::InvalidArgument, where + ": g is not " + dtype_name(s.dtype));
-  auto read_like_g = [&](const std::string& file, const std::string& name) -> Result<HostArray> {
-    auto a = read_suite_file(folder, file, s.dtype);
-    if (!a) return a;
-    if (auto why = check_shape(*a, s, name); !why.empty()) return fail(ErrorCode::InvalidArgument, where + ": " + why);
-    return a;
-  };
   for (const std::string& name : suite_input_names(s.op, s.same)) {
-    auto a = read_like_g(input_file(name), name);
+    auto a = read_suite_file(folder, input_file(name), s.dtype);
     TAPEWISE_CHECK(a);
+    if (auto why = check_shape(*a, s, name); !why.empty()) return fail(ErrorCode::InvalidArgument, where + ": " + why);
     s.batch.inputs.push_back(std::move(*a));
   }
-  if (!s.special) return {};
-  auto y = read_like_g(expected_file("y"), "expected y");
-  TAPEWISE_CHECK(y);
-  expected.y = std::move(*y);
-  for (const std::string& name : suite_grad_names(s.op, s.same)) {
-    auto e = read_like_g(expected_file(name), "expected " + name);
-    TAPEWISE_CHECK(e);
-    expected.grads.push_back(std::move(*e));
-  }
   return {};
+}
+
+// Whether the implementation wrote any of the suite's outputs (a file, folder or link by that name):
+// a suite with none of them was not answered.
+bool any_output_present(const fs::path& folder, const Suite& s) {
+  std::vector<std::string> names{"y"};
+  for (const std::string& n : suite_grad_names(s.op, s.same)) names.push_back(n);
+  for (const std::string& name : names) {
+    struct stat st {};
+    if (::lstat((folder / output_file(name)).c_str(), &st) == 0) return true;
+  }
+  return false;
 }
 
 // The implementation's outputs. Returns what is wrong ("" when all are there and well-formed): a
@@ -337,29 +328,44 @@ std::string read_outputs(const fs::path& folder, const std::string& where, const
   return "";
 }
 
-// A special suite, element by element, bit for bit against its expected values.
-void grade_special_suite(const Suite& s, const NodeOutputs& expected, const NodeOutputs& produced, Row& row) {
+// The spec's row for element i of special suite s: the point of `spec` with the suite's op, dtype,
+// scalars and `same`, and the element's inputs and g (bit for bit; NaN matches NaN). nullptr when
+// the spec has none: the suite was written against another spec, or its inputs were changed.
+const SpecialPoint* spec_point_for(const SpecialPoints& spec, const Suite& s, std::int64_t i) {
+  for (const SpecialPoint& p : spec.points) {
+    if (p.op != s.op || p.dtype != s.dtype || p.same != s.same || !same_scalars(p.scalars, s.scalars)) continue;
+    if (!same_bits(p.g, s.batch.g.as_double(i), s.dtype)) continue;
+    bool inputs_match = p.inputs.size() == s.batch.inputs.size();
+    for (std::size_t k = 0; inputs_match && k < p.inputs.size(); ++k)
+      inputs_match = same_bits(p.inputs[k], s.batch.inputs[k].as_double(i), s.dtype);
+    if (inputs_match) return &p;
+  }
+  return nullptr;
+}
+
+// A special suite, element by element, bit for bit against the spec's own values: regraded from
+// spec/special_points (`spec`, read from `spec_path`), never from the folder's expected_*.npy, which
+// an implementation under test could have rewritten. An element that is no row of the spec is an
+// input error.
+[[nodiscard]] Result<void> grade_special_suite(const Suite& s, const SpecialPoints& spec, const std::string& spec_path,
+                                               const std::string& where, const NodeOutputs& produced, Row& row) {
   for (std::int64_t i = 0; i < s.batch.size(); ++i) {
-    SpecialPoint p;
-    p.op = s.op;
-    p.dtype = s.dtype;
-    p.scalars = s.scalars;
-    p.same = s.same;
-    for (const HostArray& a : s.batch.inputs) p.inputs.push_back(a.as_double(i));
-    p.g = s.batch.g.as_double(i);
-    p.y = expected.y.as_double(i);
-    for (const HostArray& e : expected.grads) p.grads.push_back(e.as_double(i));
-    const auto [line, note] = i < static_cast<std::int64_t>(s.rows.size()) ? s.rows[static_cast<std::size_t>(i)]
-                                                                           : std::pair<int, std::string>{0, ""};
+    const SpecialPoint* p = spec_point_for(spec, s, i);
+    if (p == nullptr)
+      return fail(ErrorCode::InvalidArgument,
+                  where + ": element " + std::to_string(i) + " (inputs and g of " + input_file("g") +
+                      " and the others) is not a row of " + spec_path + " for " + op_name(s.op) + " " +
+                      dtype_name(s.dtype) + "; was the folder written against another spec, or its inputs changed?");
     ++row.special.total;
-    const PointVerdict v = grade_special_point(p, produced, i);
+    const PointVerdict v = grade_special_point(*p, produced, i);
     if (v.passes()) {
       ++row.special.passed;
     } else {
-      row.special.failures.push_back(s.id + "[" + std::to_string(i) + "] (spec/special_points:" + std::to_string(line) +
-                                     "): " + v.mismatch_text(p, produced, i));
+      row.special.failures.push_back(s.id + "[" + std::to_string(i) + "] (spec/special_points:" + std::to_string(p->line) +
+                                     "): " + v.mismatch_text(*p, produced, i));
     }
   }
+  return {};
 }
 
 [[nodiscard]] Result<VectorsIndex> read_index(const fs::path& dir) {
@@ -388,7 +394,8 @@ void warn_if_other_spec(const VectorsIndex& index, const std::string& where) {
 // op-table order. A suite whose outputs are missing or malformed counts as errors of its row; an
 // index or folder that cannot be read is an error of the whole check.
 [[nodiscard]] Result<std::vector<Row>> grade_suites(const VectorsIndex& index, const fs::path& root,
-                                                    const std::string& index_path) {
+                                                    const std::string& index_path, const SpecialPoints& spec,
+                                                    const std::string& spec_path) {
   std::vector<Row> rows;  // one per (op, dtype), in op-table order
   auto row_for = [&](Op op, DType dtype) -> Row& {
     for (Row& r : rows)
@@ -398,25 +405,28 @@ void warn_if_other_spec(const VectorsIndex& index, const std::string& where) {
   };
 
   for (const IndexedSuite& entry : index.suites) {
+    const auto started = std::chrono::steady_clock::now();
     Suite s = suite_from_index(entry);
     const std::string where = index_path + ": suite " + s.id;
     const auto folder = resolved_suite_folder(root, s.id);
     TAPEWISE_CHECK(folder);
-    NodeOutputs expected;
-    TAPEWISE_CHECK(read_suite_inputs(*folder, where, s, expected));
+    TAPEWISE_CHECK(read_suite_inputs(*folder, where, s));
 
     Row& row = row_for(s.op, s.dtype);
+    if (!any_output_present(*folder, s)) {
+      row.unanswered.push_back(s.id);
+      continue;
+    }
     NodeOutputs produced;
     if (const std::string problem = read_outputs(*folder, where, s, produced); !problem.empty()) {
       row.errors.push_back(problem);
       if (s.special) row.special.total += static_cast<int>(s.batch.size());
-      continue;
-    }
-    if (s.special) {
-      grade_special_suite(s, expected, produced, row);
+    } else if (s.special) {
+      TAPEWISE_CHECK(grade_special_suite(s, spec, spec_path, where, produced, row));
     } else {
       grade_against_reference(s.batch, produced, row);  // a random suite is graded as `run` grades
     }
+    row.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   }
   std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
     return std::pair(static_cast<int>(a.op), static_cast<int>(a.dtype)) <
@@ -447,16 +457,24 @@ int check_command(const CheckOptions& o) {
   std::error_code ec;
   const fs::path root = fs::canonical(dir, ec);
   if (ec) return usage(dir.string() + ": " + ec.message());
+  const auto spec_path = find_special_points(o.special_points_path);
+  if (!spec_path) return usage(spec_path.error().message);
+  const auto spec = load_spec_points(*spec_path);
+  if (!spec) return usage(spec.error().message);
+  if (!quiet_mode()) std::cerr << "special points: " << *spec_path << "\n";
 
-  auto graded = grade_suites(*index, root, index_path);
+  auto graded = grade_suites(*index, root, index_path, *spec, *spec_path);
   if (!graded) return usage(graded.error().message);
   const std::vector<Row>& rows = *graded;
 
   std::cout << "implementation under test: the outputs in " << dir.string() << " (suite seed " << index->seed << ", "
             << index->cases << " random cases per node and dtype)\n\n";
-  print_table_header(std::cout);
+  std::int64_t largest_cases = 0;
+  for (const Row& r : rows) largest_cases = std::max(largest_cases, r.cases);
+  const TableLayout layout = table_layout(largest_cases);
+  print_table_header(std::cout, layout);
   for (std::size_t i = 0; i < rows.size(); ++i)
-    print_table_row(std::cout, rows[i], i == 0 || rows[i - 1].op != rows[i].op);
+    print_table_row(std::cout, rows[i], i == 0 || rows[i - 1].op != rows[i].op, layout);
   const Summary summary = summarize(rows);
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::cout << "\n";
@@ -464,7 +482,7 @@ int check_command(const CheckOptions& o) {
   print_violations(std::cout, rows);
   std::cout << "\n" << summary.line() << "\n";
   // The index's special suites are the spec's rows: a suite written without them cannot pass.
-  if (const auto missing = missing_evidence(rows, true); summary.conforms() && !missing.empty()) {
+  if (const auto missing = missing_evidence(rows, true); !summary.violates() && !missing.empty()) {
     for (const std::string& line : missing) std::cerr << "tapewise-conform check: no verdict: " << line << "\n";
     return kUsageError;
   }

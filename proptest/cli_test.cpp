@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -22,6 +23,7 @@
 #include <tapewise/op.hpp>
 #include <tapewise/version.hpp>
 
+#include "json_schema.hpp"
 #include "npy.hpp"
 #include "test_support.hpp"
 
@@ -121,6 +123,16 @@ class Cli : public ::testing::Test {
 void write_float_npy(const fs::path& path, std::vector<float> values) {
   const tapewise::HostArray a = tapewise::HostArray::of<float>(tapewise::Shape{static_cast<std::int64_t>(values.size())}, values);
   ASSERT_TRUE(tapewise::conform::write_npy(path.string(), a));
+}
+
+// Sets element `i` of a float32 .npy file to `value`, leaving the others as they are.
+void set_float_element(const fs::path& path, std::size_t i, float value) {
+  auto a = tapewise::conform::read_npy(path.string());
+  ASSERT_TRUE(a) << a.error().str();
+  ASSERT_EQ(a->dtype, tapewise::DType::float32);
+  ASSERT_LT(i, static_cast<std::size_t>(a->numel()));
+  std::memcpy(a->bytes.data() + i * sizeof value, &value, sizeof value);
+  ASSERT_TRUE(tapewise::conform::write_npy(path.string(), *a));
 }
 
 // --- 1: a folder where a file belongs ---------------------------------------------------------------
@@ -388,14 +400,15 @@ TEST_F(Cli, VersionAndSpecHashAreReported) {
   Json index = make_vectors();
   EXPECT_EQ(index["tapewise_version"], tapewise::kVersion);
   EXPECT_EQ(index["spec_sha256"], tapewise::kSpecSha256);
+  answer_vectors("v");
   const Ran same = conform("check v --json check.json");
-  EXPECT_EQ(same.status, 1) << same.err;  // nothing answered yet
+  EXPECT_EQ(same.status, 0) << same.err;
   EXPECT_EQ(same.err.find("warning"), std::string::npos) << same.err;
   EXPECT_EQ(read_json("check.json")["spec_sha256"], tapewise::kSpecSha256);
   index["spec_sha256"] = "0000";
   write_json("v/index.json", index);
   const Ran other = conform("check v");
-  EXPECT_EQ(other.status, 1) << other.err;  // graded all the same
+  EXPECT_EQ(other.status, 0) << other.err;  // graded all the same
   EXPECT_NE(other.err.find("warning: v/index.json was written against another spec (sha256 0000"), std::string::npos)
       << other.err;
 }
@@ -454,9 +467,10 @@ TEST_F(Cli, AReportNamingAPathThatIsNotUtf8IsWrittenWhole) {
   const Json report = read_json("r.json");
   EXPECT_EQ(report["special_points_file"], "sp\\xff");
   make_vectors();
+  answer_vectors("v");
   fs::rename(path("v"), path("v\xfe"));
   const Ran check = conform("check 'v\xfe' --json c.json");
-  EXPECT_EQ(check.status, 1) << check.err;  // nothing answered: graded, and the report written
+  EXPECT_EQ(check.status, 0) << check.err;  // graded, and the report written
   EXPECT_EQ(read_json("c.json")["implementation"]["dir"], "v\\xfe");
 }
 
@@ -600,6 +614,133 @@ TEST_F(Cli, CheckPassesOnlyWithRandomAndSpecialCasesOfEveryRow) {
   expect_usage_error("check w", "no verdict: relu float32: no forward value graded");
 }
 
+// A folder nobody answered says nothing of an implementation: no verdict (exit 2) naming the suites,
+// not a violation; a folder answered but for one dtype is no verdict for that dtype's rows.
+TEST_F(Cli, CheckOfAnUnansweredFolderIsNoVerdict) {
+  make_vectors();
+  const Ran untouched = conform("check v");
+  EXPECT_EQ(untouched.status, 2) << untouched.out << untouched.err;
+  EXPECT_NE(untouched.err.find("no verdict: relu float32: not answered: no out_*.npy in relu_float32_random0"),
+            std::string::npos) << untouched.err;
+  EXPECT_NE(untouched.out.find("0/2 nodes conform; no verdict for 2 (8 rows with nothing graded)"), std::string::npos)
+      << untouched.out;
+
+  answer_vectors("v");
+  for (const auto& entry : fs::directory_iterator(path("v")))
+    if (entry.path().filename().string().find("_bfloat16_") != std::string::npos)
+      for (const auto& file : fs::directory_iterator(entry.path()))
+        if (file.path().filename().string().starts_with("out_")) fs::remove(file.path());
+  const Ran no_bfloat16 = conform("check v --json r.json");
+  EXPECT_EQ(no_bfloat16.status, 2) << no_bfloat16.out << no_bfloat16.err;
+  EXPECT_NE(no_bfloat16.err.find("no verdict: max bfloat16: not answered"), std::string::npos) << no_bfloat16.err;
+  EXPECT_EQ(no_bfloat16.err.find("float32: not answered"), std::string::npos) << no_bfloat16.err;
+  EXPECT_NE(no_bfloat16.out.find("no verdict for 2 (2 rows with nothing graded)"), std::string::npos) << no_bfloat16.out;
+  EXPECT_FALSE(fs::exists(path("r.json"))) << "no report without a verdict";
+
+  // One output of an answered suite missing is the implementation's violation, not a lack of answers.
+  answer_vectors("v");
+  fs::remove(path("v/relu_float32_random0/out_dx.npy"));
+  const Ran missing_one = conform("check v");
+  EXPECT_EQ(missing_one.status, 1) << missing_one.out << missing_one.err;
+  EXPECT_NE(missing_one.out.find("relu_float32_random0/out_dx.npy: cannot open"), std::string::npos) << missing_one.out;
+}
+
+// check grades special suites against its own spec/special_points: an implementation that rewrites a
+// folder's expected values to match its answers is still graded against the spec, and inputs that
+// are no row of the spec are an input error.
+TEST_F(Cli, CheckRegradesSpecialSuitesFromTheSpec) {
+  make_vectors();
+  answer_vectors("v");
+  const fs::path suite = path("v/relu_float32_special0");
+  set_float_element(suite / "out_dx.npy", 0, 123.0f);
+  set_float_element(suite / "expected_dx.npy", 0, 123.0f);
+  const Ran wrong = conform("check v --junit r.xml");
+  EXPECT_EQ(wrong.status, 1) << wrong.out << wrong.err;
+  EXPECT_NE(wrong.out.find("relu_float32_special0[0] (spec/special_points:"), std::string::npos) << wrong.out;
+  EXPECT_NE(wrong.out.find("got 0x1.ecp+6 (123"), std::string::npos) << wrong.out;
+  // The JUnit failure names the point in its message, and every test case says what it took.
+  const std::string junit = slurp(path("r.xml"));
+  EXPECT_NE(junit.find("<failure message=\"fails: special; first: special point relu_float32_special0[0]"),
+            std::string::npos) << junit;
+  EXPECT_EQ(junit.find("<testcase classname=\"tapewise.check.float32\" name=\"relu\"/>"), std::string::npos);
+  EXPECT_NE(junit.find("name=\"relu\" time=\""), std::string::npos) << junit;
+
+  answer_vectors("v");
+  set_float_element(suite / "x.npy", 0, 0.375f);
+  const Ran other_inputs = conform("check v");
+  EXPECT_EQ(other_inputs.status, 2) << other_inputs.out << other_inputs.err;
+  EXPECT_NE(other_inputs.err.find("suite relu_float32_special0: element 0"), std::string::npos) << other_inputs.err;
+  EXPECT_NE(other_inputs.err.find("is not a row of"), std::string::npos) << other_inputs.err;
+}
+
+// --- every report against its JSON Schema (spec/schemas/) -----------------------------------------
+
+fs::path source_path(const std::string& relative) {
+  return fs::path(TAPEWISE_SPECIAL_POINTS).parent_path().parent_path() / relative;  // <source>/spec/special_points
+}
+
+tapewise::testing::JsonSchema schema_of(const std::string& name) {
+  return tapewise::testing::JsonSchema(Json::parse(slurp(source_path("spec/schemas/" + name + ".schema.json"))));
+}
+
+std::string joined(const std::vector<std::string>& lines) {
+  std::string text;
+  for (const std::string& line : lines) text += line + "\n";
+  return text;
+}
+
+TEST_F(Cli, EveryReportMatchesItsSchema) {
+  std::ofstream(path("g.json")) << kPlainGraph;
+  make_vectors();
+  answer_vectors("v");
+  const std::vector<std::pair<std::string, std::string>> writes = {
+      {"run --ops clamp,relu,max --backend cpu --cases 20 --seed 1 --json run.json", "report"},
+      {"check v --json check.json", "report"},
+      {"audit --ops clamp,max --backend cpu --json audit.json", "audit"},
+      {"graph g.json --backend cpu --json graph.json", "graph-report"},
+      {"sweep --backend cpu --ops neg --dtype float32 --range 0x3f800000:0x3f800100 --validate 100 --json sweep.json",
+       "sweep"},
+      {"ops --json ops.json", "ops"}};
+  for (const auto& [args, schema] : writes) {
+    const Ran r = conform(args);
+    ASSERT_EQ(r.status, 0) << args << "\n" << r.err;
+    const std::string file = args.substr(args.rfind(' ') + 1);
+    EXPECT_EQ(joined(schema_of(schema).errors(read_json(file))), "") << args;
+  }
+  EXPECT_EQ(joined(schema_of("vectors").errors(read_json("v/index.json"))), "");
+  // A report with violations: its samples and failures match too.
+  set_float_element(path("v/relu_float32_random0/out_y.npy"), 0, 123.0f);
+  set_float_element(path("v/relu_float32_special0/out_dx.npy"), 0, 123.0f);
+  ASSERT_EQ(conform("check v --json bad.json").status, 1);
+  const Json bad = read_json("bad.json");
+  EXPECT_EQ(joined(schema_of("report").errors(bad)), "");
+  EXPECT_FALSE(bad["rows"][4]["forward"]["violating"].empty()) << bad["rows"][4].dump();  // relu float32
+  // prove needs a solver: its schema is held against the committed report of a real run.
+  EXPECT_EQ(joined(schema_of("prove").errors(Json::parse(slurp(source_path("evidence/prover/prove.json"))))), "");
+
+  // The schemas fail what drifts: a 16-bit name where run writes "float32", a field missing, a field
+  // no schema names, audit's former "f32" and string scalars.
+  Json run = read_json("run.json");
+  run["rows"][0]["dtype"] = "f32";
+  run["summary"].erase("line");
+  run["extra"] = 1;
+  const std::string run_errors = joined(schema_of("report").errors(run));
+  EXPECT_NE(run_errors.find("/rows/0/dtype: \"f32\" is not one of"), std::string::npos) << run_errors;
+  EXPECT_NE(run_errors.find("/summary: 'line' is missing"), std::string::npos) << run_errors;
+  EXPECT_NE(run_errors.find(": 'extra' is not a property of the schema"), std::string::npos) << run_errors;
+  Json audit = read_json("audit.json");
+  audit["nodes"][0]["rows"][0]["dtype"] = "f32";
+  audit["nodes"][0]["rows"][0]["scalars"] = "lo=-1 hi=1";
+  const std::string audit_errors = joined(schema_of("audit").errors(audit));
+  EXPECT_NE(audit_errors.find("/nodes/0/rows/0/dtype"), std::string::npos) << audit_errors;
+  EXPECT_NE(audit_errors.find("/nodes/0/rows/0/scalars: \"lo=-1 hi=1\" is not of type \"object\""), std::string::npos)
+      << audit_errors;
+  // A keyword the validator does not know is the schema's fault, never silently passed.
+  const tapewise::testing::JsonSchema unknown(Json::parse(R"({"type": "object", "maxProperties": 1})"));
+  EXPECT_NE(joined(unknown.errors(Json::object())).find("'maxProperties', which this validator does not check"),
+            std::string::npos);
+}
+
 // --- no silent sweep of hours on the CPU ------------------------------------------------------------
 
 TEST_F(Cli, ACpuSweepOfHoursIsRefusedWithItsEstimate) {
@@ -710,6 +851,7 @@ TEST_F(Cli, MistypedNamesGetTheClosestSuggested) {
 TEST_F(Cli, JsonToStandardOutputIsTheReportAlone) {
   std::ofstream(path("g.json")) << kPlainGraph;
   make_vectors();
+  answer_vectors("v");
   const std::vector<std::pair<std::string, std::string>> commands = {
       {"run --ops relu --backend cpu --cases 10 --seed 1 --json -", "tapewise-conform.report/1"},
       {"check v --json -", "tapewise-conform.report/1"},
@@ -718,10 +860,16 @@ TEST_F(Cli, JsonToStandardOutputIsTheReportAlone) {
       {"ops --json -", "tapewise-conform.ops/1"},
       {"graph g.json --backend cpu --json -", "tapewise-conform.graph-report/1"},
       {"audit --ops relu --backend cpu --json -", "tapewise-conform.audit/1"},
-      {"run --ops relu --backend cpu --cases 10 --seed 1 --json /dev/stdout", "tapewise-conform.report/1"}};
+      {"run --ops relu --backend cpu --cases 10 --seed 1 --json /dev/stdout", "tapewise-conform.report/1"},
+      {"run --ops relu --backend cpu --cases 10 --seed 1 --json /dev/fd/1", "tapewise-conform.report/1"},
+      {"audit --ops relu --backend cpu --markdown /proc/self/fd/1", "# "}};
   for (const auto& [args, schema] : commands) {
     const Ran r = conform(args);
     EXPECT_TRUE(r.status == 0 || r.status == 1) << args << "\n" << r.err;
+    if (args.find("--markdown") != std::string::npos) {  // Markdown, not JSON: the document alone
+      EXPECT_TRUE(r.out.starts_with(schema)) << args << "\nstdout: " << r.out.substr(0, 400);
+      continue;
+    }
     Json report;
     ASSERT_NO_THROW(report = Json::parse(r.out)) << args << "\nstdout: " << r.out.substr(0, 400);
     EXPECT_EQ(report["schema"], schema) << args;
@@ -746,7 +894,8 @@ TEST_F(Cli, AuditWritesItsPointsAsJson) {
     EXPECT_EQ(node["points"], node["rows"].size());
     for (const Json& row : node["rows"]) {
       ++rows;
-      EXPECT_EQ(row["dtype"], "f32");
+      EXPECT_EQ(row["dtype"], "float32");  // the names run and check write
+      EXPECT_EQ(row["scalars"], Json::object()) << row.dump();
       EXPECT_EQ(row["verdict"], "ok");
       EXPECT_EQ(row["fused"], row["spec"]) << row.dump();  // a conforming backend gives the spec's values
       EXPECT_EQ(row["staged"], row["spec"]) << row.dump();
@@ -761,6 +910,19 @@ TEST_F(Cli, AuditWritesItsPointsAsJson) {
   for (const Json& row : audit["nodes"][1]["rows"])
     relu_at_zero = relu_at_zero || (row["inputs"]["x"] == "+0" && row["g"] == "1" && row["spec"]["grads"]["dx"] == "+0");
   EXPECT_TRUE(relu_at_zero) << audit["nodes"][1].dump();
+  // Scalars are an object of numbers, "inf", "-inf" or "nan", as in run's report and the vectors index.
+  ASSERT_EQ(conform("audit --ops clamp --dtype float32 --backend cpu --json clamp.json").status, 0);
+  bool infinite_bound = false;
+  const Json clamp = read_json("clamp.json");
+  for (const Json& row : clamp["nodes"][0]["rows"]) {
+    ASSERT_TRUE(row["scalars"].is_object()) << row.dump();
+    for (const char* name : {"lo", "hi"}) {
+      const Json& v = row["scalars"][name];
+      EXPECT_TRUE(v.is_number() || v == "inf" || v == "-inf" || v == "nan") << row.dump();
+      infinite_bound = infinite_bound || v == "inf" || v == "-inf";
+    }
+  }
+  EXPECT_TRUE(infinite_bound) << "spec/special_points has clamp rows with an infinite bound";
   // The output is checked before the work, like every other.
   expect_usage_error("audit --ops relu --backend cpu --json nosuch/audit.json", "--json nosuch/audit.json: folder");
 }
@@ -816,15 +978,17 @@ TEST_F(Cli, JunitReportsAreReadByAnXmlParser) {
   EXPECT_NE(swept.find("case tapewise.sweep.float32 neg ok"), std::string::npos) << swept;
   EXPECT_NE(swept.find("case tapewise.sweep reference-validation ok"), std::string::npos) << swept;
 
-  // check of an unanswered suite in a folder whose name holds < & " ' ]]>, a control byte and a byte
-  // that is not UTF-8: each node fails, and the reason, naming the folder, still parses.
+  // check of a suite with an output missing, in a folder whose name holds < & " ' ]]>, a control byte
+  // and a byte that is not UTF-8: the node fails, and the reason, naming the folder, still parses.
   make_vectors();
+  answer_vectors("v");
+  fs::remove(path("v/relu_float32_random0/out_y.npy"));
   shell_setup_ = "D=$(printf 'v<&\"\\047\\001\\377]]>') && mv v \"$D\" && ";
   const Ran check = conform("check \"$D\" --junit check.xml");
   shell_setup_.clear();
   EXPECT_EQ(check.status, 1) << check.err;
   const std::string checked = read("check.xml");
-  EXPECT_NE(checked.find("suite tapewise.check tests=8 failures=8 skipped=0"), std::string::npos) << checked;  // 2 nodes x 4 dtypes
+  EXPECT_NE(checked.find("suite tapewise.check tests=8 failures=1 skipped=0"), std::string::npos) << checked;  // 2 nodes x 4 dtypes
   EXPECT_NE(checked.find("case tapewise.check.float32 relu failure"), std::string::npos) << checked;
   EXPECT_NE(checked.find("v<&\"'\\x01\\xff]]>/relu_float32_random0/out_y.npy: cannot open"), std::string::npos) << checked;
 
@@ -891,7 +1055,8 @@ TEST_F(Cli, JsonAndJunitBothOnStandardOutputAreRefused) {
   const std::vector<std::string> subcommands = {"run --ops relu --backend cpu --cases 10", "audit --ops relu --backend cpu",
                                                 "check " + arg("v"), "sweep --backend cpu --ops neg --range 0:16"};
   for (const std::string& sub : subcommands) {
-    for (const std::string pair : {"--json - --junit -", "--junit - --json /dev/stdout"}) {
+    for (const std::string pair : {"--json - --junit -", "--junit - --json /dev/stdout", "--json /dev/fd/1 --junit -",
+                                   "--junit /proc/self/fd/1 --json /dev//stdout"}) {
       const Ran r = conform(sub + " " + pair);
       EXPECT_EQ(r.status, 2) << sub << " " << pair << "\nstderr: " << r.err;
       EXPECT_NE(r.err.find("both write to standard output; write one of them to a file"), std::string::npos)
@@ -901,6 +1066,103 @@ TEST_F(Cli, JsonAndJunitBothOnStandardOutputAreRefused) {
   }
   const Ran audit = conform("audit --ops relu --backend cpu --json - --junit -");
   EXPECT_NE(audit.err.find("tapewise-conform: audit: --json - and --junit - both write"), std::string::npos) << audit.err;
+  expect_usage_error("audit --ops relu --backend cpu --markdown - --json -",
+                     "audit: --json - and --markdown - both write to standard output");
+  // Two reports to one file would overwrite each other, by whatever path they name it.
+  std::ofstream(path("old.out")) << "old";
+  fs::create_symlink("old.out", path("alias.out"));
+  const std::vector<std::string> same_file = {"--json r.out --junit r.out", "--json r.out --junit ./r.out",
+                                              "--json old.out --junit alias.out"};
+  for (const std::string& pair : same_file) {
+    const Ran r = conform("run --ops relu --backend cpu --cases 10 " + pair);
+    EXPECT_EQ(r.status, 2) << pair << "\nstderr: " << r.err;
+    EXPECT_NE(r.err.find("both write to the same file; give each report a file of its own"), std::string::npos)
+        << pair << "\nstderr: " << r.err;
+  }
+  expect_usage_error("audit --ops relu --backend cpu --markdown a.md --json " + arg("a.md"), "both write to the same file");
+  // /dev/null takes each report whole and keeps none: no clash there.
+  EXPECT_EQ(conform("run --ops relu --backend cpu --cases 10 --json /dev/null --junit /dev/null").status, 0);
+  EXPECT_FALSE(fs::exists(path("r.out")));
+  EXPECT_EQ(slurp(path("old.out")), "old");
+}
+
+// --quiet: nothing on standard output but a report sent there; errors and no-verdict reasons still
+// reach stderr, and the exit status says the rest.
+TEST_F(Cli, QuietPrintsOnlyReportsAndErrors) {
+  const Ran quiet = conform("run --ops relu --backend cpu --cases 10 --seed 1 --quiet");
+  EXPECT_EQ(quiet.status, 0) << quiet.err;
+  EXPECT_EQ(quiet.out, "");
+  EXPECT_EQ(quiet.err, "");
+  const Ran report = conform("run --ops relu --backend cpu --cases 10 --seed 1 -q --json -");
+  EXPECT_EQ(report.status, 0) << report.err;
+  EXPECT_EQ(Json::parse(report.out)["summary"]["line"], "1/1 nodes conform");
+  EXPECT_EQ(report.err, "");
+  make_vectors();
+  const Ran unanswered = conform("check v --quiet");
+  EXPECT_EQ(unanswered.status, 2);
+  EXPECT_EQ(unanswered.out, "");
+  EXPECT_NE(unanswered.err.find("no verdict: relu float32: not answered"), std::string::npos) << unanswered.err;
+  const Ran sweep = conform("sweep --backend cpu --ops neg --dtype float32 --range 0x3f800000:0x3f800100 --validate 100 -q");
+  EXPECT_EQ(sweep.status, 0) << sweep.err;
+  EXPECT_EQ(sweep.out + sweep.err, "");
+}
+
+// Each subcommand's --help ends with what its own exit statuses mean (eval and vectors grade
+// nothing; check's no verdict is a folder not answered), once.
+TEST_F(Cli, EachSubcommandsHelpStatesItsOwnExitStatuses) {
+  const std::vector<std::pair<std::string, std::string>> expected = {
+      {"run", "2 no verdict (a node, dtype or output with nothing graded, or no special point)"},
+      {"audit", "0 every special point holds on both VJP paths; 1 one does not"},
+      {"eval", "1 the node failed on the backend (nothing written); 2 a usage or input error. eval grades nothing."},
+      {"vectors", "Exit status: 0 the suite was written; 2 a usage or input error. vectors grades nothing."},
+      {"check", "2 no verdict (a suite not answered"},
+      {"graph", "2 no verdict (a node with nothing graded), a bad graph"},
+      {"sweep", "Exit status: 0 every node conforms (no value above its bound inside the domain"},
+      {"ops", "Exit status: 0 the table or card was printed or written; 2 a usage error."},
+      {"prove", "1 a claim refuted; 2 no verdict (the solver gave no answer"}};
+  for (const auto& [sub, text] : expected) {
+    const Ran help = conform(sub + " --help");
+    EXPECT_EQ(help.status, 0) << sub;
+    EXPECT_NE(help.out.find(text), std::string::npos) << sub << ":\n" << help.out;
+    const std::size_t first = help.out.find("Exit status:");
+    EXPECT_EQ(help.out.find("Exit status:", first + 1), std::string::npos) << sub << " says it twice:\n" << help.out;
+    EXPECT_NE(help.out.find("-q,--quiet"), std::string::npos) << sub;
+  }
+}
+
+// The table's columns are as wide as their data: a bfloat16 row of 100,000 cases stays apart.
+TEST_F(Cli, TableColumnsStayApartAtLargeCounts) {
+  const Ran r = conform("run --ops neg --dtype bfloat16 --backend cpu --cases 100000 --seed 1");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("\nneg      bfloat16 100000 "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\nnode     dtype     cases "), std::string::npos) << r.out;
+}
+
+// A float16 gelu at x = 1000, outside the domain: the staging's q = c3 x^2 rounds past 65504 and dx
+// is NaN where the exact derivative is 1. spec/bounds.def accepts that overflow there; sweep and
+// graph grade it by the one rule (grade.hpp, accepted_above_bound), and both pass it.
+TEST_F(Cli, GraphAcceptsWhatSweepAcceptsOutsideTheDomain) {
+  std::ofstream(path("gelu16.json")) << R"({"schema": "tapewise-conform.graph/1", "dtype": "float16",
+      "leaves": [{"name": "x", "values": [1000.0, 0.5]}], "nodes": [{"name": "y", "op": "gelu", "parents": ["x"]}],
+      "output": "y", "seed": [1.0, 1.0]})";
+  const Ran graph = conform("graph gelu16.json --backend cpu --json gelu16.report.json");
+  EXPECT_EQ(graph.status, 0) << graph.out << graph.err;
+  const Json report = read_json("gelu16.report.json");
+  bool seen = false;
+  for (const Json& node : report["nodes"]) {
+    if (node["name"] != "y") continue;
+    seen = true;
+    EXPECT_EQ(node["vjp"]["violations"], 0) << node.dump();
+    EXPECT_EQ(node["vjp"]["accepted_outside_domain"], 1) << node.dump();
+    EXPECT_EQ(node["forward"]["accepted_outside_domain"], 0) << node.dump();
+  }
+  EXPECT_TRUE(seen) << report.dump();
+  EXPECT_NE(graph.out.find("'y' (#1): 1 values above the bound outside the node's domain, accepted"), std::string::npos)
+      << graph.out;
+  // The same input through sweep (case 0x63d0 is float16 1000): above the bound for an accepted cause.
+  const Ran sweep = conform("sweep --backend cpu --ops gelu --dtype float16 --range 0x63d0:0x63d1 --validate 100");
+  EXPECT_EQ(sweep.status, 0) << sweep.out << sweep.err;
+  EXPECT_NE(sweep.out.find("overflow 1 "), std::string::npos) << sweep.out;
 }
 
 }  // namespace

@@ -254,6 +254,56 @@ def _run_zero_cases():
         raise Wrong("conforms with no graded case")
 
 
+@case("cli/verdict/check-unanswered")
+def _check_unanswered():
+    with tempfile.TemporaryDirectory() as tmp:
+        proc = cli("check", make_vectors(tmp))
+        if proc.returncode != 2 or b"not answered" not in proc.stderr:
+            raise Wrong(f"exit {proc.returncode} for a folder nobody answered, expected 2 (no verdict) naming it")
+
+
+@case("cli/verdict/check-rewritten-expected")
+def _check_rewritten_expected():
+    import numpy as np
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = make_answered_vectors(tmp)
+        suite = os.path.join(folder, "sin_float32_special0")
+        for name in ("out_dx.npy", "expected_dx.npy"):  # the same wrong value in both
+            values = np.load(os.path.join(suite, name))
+            values[0] = np.float32(123.0)
+            np.save(os.path.join(suite, name), values)
+        proc = cli("check", folder)
+        if proc.returncode != 1:
+            raise Wrong(f"exit {proc.returncode}: a wrong special value matched by a rewritten expected file passed")
+
+
+@case("cli/verdict/graph-float16-gelu-overflow")
+def _graph_gelu_overflow():
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "gelu16.json")
+        with open(path, "w") as f:
+            json.dump(graph_doc(dtype="float16", leaves=[{"name": "x", "values": [1000.0, 0.5]}],
+                                nodes=[{"name": "y", "op": "gelu", "parents": ["x"]}]), f)
+        proc = cli("graph", path, "--backend", "cpu")
+        if proc.returncode != 0:
+            raise Wrong(f"exit {proc.returncode}: graph fails the float16 gelu overflow that sweep accepts")
+
+
+REPORT_CLASHES = {
+    "json-junit-same-file": ["run", "--ops", "relu", "--backend", "cpu", "--cases", "4", "--json", "r.out", "--junit", "r.out"],
+    "json-fd1-junit-stdout": ["run", "--ops", "relu", "--backend", "cpu", "--cases", "4", "--json", "/dev/fd/1", "--junit", "-"],
+    "audit-markdown-json-stdout": ["audit", "--ops", "relu", "--backend", "cpu", "--markdown", "-", "--json", "-"],
+}
+
+for _clash, _args in REPORT_CLASHES.items():
+    @case(f"cli/writer/{_clash}")
+    def _report_clash(args=_args):
+        with tempfile.TemporaryDirectory() as tmp:
+            proc = cli(*[os.path.join(tmp, a) if a == "r.out" else a for a in args])
+            if proc.returncode != 2 or proc.stdout:
+                raise Wrong(f"exit {proc.returncode}: two reports to one place were not refused")
+
+
 @case("cli/hang/sweep-cpu-defaults-silent")
 def _sweep_cpu_defaults():
     proc = subprocess.Popen([CONFORM, "sweep", "--backend", "cpu", "--ops", "sin", "--dtype", "float32"],

@@ -142,8 +142,9 @@ class RegularFile {
 //
 // An output path is resolved (resolve_output) before the command's long work, so that a typo, a
 // missing folder or a refused path fails in a second. Then:
-//  - "-" and "/dev/stdout" mean the command's standard output: written through std::cout, in order
-//    with the table, whatever stdout is (a file, a pipe, a terminal);
+//  - "-", /dev/stdout, /dev/fd/1 and /proc/self/fd/1 mean the command's standard output
+//    (names_standard_output): written through std::cout, in order with the table, whatever stdout
+//    is (a file, a pipe, a terminal);
 //  - an existing FIFO, character device or socket (/dev/null, a named pipe, /dev/fd/N of a process
 //    substitution, also reached through a symbolic link) is a stream: written directly, never
 //    truncated or renamed;
@@ -197,6 +198,15 @@ inline int& machine_output_fd() {
   return fd;
 }
 
+// Whether a report path names standard output: "-", or /dev/stdout, /dev/fd/1 or /proc/self/fd/1
+// (spelled any way that normalizes to them). These are recognised by name, so that they keep meaning
+// the command's standard output after main has moved the human text to stderr.
+inline bool names_standard_output(const std::string& path) {
+  if (path == "-") return true;
+  const std::string normal = std::filesystem::path(path).lexically_normal().string();
+  return normal == "/dev/stdout" || normal == "/dev/fd/1" || normal == "/proc/self/fd/1";
+}
+
 struct OutputTarget {
   enum class Kind { standard_output, stream, file };
   Kind kind = Kind::file;
@@ -211,7 +221,7 @@ struct OutputTarget {
   using files_detail::named;
   OutputTarget t{OutputTarget::Kind::file, path, option, 0};
   if (path.empty()) return fail(ErrorCode::InvalidArgument, option + ": the path is empty");
-  if (path == "-" || path == "/dev/stdout") {
+  if (names_standard_output(path)) {
     t.kind = OutputTarget::Kind::standard_output;
     return t;
   }

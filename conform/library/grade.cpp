@@ -5,8 +5,10 @@
 #include <cmath>
 #include <cstring>
 
+#include "bounds.hpp"  // accepted_outside_domain, bounds_domain
 #include "measure.hpp"
 #include "reference.hpp"
+#include "sweep_reference.hpp"  // cause_of
 
 namespace tapewise::conform {
 
@@ -49,10 +51,43 @@ std::vector<std::string> Row::failed_checks() const {
 }
 
 std::string Row::missing_evidence(bool special_points_graded) const {
+  if (!unanswered.empty()) {
+    std::string ids;
+    for (std::size_t i = 0; i < unanswered.size() && i < 3; ++i) ids += (i ? ", " : "") + unanswered[i];
+    if (unanswered.size() > 3) ids += " and " + std::to_string(unanswered.size() - 3) + " more";
+    return "not answered: no out_*.npy in " + ids;
+  }
   if (forward.values == 0) return "no forward value graded against the reference";
   if (vjp.values == 0) return "no gradient graded against the reference";
   if (special_points_graded && special.total == 0) return "no special point graded";
   return "";
+}
+
+int cause_above_bound(Op op, DType dtype, int output, double a, double b, double g) {
+  const OpInfo& info = op_info(op);
+  const reference::DomainLog2 domain = reference::bounds_domain(info, dtype);
+  sweep::Job job;  // what cause_of reads of a sweep's job: the node, its dtype and its domain
+  job.op = op;
+  job.dtype = dtype;
+  job.arity = info.arity;
+  job.domain_lo = domain.lo;
+  job.domain_hi = domain.hi;
+  job.positive_only = info.positive_only;
+  sweep::Inputs in;
+  in.a = a;
+  in.b = info.arity == 2 ? b : 0.0;
+  return sweep::cause_of(job, output, in, g);
+}
+
+bool cause_accepted(Op op, DType dtype, int cause) {
+  const reference::OutsideDomain outside = reference::accepted_outside_domain(op, dtype);
+  if (cause == sweep::kCauseOverflow) return reference::accepts_overflow(outside);
+  if (cause == sweep::kCauseUnderflow) return reference::accepts_underflow(outside);
+  return false;  // in the domain, or unexplained
+}
+
+bool accepted_above_bound(Op op, DType dtype, int output, double a, double b, double g) {
+  return cause_accepted(op, dtype, cause_above_bound(op, dtype, output, a, b, g));
 }
 
 Row make_row(Op op, DType dtype) {

@@ -72,14 +72,18 @@ struct Row {
   std::optional<WorkspaceLeaks> leaks;
   std::optional<Throughput> throughput;
   std::vector<std::string> errors;  // what kept a part from being graded (missing output, ...)
+  // check: the suites with none of their out_*.npy files. Not answered is no verdict, not a
+  // violation: a folder the implementation never touched says nothing of it.
+  std::vector<std::string> unanswered;
+  double seconds = 0;  // what producing and grading the row took (JUnit's time)
 
   // The names of the checks that failed: "forward", "vjp", "special", "fused!=staged",
   // "workspace", "errors". Empty when the row conforms.
   std::vector<std::string> failed_checks() const;
   bool conforms() const { return failed_checks().empty(); }
-  // Why this row cannot support a "conforms": no forward value or no gradient graded against the
-  // reference, or (when the run grades special points) no special point — except for bfloat16 and
-  // float16, which spec/special_points does not cover yet. Empty when it can.
+  // Why this row cannot support a "conforms": a suite not answered (check), no forward value or no
+  // gradient graded against the reference, or (when the run grades special points) no special
+  // point. Empty when it can.
   std::string missing_evidence(bool special_points_graded) const;
 };
 
@@ -103,6 +107,15 @@ struct PointVerdict {
 };
 PointVerdict grade_special_point(const SpecialPoint& point, const NodeOutputs& produced,
                                  std::int64_t index = 0);
+
+// The one rule for a value above its bound, which `sweep` and `graph` share (spec/bounds.def,
+// TAPEWISE_SWEPT's `outside`): inside the node's domain (reference::bounds_domain) it is a
+// violation; outside it, it is accepted only for a cause (reference/sweep_reference.hpp, cause_of: an
+// intermediate of TorchLean's staging that overflows or underflows while the exact result does not)
+// that the node's row accepts there. `output`: 0 y, 1 dx or da, 2 db; `b` is unused for a unary node.
+int cause_above_bound(Op op, DType dtype, int output, double a, double b, double g);
+bool cause_accepted(Op op, DType dtype, int cause);
+bool accepted_above_bound(Op op, DType dtype, int output, double a, double b, double g);
 
 // "dx" or "da"/"db": the gradient names of an op (and of a `same` row: just "da").
 std::vector<std::string> grad_names(Op op, bool same = false);

@@ -20,7 +20,9 @@
 #include "files.hpp"
 #include "json_io.hpp"
 #include "measure.hpp"
+#include "grade.hpp"  // accepted_above_bound: the rule sweep applies
 #include "reference.hpp"
+#include "sweep_reference.hpp"  // kY, kGradA, kGradB
 
 namespace tapewise::conform {
 
@@ -650,14 +652,28 @@ std::string inputs_text(const GraphNode& n, const Production& p, std::size_t e) 
   return t;
 }
 
-// One produced value against the exact one, folded into `check`; true when it conforms.
-bool grade_value(LocalCheck& check, const ref::Real& exact, double produced, DType dtype, double w) {
+// One produced value against the exact one, folded into `check`; true when it conforms: within the
+// bound, or above it where `accepted()` says the rule that `sweep` applies accepts it (grade.hpp,
+// accepted_above_bound).
+template <class Accepted>
+bool grade_value(LocalCheck& check, const ref::Real& exact, double produced, DType dtype, double w,
+                 const Accepted& accepted) {
   const ref::ErrorCheck c = ref::check(exact, produced, dtype, check.bound, w);
   ++check.values;
+  if (!c.within && accepted()) {
+    ++check.accepted_outside_domain;
+    return true;
+  }
   check.max_ulps = std::max(check.max_ulps, c.error_ulps);
   check.max_ratio = std::max(check.max_ratio, c.ratio);
   if (!c.within) ++check.violations;
   return c.within;
+}
+
+// The value of parent k of node n at element e (0 where the node has no such parent).
+double parent_value(const GraphNode& n, const Production& p, int k, std::size_t e) {
+  if (k >= n.arity) return 0.0;
+  return p.values[static_cast<std::size_t>(n.parents[static_cast<std::size_t>(k)])][e];
 }
 
 LocalCheck grade_forward(const Graph& g, const GraphNode& n, const Production& p, std::int64_t id, NodeCheck& row) {
@@ -669,7 +685,10 @@ LocalCheck grade_forward(const Graph& g, const GraphNode& n, const Production& p
     const std::span<const ref::Real> in_span(in.data(), static_cast<std::size_t>(n.arity));
     const ref::Real exact = ref::forward(*n.op, g.dtype, n.scalars, in_span);
     const double w = ref::abs_weight(*n.op, g.dtype, n.scalars, in_span, ref::real(0), false);
-    if (!grade_value(check, exact, y[e], g.dtype, w))
+    const auto accepted = [&] {
+      return accepted_above_bound(*n.op, g.dtype, sweep::kY, parent_value(n, p, 0, e), parent_value(n, p, 1, e), 0.0);
+    };
+    if (!grade_value(check, exact, y[e], g.dtype, w, accepted))
       note(row, "forward, element " + std::to_string(e) + ": inputs (" + inputs_text(n, p, e) + "): produced " +
                     hex(y[e]) + ", reference " + hex(ref::round_to_dtype(exact, g.dtype)));
   }
@@ -692,7 +711,11 @@ LocalCheck grade_vjp(const Graph& g, const GraphNode& n, const Production& p, st
       const auto parent = static_cast<std::size_t>(n.parents[static_cast<std::size_t>(k)]);
       if (!g.nodes[parent].requires_grad) continue;  // dropped by the tape: not part of the result
       const double produced = sent[static_cast<std::size_t>(k)][e];
-      if (!grade_value(check, exact[static_cast<std::size_t>(k)], produced, g.dtype, w))
+      const auto accepted = [&] {
+        return accepted_above_bound(*n.op, g.dtype, k == 0 ? sweep::kGradA : sweep::kGradB, parent_value(n, p, 0, e),
+                                    parent_value(n, p, 1, e), upstream[e]);
+      };
+      if (!grade_value(check, exact[static_cast<std::size_t>(k)], produced, g.dtype, w, accepted))
         note(row, std::string("vjp, d") + (n.arity == 1 ? "x" : k == 0 ? "a" : "b") + " element " + std::to_string(e) +
                       ": inputs (" + inputs_text(n, p, e) + "), g " + hex(upstream[e]) + ": produced " + hex(produced) +
                       ", reference " + hex(ref::round_to_dtype(exact[static_cast<std::size_t>(k)], g.dtype)));

@@ -15,8 +15,9 @@ namespace tapewise::conform {
 struct JunitCase {
   std::string classname;  // tapewise.<subcommand>.<dtype>
   std::string name;       // the node
-  std::string failure;    // why it violates the spec; empty when it does not
+  std::string failure;    // why it violates the spec, its first line naming the first failing point; empty when it does not
   std::string skipped;    // why it was not graded; empty when it was
+  double seconds = 0;     // what grading it took (the testcase's time attribute)
 };
 
 namespace junit_detail {
@@ -68,12 +69,23 @@ inline std::string xml_escaped(std::string_view text) {
   return out;
 }
 
+// A time attribute: seconds with millisecond digits (a negative or absurd value, which no clock
+// gives, as 0).
+inline std::string seconds_text(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3f", seconds >= 0 && seconds < 1e9 ? seconds : 0.0);
+  return text;
+}
+
 // The document: <testsuites> holding one <testsuite name="tapewise.<suite>">.
 inline std::string junit_document(const std::string& suite, const std::vector<JunitCase>& cases) {
   int failures = 0, skipped = 0;
+  double total_seconds = 0;
   std::string body;
   for (const JunitCase& c : cases) {
-    body += "    <testcase classname=\"" + xml_escaped(c.classname) + "\" name=\"" + xml_escaped(c.name) + "\"";
+    total_seconds += c.seconds;
+    body += "    <testcase classname=\"" + xml_escaped(c.classname) + "\" name=\"" + xml_escaped(c.name) +
+            "\" time=\"" + seconds_text(c.seconds) + "\"";
     if (c.failure.empty() && c.skipped.empty()) {
       body += "/>\n";
       continue;
@@ -91,7 +103,7 @@ inline std::string junit_document(const std::string& suite, const std::vector<Ju
   }
   return "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n  <testsuite name=\"tapewise." + xml_escaped(suite) +
          "\" tests=\"" + std::to_string(cases.size()) + "\" failures=\"" + std::to_string(failures) +
-         "\" errors=\"0\" skipped=\"" + std::to_string(skipped) + "\">\n" + body + "  </testsuite>\n</testsuites>\n";
+         "\" errors=\"0\" skipped=\"" + std::to_string(skipped) + "\" time=\"" + seconds_text(total_seconds) + "\">\n" + body + "  </testsuite>\n</testsuites>\n";
 }
 
 [[nodiscard]] inline Result<void> write_junit(const std::string& path, const std::string& suite,

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -24,12 +25,8 @@ Json sample_json(const Sample& s, Op op) {
   Json inputs = Json::object();
   const std::vector<std::string> names = input_names(op);
   for (std::size_t i = 0; i < s.inputs.size(); ++i) inputs[names[i]] = hex(s.inputs[i]);
-  Json scalars = Json::object();
-  const OpInfo& info = op_info(op);
-  const double values[2] = {s.scalars.s0, s.scalars.s1};
-  for (int i = 0; i < info.scalar_count(); ++i) scalars[info.scalar_names[i]] = values[i];
   return Json{{"inputs", inputs},         {"g", hex(s.g)},
-              {"scalars", scalars},       {"output", s.output},
+              {"scalars", scalars_json(op, s.scalars)}, {"output", s.output},
               {"produced", hex(s.produced)}, {"expected", hex(s.expected)},
               {"error_ulps", number_json(s.error_ulps)}, {"ratio", number_json(s.ratio)}};
 }
@@ -88,14 +85,20 @@ std::string pad(const std::string& s, std::size_t width, bool right) {
   return right ? fill + s : s + fill;
 }
 
-void print_table_header(std::ostream& out) {
-  out << pad("node", 9, false) << pad("dtype", 8, false) << pad("cases", 6, true) << pad("fwd ulp", 10, true)
+TableLayout table_layout(std::int64_t largest_cases) {
+  TableLayout layout;
+  layout.cases_width = std::max(layout.cases_width, std::to_string(std::max<std::int64_t>(largest_cases, 0)).size() + 1);
+  return layout;
+}
+
+void print_table_header(std::ostream& out, const TableLayout& layout) {
+  out << pad("node", 9, false) << pad("dtype", 8, false) << pad("cases", layout.cases_width, true) << pad("fwd ulp", 10, true)
       << "  " << pad("bound", 12, false) << pad("vjp ulp", 9, true) << "  " << pad("bound", 12, false)
       << pad("used", 5, true) << pad("special", 9, true) << pad("fused!=staged", 15, true)
       << pad("leaks", 7, true) << pad("Melem/s fwd/vjp", 17, true) << "  verdict\n";
 }
 
-void print_table_row(std::ostream& out, const Row& row, bool first_of_node) {
+void print_table_row(std::ostream& out, const Row& row, bool first_of_node, const TableLayout& layout) {
   const double used = std::max(row.forward.max_ratio, row.vjp.max_ratio);
   std::string used_text = std::isfinite(used) ? fixed("%.0f%%", used * 100) : "inf";
   const bool graded = row.forward.values > 0;
@@ -106,14 +109,14 @@ void print_table_row(std::ostream& out, const Row& row, bool first_of_node) {
   if (row.throughput && row.throughput->forward_elements_per_s > 0)
     speed = fixed("%.0f", row.throughput->forward_elements_per_s / 1e6) + " / " +
             fixed("%.0f", row.throughput->vjp_elements_per_s / 1e6);
-  std::string verdict = "conforms";
+  std::string verdict = row.missing_evidence(true).empty() ? "conforms" : "no verdict";
   const std::vector<std::string> failed = row.failed_checks();
   if (!failed.empty()) {
     verdict = "VIOLATES:";
     for (const std::string& f : failed) verdict += " " + f;
   }
   out << pad(first_of_node ? op_name(row.op) : "", 9, false) << pad(dtype_name(row.dtype), 8, false)
-      << pad(std::to_string(row.cases), 6, true)
+      << pad(std::to_string(row.cases), layout.cases_width, true)
       << pad(graded ? ulps_text(row.forward.max_ulps) : "-", 10, true) << "  " << pad(bound_text(row.forward.bound), 12, false)
       << pad(graded && row.vjp.values > 0 ? ulps_text(row.vjp.max_ulps) : "-", 9, true) << "  "
       << pad(bound_text(row.vjp.bound), 12, false) << pad(graded ? used_text : "-", 5, true) << pad(special, 9, true)
@@ -135,21 +138,31 @@ void print_table_legend(std::ostream& out, bool with_backend) {
 }
 
 std::string Summary::line() const {
-  return std::to_string(nodes_conforming) + "/" + std::to_string(nodes) + " nodes conform";
+  std::string text = std::to_string(nodes_conforming) + "/" + std::to_string(nodes) + " nodes conform";
+  if (nodes_without_verdict > 0)
+    text += "; no verdict for " + std::to_string(nodes_without_verdict) + " (" + std::to_string(rows_without_verdict) +
+            (rows_without_verdict == 1 ? " row" : " rows") + " with nothing graded)";
+  return text;
 }
 
 Summary summarize(const std::vector<Row>& rows) {
-  std::map<int, bool> node_ok;  // by op index, in op-table order
+  enum class State { conforms, no_verdict, violates };  // a node takes the worst state of its rows
+  std::map<int, State> node_state;                       // by op index, in op-table order
   Summary s;
   for (const Row& r : rows) {
     ++s.rows;
-    const bool ok = r.conforms();
-    if (ok) ++s.rows_conforming;
-    auto [it, inserted] = node_ok.emplace(static_cast<int>(r.op), ok);
-    if (!inserted) it->second = it->second && ok;
+    State state = State::violates;
+    if (r.conforms()) state = r.missing_evidence(true).empty() ? State::conforms : State::no_verdict;
+    if (state == State::conforms) ++s.rows_conforming;
+    if (state == State::no_verdict) ++s.rows_without_verdict;
+    auto [it, inserted] = node_state.emplace(static_cast<int>(r.op), state);
+    if (!inserted) it->second = std::max(it->second, state);
   }
-  s.nodes = static_cast<int>(node_ok.size());
-  for (const auto& [op, ok] : node_ok) s.nodes_conforming += ok ? 1 : 0;
+  s.nodes = static_cast<int>(node_state.size());
+  for (const auto& [op, state] : node_state) {
+    s.nodes_conforming += state == State::conforms ? 1 : 0;
+    s.nodes_without_verdict += state == State::no_verdict ? 1 : 0;
+  }
   return s;
 }
 
@@ -188,13 +201,36 @@ void print_violations(std::ostream& out, const std::vector<Row>& rows) {
 
 namespace {
 
+// The points that failed, one line each (the few each check keeps): forward, vjp, special points,
+// fused != staged, then errors.
+std::vector<std::string> failing_points(const Row& row) {
+  std::vector<std::string> points;
+  for (const auto* acc : {&row.forward, &row.vjp})
+    for (const Sample& s : acc->violating) {
+      std::string text = sample_text(s, row.op, row.dtype);
+      if (const std::size_t wrap = text.find("\n        "); wrap != std::string::npos) text.replace(wrap, 9, ": ");
+      points.push_back(std::string(acc == &row.forward ? "forward" : "vjp") + " at " + text);
+    }
+  for (const std::string& f : row.special.failures) points.push_back("special point " + f);
+  if (row.fused_vs_staged)
+    for (const std::string& e : row.fused_vs_staged->examples) points.push_back("fused != staged: " + e);
+  for (const std::string& error : row.errors) points.push_back(error);
+  return points;
+}
+
+// A JUnit failure: the first line names the checks and the first failing point, the rest the counts
+// and every failing point kept.
 std::string row_failure(const Row& row) {
-  std::string text = "fails:";
-  for (const std::string& check : row.failed_checks()) text += " " + check;
+  std::string checks;
+  for (const std::string& check : row.failed_checks()) checks += " " + check;
+  const std::vector<std::string> points = failing_points(row);
+  std::string text = "fails:" + checks + (points.empty() ? "" : "; first: " + points.front());
   text += "\nforward: " + std::to_string(row.forward.violations) + " values above the bound; vjp: " +
           std::to_string(row.vjp.violations) + " values above the bound; special points " +
           std::to_string(row.special.passed) + "/" + std::to_string(row.special.total) + " hold";
-  for (const std::string& error : row.errors) text += "\n" + error;
+  if (row.leaks && row.leaks->leaking_calls > 0)
+    text += "; " + std::to_string(row.leaks->leaking_calls) + " staged VJPs left workspace live";
+  for (const std::string& point : points) text += "\n" + point;
   return text;
 }
 
@@ -203,7 +239,7 @@ std::string row_failure(const Row& row) {
 std::vector<JunitCase> junit_cases(const std::vector<Row>& rows, const std::string& command) {
   std::vector<JunitCase> cases;
   for (const Row& row : rows) {
-    JunitCase c{"tapewise." + command + "." + dtype_name(row.dtype), op_name(row.op), "", ""};
+    JunitCase c{"tapewise." + command + "." + dtype_name(row.dtype), op_name(row.op), "", "", row.seconds};
     if (!row.conforms()) c.failure = row_failure(row);
     else c.skipped = row.missing_evidence(true);
     cases.push_back(std::move(c));
@@ -246,6 +282,8 @@ Json summary_json(const Summary& s, double elapsed_s) {
               {"nodes_conforming", s.nodes_conforming},
               {"rows", s.rows},
               {"rows_conforming", s.rows_conforming},
+              {"nodes_without_verdict", s.nodes_without_verdict},
+              {"rows_without_verdict", s.rows_without_verdict},
               {"conforms", s.conforms()},
               {"line", s.line()},
               {"elapsed_s", elapsed_s}};
@@ -255,6 +293,14 @@ Json number_json(double v) {
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
   return v;
+}
+
+Json scalars_json(Op op, const Scalars& scalars) {
+  Json out = Json::object();
+  const OpInfo& info = op_info(op);
+  const double values[2] = {scalars.s0, scalars.s1};
+  for (int i = 0; i < info.scalar_count(); ++i) out[info.scalar_names[i]] = number_json(values[i]);
+  return out;
 }
 
 std::string short_value(double v, DType dtype) {

@@ -27,19 +27,31 @@ using Json = nlohmann::ordered_json;  // keys in the order written: the schema r
 inline constexpr const char* kReportSchema = "tapewise-conform.report/1";
 inline constexpr const char* kAuditSchema = "tapewise-conform.audit/1";  // audit --json
 
-// The table: a header, then one line per row (the node's name on its first dtype only).
-void print_table_header(std::ostream& out);
-void print_table_row(std::ostream& out, const Row& row, bool first_of_node);
+// The table: a header, then one line per row (the node's name on its first dtype only). The cases
+// column is as wide as the largest count it shows (`largest_cases`: run knows it before its rows,
+// check after), with a space before it, so that "bfloat16" and 100,000 never run together.
+struct TableLayout {
+  std::size_t cases_width = 6;
+};
+TableLayout table_layout(std::int64_t largest_cases);
+void print_table_header(std::ostream& out, const TableLayout& layout);
+void print_table_row(std::ostream& out, const Row& row, bool first_of_node, const TableLayout& layout);
 // `with_backend`: the legend of `run` (fused vs staged, leaks, throughput); else that of `check`.
 void print_table_legend(std::ostream& out, bool with_backend);
 
-// Nodes that conform in every dtype run, e.g. "23/23 nodes conform".
+// Nodes that conform in every dtype run, e.g. "23/23 nodes conform". A row conforms when it has
+// no failed check and its evidence supports a verdict (missing_evidence below); a row without a
+// failed check but with nothing graded (a suite not answered, --cases 0) has no verdict, and so
+// has its node unless another of its rows violates.
 struct Summary {
   int nodes = 0;
   int nodes_conforming = 0;
+  int nodes_without_verdict = 0;
   int rows = 0;
   int rows_conforming = 0;
+  int rows_without_verdict = 0;
   bool conforms() const { return nodes_conforming == nodes; }
+  bool violates() const { return rows_conforming + rows_without_verdict < rows; }
   std::string line() const;
 };
 Summary summarize(const std::vector<Row>& rows);
@@ -58,6 +70,8 @@ std::vector<JunitCase> junit_cases(const std::vector<Row>& rows, const std::stri
 Json summary_json(const Summary& s, double elapsed_s);
 // A double as JSON: a number when finite, else the string "inf", "-inf" or "nan".
 Json number_json(double v);
+// A node's scalars as every report writes them: {name: number_json(value)}, e.g. {"lo": -1, "hi": "inf"}.
+Json scalars_json(Op op, const Scalars& scalars);
 // Shortest decimal that reads back to the same value in the dtype ("0.1", "-0", "1e-45", "inf").
 std::string short_value(double v, DType dtype);
 // The report's cells, shared by every table the runner prints: an error in ULPs (two decimals while

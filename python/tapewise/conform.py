@@ -5,11 +5,17 @@ report as a dict, and answer a `tapewise-conform vectors` suite with any Python 
     report = tapewise.conform.run(ops=["max", "div"], dtype="float32", backend="cpu")
     print(report["summary"]["line"])
 
-    tapewise.conform.answer_vectors("vec", tapewise.conform.tapewise_answer(tapewise.cpu()))
+    tapewise.conform.export_vectors("vec", ops=["max", "div"])
+    answered = tapewise.conform.answer_vectors("vec", tapewise.conform.tapewise_answer(tapewise.cpu()))
+    assert not answered["errors"], answered["errors"]  # a suite that raised has no answers
+    print(tapewise.conform.check("vec")["summary"]["line"])
+
+A folder with suites left unanswered has no verdict: `check` raises ConformError saying which.
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
 import math
 import os
@@ -99,7 +105,9 @@ def run(ops: Union[str, Iterable[str], None] = None, dtype: Optional[str] = None
 
 
 def check(vectors_dir: str, binary: Optional[str] = None) -> Dict[str, Any]:
-    """Runs `tapewise-conform check DIR --json` on an answered vectors folder and returns the report."""
+    """Runs `tapewise-conform check DIR --json` on an answered vectors folder and returns the report
+    (a violation, exit 1, is a normal result). No verdict (exit 2: a suite not answered, or nothing
+    graded for a node, dtype or output) and input errors raise ConformError with the reason."""
     with tempfile.TemporaryDirectory(prefix="tapewise-conform-") as tmp:
         report_path = os.path.join(tmp, "report.json")
         _run_cli(binary, ["check", vectors_dir, "--json", report_path])
@@ -349,25 +357,54 @@ def answer_vectors(vectors_dir: str, fn: AnswerFn) -> Dict[str, Any]:
     return {"suites": len(suites), "answered": len(suites) - len(errors), "errors": errors}
 
 
+def _bfloat16_buffer(backend: tapewise.Backend, bits: np.ndarray) -> Any:
+    """A bfloat16 buffer of `backend` (a CPU one) holding `bits` (uint16) as they are: numpy has no
+    bfloat16, so the bits are copied into tapewise's own memory, which a tape takes through DLPack."""
+    buffer = backend.allocate(bits.shape, "bfloat16")
+    if bits.nbytes:
+        ctypes.memmove(buffer.data_ptr, np.ascontiguousarray(bits).ctypes.data, bits.nbytes)
+    return buffer
+
+
+def _bfloat16_bits(backend: tapewise.Backend, array: Any) -> np.ndarray:
+    """The bits (uint16) of a bfloat16 array tapewise handed out on the host (a value or gradient)."""
+    view = backend.wrap(array)  # no copy: a Buffer over the array's memory, with its address
+    bits = np.empty(view.shape, dtype=np.uint16)
+    if bits.nbytes:
+        ctypes.memmove(bits.ctypes.data, view.data_ptr, bits.nbytes)
+    return bits
+
+
 def tapewise_answer(backend: tapewise.Backend, path: str = "fused") -> AnswerFn:
     """An answer function for answer_vectors that computes every suite with tapewise itself on
-    `backend` (a tape per suite; the sparse backward; `same` suites record op(a, a))."""
+    `backend` (a tape per suite; the sparse backward; `same` suites record op(a, a)). bfloat16
+    suites, whose arrays are uint16 bits (numpy has no bfloat16), are answered bit for bit on a CPU
+    backend; on a CUDA backend they raise TypeError (answer them with tapewise.cpu(), whose results
+    are the same bits in exact mode, or with `tapewise-conform eval --dtype bfloat16`)."""
 
     def answer(op: str, inputs: Dict[str, np.ndarray], g: np.ndarray, scalars: Dict[str, float],
                same: bool) -> Dict[str, np.ndarray]:
-        if g.dtype == _NUMPY_DTYPES["bfloat16"]:
-            raise TypeError("tapewise_answer: a bfloat16 suite's arrays are uint16 bits, which a tape does not "
-                            "take; answer it with `tapewise-conform eval --dtype bfloat16`")
+        bfloat16 = g.dtype == _NUMPY_DTYPES["bfloat16"]
+        if bfloat16 and backend.kind != "cpu":
+            raise TypeError(f"tapewise_answer: a bfloat16 suite is answered on a CPU backend, not {backend.describe()}: "
+                            "use tapewise.cpu(), or `tapewise-conform eval --dtype bfloat16`")
+        # numpy has no bfloat16: the bits go in, and come out, through tapewise's own memory.
+        to_tape = (lambda a: _bfloat16_buffer(backend, a)) if bfloat16 else (lambda a: a)
         tape = tapewise.Tape(backend)
         names = list(inputs)
-        ids = {n: tape.leaf(inputs[n], copy=True) for n in names}
+        ids = {n: tape.leaf(to_tape(inputs[n]), copy=True) for n in names}
         parents = [ids["a"], ids["a"]] if same else [ids[n] for n in names]
         spec = {name: scalar_names for name, _, scalar_names in tapewise.ops()}[op]
         out = tape.apply(op, parents, [scalars[s] for s in spec])
-        grads = tape.backward(out, g, path=path)
-        result = {"y": tape.host(out)}
+        grads = tape.backward(out, to_tape(g), path=path)
+        if bfloat16:
+            result = {"y": _bfloat16_bits(backend, tape.value(out))}
+            gradient = lambda node: _bfloat16_bits(backend, grads[node])  # noqa: E731
+        else:
+            result = {"y": tape.host(out)}
+            gradient = grads.host
         for n in (["a"] if same else names):
-            result["d" + n] = grads.host(ids[n]) if ids[n] in grads else np.zeros_like(inputs[n])
+            result["d" + n] = gradient(ids[n]) if ids[n] in grads else np.zeros_like(inputs[n])
         if same:
             result["db"] = np.zeros_like(inputs["a"])
         return result

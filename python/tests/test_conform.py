@@ -121,7 +121,7 @@ def test_16bit_vectors_float16_answered_by_tapewise_bfloat16_as_bits(tmp_path):
     summary = conform.answer_vectors(folder, conform.tapewise_answer(tapewise.cpu()))
     assert summary["errors"] == [] and summary["answered"] == summary["suites"] > 0
     assert conform.check(folder, binary=binary)["summary"]["conforms"] is True
-    # bfloat16 suites hand their arrays over as uint16 bits; tapewise_answer says how to answer them.
+    # bfloat16 suites hand their arrays over as uint16 bits, and take them back so.
     folder = str(tmp_path / "bf16")
     conform.export_vectors(folder, ops=["mul"], dtype="bfloat16", cases=20, seed=4, binary=binary)
     seen = []
@@ -130,9 +130,57 @@ def test_16bit_vectors_float16_answered_by_tapewise_bfloat16_as_bits(tmp_path):
         raise ValueError("not answered")
     conform.answer_vectors(folder, expected_answer)
     assert seen and set(seen) == {np.dtype("<u2")}
-    summary = conform.answer_vectors(folder, conform.tapewise_answer(tapewise.cpu()))
-    assert summary["answered"] == 0 and summary["errors"]
-    assert all("eval --dtype bfloat16" in e["error"] for e in summary["errors"])
+
+
+def test_the_docstring_example_answers_every_node_in_every_dtype(tmp_path):
+    """tapewise.conform's own example, on a folder of every node and dtype (bfloat16 included, whose
+    arrays are uint16 bits): every suite answered by tapewise, and check finds every node conforming."""
+    binary = _binary()
+    folder = str(tmp_path / "vec")
+    conform.export_vectors(folder, cases=8, seed=11, binary=binary)
+    answered = conform.answer_vectors(folder, conform.tapewise_answer(tapewise.cpu()))
+    assert answered["errors"] == [] and answered["answered"] == answered["suites"]
+    summary = conform.check(folder, binary=binary)["summary"]
+    assert summary["line"] == f"{len(tapewise.ops())}/{len(tapewise.ops())} nodes conform", summary
+    assert summary["rows"] == 4 * len(tapewise.ops()) and summary["rows_without_verdict"] == 0
+
+
+def test_bfloat16_answers_are_the_tapes_bits(tmp_path):
+    """A bfloat16 suite answered by tapewise_answer holds the bits `tapewise-conform eval --dtype
+    bfloat16` writes for the same inputs (ties and a NaN included)."""
+    binary = _binary()
+    folder = tmp_path / "bf16"
+    conform.export_vectors(str(folder), ops=["div", "max"], dtype="bfloat16", cases=50, seed=2, binary=binary)
+    assert conform.answer_vectors(str(folder), conform.tapewise_answer(tapewise.cpu()))["errors"] == []
+    for suite in json.loads((folder / "index.json").read_text())["suites"]:
+        where = folder / suite["id"]
+        args = [binary, "eval", suite["op"], "--backend", "cpu", "--dtype", "bfloat16", "--out", str(where),
+                "--prefix", "eval_", "--g", str(where / "g.npy")]
+        args += ["--a", str(where / "a.npy")] + (["--same"] if suite["same"] else ["--b", str(where / "b.npy")])
+        subprocess.run(args, check=True, capture_output=True)
+        for name in suite["outputs"]:
+            ours, theirs = np.load(where / f"out_{name}.npy"), np.load(where / f"eval_{name}.npy")
+            assert ours.dtype == np.uint16 and np.array_equal(ours, theirs), (suite["id"], name)
+
+
+def test_check_of_a_folder_left_unanswered_raises_no_verdict(tmp_path):
+    """Suites a callable did not answer are no verdict (exit 2, ConformError naming them), not a
+    violation reported as "0/N nodes conform"."""
+    binary = _binary()
+    folder = str(tmp_path / "vec")
+    conform.export_vectors(folder, ops=["relu"], dtype="float32,bfloat16", cases=8, seed=3, binary=binary)
+    only_float32 = conform.tapewise_answer(tapewise.cpu())
+
+    def float32_only(op, inputs, g, scalars, same):
+        if g.dtype != np.float32:
+            raise NotImplementedError("float32 only")
+        return only_float32(op, inputs, g, scalars, same)
+
+    answered = conform.answer_vectors(folder, float32_only)
+    assert answered["errors"] and answered["answered"] < answered["suites"]
+    with pytest.raises(conform.ConformError) as info:
+        conform.check(folder, binary=binary)
+    assert "no verdict: relu bfloat16: not answered: no out_*.npy in relu_bfloat16_random0" in info.value.stderr
 
 
 def test_check_graph_grades_a_composite_and_rejects_a_bad_one():
