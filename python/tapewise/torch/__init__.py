@@ -75,10 +75,9 @@ nodes run as before (a custom op call costs PyTorch's dispatcher and autograd.Fu
 times a node). So torch.compile(fn, fullgraph=True) over the nodes is one graph with no break
 (observed with torch 2.15 on the CPU, backends aot_eager and inductor, which calls the custom ops'
 kernels), torch.export's graph holds tapewise.<node>.default calls, and torch.func.grad and vmap give
-the eager bits. A region under a torch.func transform or on fake tensors runs its function node by
-node (each node's custom op: the region's values, its gradients up to NaN); under torch.compile a
-region is one graph break (it is torch.compiler.disable'd: Dynamo would otherwise trace into the
-recording), run eagerly between the compiled graphs before and after it, with the same bits.
+the eager bits. A region under torch.compile or torch.export, under a torch.func transform or on fake
+or meta tensors runs its function node by node (each node's custom op: the region's values, its
+gradients up to NaN), so a compiled function with regions is one graph too.
 
 CUDA graphs: a node's kernels are queued on PyTorch's current stream (the capturing one) with no
 synchronisation, and its outputs and gradients come from PyTorch's allocator (the graph's pool), so

@@ -59,21 +59,23 @@ def backend_for(t: torch.Tensor) -> tapewise.Backend:
 
 
 # Where the nodes run: on plain memory only. _routed(t) is True for what goes to the nodes' custom ops
-# instead (tapewise.torch._custom_ops): a torch.func wrapper, a fake or Python-dispatched tensor, a device
-# other than cpu and cuda (meta: the custom op's fake kernel), a dispatch mode or torch.func transform
-# in effect, a forward-mode dual level. The Python twin of the C++ nodes' plain() (torch_nodes.cpp).
+# instead (tapewise.torch._custom_ops): a tensor subclass dispatched in Python (fake tensors), a meta
+# tensor (the custom op's fake kernel gives its shape), anything while a torch.func transform (its
+# wrappers), a dispatch mode (FakeTensorMode, make_fx) or a forward-mode dual level is in effect. The
+# Python twin of the C++ nodes' plain() (torch_nodes.cpp); the common case, a torch.Tensor or a
+# Parameter, costs a few attribute reads.
+_PLAIN_CLASSES = {torch.Tensor, torch.nn.Parameter}
 _KEY = torch._C.DispatchKey
-_ROUTED_KEYS = (_KEY.Python, _KEY.PythonTLSSnapshot, _KEY.FuncTorchGradWrapper, _KEY.FuncTorchBatched,
-                _KEY.Functionalize)
-_tls_included = torch._C._dispatch_tls_is_dispatch_key_included
 _dispatch_keys = torch._C._dispatch_keys
+_functorch_active = torch._C._are_functorch_transforms_active
+_dispatch_modes = torch._C._len_torch_dispatch_stack
 _forward_ad = torch.autograd.forward_ad
 
 
 def _routed(t) -> bool:
-    keys = _dispatch_keys(t)  # raises TypeError for a non-tensor, as the C++ nodes' binding does
-    return (any(keys.has(k) for k in _ROUTED_KEYS) or not (t.is_cpu or t.is_cuda) or _tls_included(_KEY.Python)
-            or _tls_included(_KEY.FuncTorchDynamicLayerFrontMode) or _forward_ad._current_level >= 0)
+    if t.__class__ not in _PLAIN_CLASSES and _dispatch_keys(t).has(_KEY.Python):  # TypeError for a non-tensor
+        return True
+    return t.is_meta or _functorch_active() or _dispatch_modes() > 0 or _forward_ad._current_level >= 0
 
 
 def _dtype_code(t: torch.Tensor, what: str) -> int:

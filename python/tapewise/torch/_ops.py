@@ -116,11 +116,10 @@ def node_path() -> tuple[str, str]:
 _compiling = torch.compiler.is_compiling
 
 
-def _unary_tensor(name, op_index, custom, x, scalars):
+def _unary_tensor(name, op_index, custom, x, s0, s1, scalars):
     if _compiling():
         return custom(x, *scalars)
-    s = [*scalars, 0.0, 0.0]
-    y = _unary_apply(x, op_index, s[0], s[1])
+    y = _unary_apply(x, op_index, s0, s1)
     return routed(name, (x,), scalars) if y is None else y
 
 
@@ -192,7 +191,7 @@ def _with_scalars(name, scalar_names):
         s = [float(v) for v in scalars]
         if x.__class__ is _Value:
             return _record_unary(name, op_index, x, *s)
-        return _unary_tensor(name, op_index, custom, x, s)
+        return _unary_tensor(name, op_index, custom, x, *(s + [0.0, 0.0])[:2], s)
 
     return node
 
@@ -219,27 +218,31 @@ gelu = _unary("gelu")
 softplus = _unary("softplus")
 
 _SCALE, _CLAMP, _SAFE_LOG = _OP_INDEX["scale"], _OP_INDEX["clamp"], _OP_INDEX["safeLog"]
+_SCALE_OP, _CLAMP_OP, _SAFE_LOG_OP = OPS["scale"], OPS["clamp"], OPS["safeLog"]
 
 
 def scale(x: torch.Tensor, c: float) -> torch.Tensor:
     """tapewise's scale: x * R(c), c rounded once to x's dtype."""
     if x.__class__ is _Value:
         return _record_unary("scale", _SCALE, x, float(c))
-    return _unary_tensor("scale", _SCALE, OPS["scale"], x, (float(c),))
+    c = float(c)
+    return _unary_tensor("scale", _SCALE, _SCALE_OP, x, c, 0.0, (c,))
 
 
 def clamp(x: torch.Tensor, lo: float, hi: float) -> torch.Tensor:
     """tapewise's clamp: fmin(fmax(x, R(lo)), R(hi)); gradient g strictly inside (lo, hi), +0 elsewhere."""
     if x.__class__ is _Value:
         return _record_unary("clamp", _CLAMP, x, float(lo), float(hi))
-    return _unary_tensor("clamp", _CLAMP, OPS["clamp"], x, (float(lo), float(hi)))
+    lo, hi = float(lo), float(hi)
+    return _unary_tensor("clamp", _CLAMP, _CLAMP_OP, x, lo, hi, (lo, hi))
 
 
 def safeLog(x: torch.Tensor, eps: float) -> torch.Tensor:  # noqa: N802 (the spec's name)
     """tapewise's safeLog: log(softplus(x) + R(eps))."""
     if x.__class__ is _Value:
         return _record_unary("safeLog", _SAFE_LOG, x, float(eps))
-    return _unary_tensor("safeLog", _SAFE_LOG, OPS["safeLog"], x, (float(eps),))
+    eps = float(eps)
+    return _unary_tensor("safeLog", _SAFE_LOG, _SAFE_LOG_OP, x, eps, 0.0, (eps,))
 
 
 safe_log = safeLog

@@ -157,10 +157,14 @@ def _region_inputs(args, kwargs, name):
     return tensors
 
 
-_compiler_disable = getattr(getattr(torch, "compiler", None), "disable", None) or torch._dynamo.disable
+_compiling = torch.compiler.is_compiling
 
 
 def _run_region(fn, name, args, kwargs):
+    if _compiling():
+        # torch.compile and torch.export: fn is traced node by node, each node its custom op (no tape to
+        # record: Dynamo cannot trace the tape's arrays), with the region's values, its gradients up to NaN.
+        return fn(*args, **kwargs)
     if any(a.__class__ is _Value for a in (*args, *kwargs.values())):
         return fn(*args, **kwargs)  # called inside another region: its ops record onto that tape
     tensors = _region_inputs(args, kwargs, name)
@@ -213,13 +217,14 @@ def region(fn):
     on them; torch functions, operators and bool() on them raise TypeError. Non-tensor arguments pass
     through. `fn` must return one region value (Tape.backward seeds one output). Called inside another
     region, `fn` records onto that region's tape. Called without region(), the same `fn` runs node by
-    node on torch tensors."""
+    node on torch tensors, and so does a region under torch.compile or torch.export, under a torch.func
+    transform, or on fake or meta tensors (each node its custom op: the region's values, gradients up to
+    NaN). Differentiating a region's gradient raises (no second derivatives); a region refuses CUDA
+    graph capture."""
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
 
     @functools.wraps(fn)
     def run_region(*args, **kwargs):
         return _run_region(fn, name, args, kwargs)
 
-    # torch.compile: Dynamo would trace into the recording and fail on the tape's arrays; disabled, the
-    # region is one graph break, run eagerly between the compiled graphs before and after it.
-    return _compiler_disable(run_region)
+    return run_region
