@@ -14,6 +14,7 @@ from ._nodes import SECOND_DERIVATIVE_ERROR, _OP_INDEX, _TIE_NODES, _check_same,
 
 NAMESPACE = "tapewise"
 
+
 def _run_forward(op_index, s0, s1, a, b=None):
     code = _dtype_code(a, "x" if b is None else "a")
     if b is not None:
