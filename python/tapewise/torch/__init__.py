@@ -31,8 +31,8 @@ derivative's bits, and differentiating that gradient raises RuntimeError ("tryin
 twice a tapewise node"), on every path (C++ nodes, Python nodes, regions, custom ops) and whether or
 not the seed requires grad — so torch.autograd.functional.hessian, torch.func.grad(torch.func.grad(f))
 and torch.func.jacrev(torch.func.grad(f)) raise, never return zeros. There is no forward-mode
-derivative either: torch.func.jvp, jacfwd and torch.func.hessian (jacfwd of jacrev) raise PyTorch's
-error for a custom op without one.
+derivative either: torch.func.jvp, jacfwd, torch.func.hessian (jacfwd of jacrev) and forward_ad's
+dual tensors raise RuntimeError ("forward-mode differentiation ... is not supported").
 
 C++ nodes: each call records one C++ autograd node, as PyTorch's own ops do (grad_fn
 tapewise::UnaryNodeBackward or BinaryNodeBackward), so a node costs what an eager op does and its
@@ -70,7 +70,9 @@ and vmap rules (elementwise: the batch as one tensor, an unbatched input expande
 them where the eager nodes cannot run, with the eager nodes' bits: under torch.compile and torch.export
 (torch.compiler.is_compiling(): Dynamo traces the custom op), and where a node sees a tensor that is
 not plain CPU or CUDA memory — a torch.func wrapper (grad, vmap, jacrev), a fake or meta tensor, a
-dispatch mode (FakeTensorMode, make_fx), a forward-mode dual tensor. Eagerly on plain tensors the
+dispatch mode (FakeTensorMode, make_fx), a forward-mode dual tensor (there through an
+autograd.Function with setup_context over the custom ops, which torch.func requires and torch.library's
+generated autograd lacks: PyTorch issues 168393, 170834, 179652). Eagerly on plain tensors the
 nodes run as before (a custom op call costs PyTorch's dispatcher and autograd.Function, several
 times a node). So torch.compile(fn, fullgraph=True) over the nodes is one graph with no break
 (observed with torch 2.15 on the CPU, backends aot_eager and inductor, which calls the custom ops'
@@ -93,7 +95,8 @@ from __future__ import annotations
 import tapewise
 
 # Each idea in its module: _nodes (the Python autograd nodes, backend_for), _native (building and
-# loading the C++ nodes), _region (region), _ops (the ops, NODES, and which nodes run: node_path).
+# loading the C++ nodes), _custom_ops (the torch.library ops), _region (region), _ops (the ops, NODES,
+# and which nodes run: node_path).
 # _nodes comes first: it imports torch, or raises the ImportError that says tapewise.torch needs it.
 from ._nodes import backend_for  # isort: skip
 from ._native import _native_build_dir  # noqa: F401 (for tests: where the C++ nodes are cached)
