@@ -2,6 +2,8 @@
 the nodes' torch.library custom ops under torch.compile, torch.export, torch.func and fake tensors
 (the eager bits), Python numbers beside tensors, and CUDA graph capture (run where CUDA is)."""
 
+import io
+
 import numpy as np
 import pytest
 
@@ -201,6 +203,10 @@ def test_torch_export_sees_the_ops(nodes):
     assert {"tapewise.tanh.default", "tapewise.mul.default", "tapewise.clamp.default", "tapewise.max.default",
             "tapewise.safeLog.default", "tapewise.gelu.default"} <= called, called
     bits_equal(exported.module()(x, w), model(x, w), "exported against eager")
+    saved = io.BytesIO()
+    torch.export.save(exported, saved)
+    saved.seek(0)
+    bits_equal(torch.export.load(saved).module()(x, w), model(x, w), "saved and loaded against eager")
 
 
 def test_fake_and_meta_tensors_get_shapes_and_checks(nodes):
