@@ -68,7 +68,7 @@ clamp(x, lo, hi)) and its fused VJP torch.ops.tapewise.<node>_vjp (binary nodes:
 fake kernels, autograd (the forward's backward is the VJP op; the VJP op's backward raises, as above)
 and vmap rules (elementwise: the batch as one tensor, an unbatched input expanded). The ops above call
 them where the eager nodes cannot run, with the eager nodes' bits: under torch.compile and torch.export
-(torch.compiler.is_compiling(): Dynamo traces the custom op), and where a node sees a tensor that is
+(torch.compiler.is_dynamo_compiling(): Dynamo traces the custom op), and where a node sees a tensor that is
 not plain CPU or CUDA memory — a torch.func wrapper (grad, vmap, jacrev), a fake or meta tensor, a
 dispatch mode (FakeTensorMode, make_fx), a forward-mode dual tensor (there through an
 autograd.Function with setup_context over the custom ops, which torch.func requires and torch.library's

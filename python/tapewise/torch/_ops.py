@@ -109,11 +109,13 @@ def node_path() -> tuple[str, str]:
 
 # ---------------------------------------------------------------------------------------------------
 # The ops: each takes torch tensors (one autograd node per call) or region values (one tape node).
-# Under torch.compile and torch.export (Dynamo folds is_compiling() to True) they call the node's
-# custom op, which Dynamo traces into the graph; eagerly the nodes run, and the custom op only where
-# a node returns None (a tensor the node does not run on: see _routed).
+# Under torch.compile and torch.export's Dynamo they call the node's custom op, which Dynamo traces
+# into the graph (is_dynamo_compiling() returns False, and Dynamo folds it to True: a cheaper test than
+# is_compiling(), which reads two flags); eagerly the nodes run, and the custom ops (_custom_ops.routed)
+# only where a node returns None: a tensor the node does not run on (_routed), such as the fake
+# tensors of AOTAutograd or of non-strict export.
 
-_compiling = torch.compiler.is_compiling
+_compiling = torch.compiler.is_dynamo_compiling
 
 
 def _unary_tensor(name, op_index, custom, x, s0, s1, scalars):

@@ -157,7 +157,7 @@ def _region_inputs(args, kwargs, name):
     return tensors
 
 
-_compiling = torch.compiler.is_compiling
+_compiling = torch.compiler.is_dynamo_compiling  # Dynamo folds it to True (_ops says why this one)
 
 
 def _run_region(fn, name, args, kwargs):
