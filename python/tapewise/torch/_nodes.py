@@ -72,10 +72,18 @@ _dispatch_modes = torch._C._len_torch_dispatch_stack
 _forward_ad = torch.autograd.forward_ad
 
 
+def _routed_tensor(t) -> bool:
+    """What of _routed depends on the tensor (TypeError for a non-tensor, as the C++ nodes' binding)."""
+    return (t.__class__ not in _PLAIN_CLASSES and _dispatch_keys(t).has(_KEY.Python)) or t.is_meta
+
+
+def _routed_context() -> bool:
+    """What of _routed depends on the thread's state, whatever the tensors."""
+    return _functorch_active() or _dispatch_modes() > 0 or _forward_ad._current_level >= 0
+
+
 def _routed(t) -> bool:
-    if t.__class__ not in _PLAIN_CLASSES and _dispatch_keys(t).has(_KEY.Python):  # TypeError for a non-tensor
-        return True
-    return t.is_meta or _functorch_active() or _dispatch_modes() > 0 or _forward_ad._current_level >= 0
+    return _routed_tensor(t) or _routed_context()
 
 
 def _dtype_code(t: torch.Tensor, what: str) -> int:

@@ -14,7 +14,8 @@ import tapewise
 
 from . import _native
 from ._custom_ops import OPS, routed
-from ._nodes import _OP_INDEX, NUMBER_NODES, _BinaryNode, _check_numbers, _routed, _UnaryNode
+from ._nodes import (_OP_INDEX, NUMBER_NODES, _BinaryNode, _check_numbers, _routed, _routed_context, _routed_tensor,
+                     _UnaryNode)
 from ._region import _record_binary, _record_unary, _region_unary, _Value
 
 # ---------------------------------------------------------------------------------------------------
@@ -43,7 +44,7 @@ def _python_unary(x, op_index, s0, s1):
 
 
 def _python_binary(a, b, op_index):
-    return None if _routed(a) or _routed(b) else _BinaryNode.apply(a, b, op_index)
+    return None if _routed_tensor(a) or _routed_tensor(b) or _routed_context() else _BinaryNode.apply(a, b, op_index)
 
 
 def _choose_nodes() -> None:
