@@ -14,6 +14,10 @@ from ._nodes import SECOND_DERIVATIVE_ERROR, _OP_INDEX, _TIE_NODES, _check_same,
 
 NAMESPACE = "tapewise"
 
+if not hasattr(getattr(torch.library, "CustomOpDef", None), "register_vmap"):
+    raise ImportError(f"tapewise.torch needs PyTorch 2.5 or later (torch.library.custom_op with register_vmap); "
+                      f"this is torch {torch.__version__}")
+
 
 def _run_forward(op_index, s0, s1, a, b=None):
     code = _dtype_code(a, "x" if b is None else "a")
