@@ -3,6 +3,8 @@ the nodes' torch.library custom ops under torch.compile, torch.export, torch.fun
 (the eager bits), Python numbers beside tensors, and CUDA graph capture (run where CUDA is)."""
 
 import io
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -345,3 +347,11 @@ def test_a_region_refuses_cuda_graph_capture():
     with pytest.raises(RuntimeError, match="cannot be captured in a CUDA graph"):
         with torch.cuda.graph(graph):
             twt.region(twt.sin)(x)
+
+
+def test_a_torch_without_custom_op_vmap_is_named():
+    """On a torch older than 2.5 (simulated: register_vmap removed), importing tapewise.torch says so."""
+    script = ("import torch; del torch.library.CustomOpDef.register_vmap\n"
+              "try:\n    import tapewise.torch\nexcept ImportError as e:\n    print(e)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert "tapewise.torch needs PyTorch 2.5 or later" in done.stdout, done.stdout + done.stderr
