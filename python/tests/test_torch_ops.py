@@ -132,9 +132,11 @@ def test_custom_ops_give_the_eager_bits(nodes, name):
         bits_equal(custom, eager, f"{name} custom op VJP, input {k}")
 
 
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not (torch.cuda.is_available() and tapewise.cuda_available()), reason="no CUDA device"))])
 @pytest.mark.parametrize("name", NODES)
-def test_torch_func_grad_and_vmap_give_the_eager_bits(nodes, name):
-    xs = inputs_for(name)
+def test_torch_func_grad_and_vmap_give_the_eager_bits(nodes, name, device):
+    xs = [x.to(device) for x in inputs_for(name)]
     y, grads = eager_grads(name, xs)
     argnums = tuple(range(len(xs)))
     func_grads = torch.func.grad(lambda *a: call(name, *a).sum(), argnums=argnums)(*xs)
@@ -165,27 +167,33 @@ def model(x, w):
     return twt.add(twt.safe_log(h, 1e-3), twt.gelu(w))
 
 
-def test_torch_compile_fullgraph_gives_the_eager_bits(nodes):
+CUDA = pytest.mark.skipif(not (torch.cuda.is_available() and tapewise.cuda_available()), reason="no CUDA device")
+DEVICES = ["cpu", pytest.param("cuda", marks=CUDA)]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_torch_compile_fullgraph_gives_the_eager_bits(nodes, device):
     """fullgraph=True: Dynamo traces every node as its custom op, with no graph break; forward and
     gradients are the eager nodes' bits (aot_eager: Dynamo and AOTAutograd, no C++ compiler)."""
-    compile_and_compare("aot_eager")
+    compile_and_compare("aot_eager", device)
 
 
-def test_torch_compile_inductor_gives_the_eager_bits():
+@pytest.mark.parametrize("device", DEVICES)
+def test_torch_compile_inductor_gives_the_eager_bits(device):
     """Inductor (a C++ compiler on the CPU; about 30 s here) keeps the custom ops as calls of their
     kernels: the eager bits. Under compile either kind of node runs the custom ops: one run is enough."""
-    compile_and_compare("inductor")
+    compile_and_compare("inductor", device)
 
 
-def compile_and_compare(backend):
+def compile_and_compare(backend, device):
     torch._dynamo.reset()
     gen = torch.Generator().manual_seed(3)
-    x0, w0 = torch.randn(64, generator=gen), torch.randn(64, generator=gen)
+    x0, w0 = torch.randn(64, generator=gen).to(device), torch.randn(64, generator=gen).to(device)
     results = []
     for run in (model, torch.compile(model, backend=backend, fullgraph=True)):
         x, w = x0.clone().requires_grad_(), w0.clone().requires_grad_()
         y = run(x, w)
-        y.backward(torch.linspace(-1, 1, 64))
+        y.backward(torch.linspace(-1, 1, 64, device=device))
         results.append((y.detach(), x.grad, w.grad))
     for eager, compiled in zip(*results):
         bits_equal(compiled, eager, f"compiled ({backend}) against eager")
@@ -308,7 +316,7 @@ def test_numbers_inside_a_region_and_under_compile(nodes):
 # ---------------------------------------------------------------------------------------------------
 # CUDA graph capture (runs where CUDA is: the GPU machine).
 
-@pytest.mark.skipif(not (torch.cuda.is_available() and tapewise.cuda_available()), reason="no CUDA device")
+@CUDA
 def test_cuda_graph_capture_of_nodes_replays_the_eager_bits(nodes):
     """The nodes' kernels go on the capturing stream and their memory comes from PyTorch's allocator:
     forward and backward are captured and replayed with new input values, with the eager bits. The
@@ -339,7 +347,7 @@ def test_cuda_graph_capture_of_nodes_replays_the_eager_bits(nodes):
     bits_equal(x.grad, reference.grad, "replayed gradient")
 
 
-@pytest.mark.skipif(not (torch.cuda.is_available() and tapewise.cuda_available()), reason="no CUDA device")
+@CUDA
 def test_a_region_refuses_cuda_graph_capture():
     x = torch.randn(256, device="cuda")
     twt.region(twt.sin)(x)  # warm-up outside the capture
@@ -355,3 +363,17 @@ def test_a_torch_without_custom_op_vmap_is_named():
               "try:\n    import tapewise.torch\nexcept ImportError as e:\n    print(e)\n")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert "tapewise.torch needs PyTorch 2.5 or later" in done.stdout, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("name", ["maximum", "minimum"])
+def test_a_tie_with_itself_passes_the_gradient_once_under_torch_func(nodes, name):
+    """max(a, a): the upstream gradient once, as the tape and the eager nodes do (g*0.5 + g*0.5 would
+    lose the smallest subnormal)."""
+    x = torch.linspace(-1, 1, 4, dtype=torch.float64)
+    g = torch.full((4,), 5e-324, dtype=torch.float64)  # the smallest subnormal: g*0.5 rounds to 0
+    op = getattr(twt, name)
+    _, pullback = torch.func.vjp(lambda a: op(a, a), x)
+    leaf = x.clone().requires_grad_()
+    op(leaf, leaf).backward(g)
+    bits_equal(pullback(g)[0], leaf.grad, f"{name}(a, a) under torch.func.vjp")
+    bits_equal(leaf.grad, g, f"{name}(a, a) eagerly")
