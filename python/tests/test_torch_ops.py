@@ -3,6 +3,7 @@ the nodes' torch.library custom ops under torch.compile, torch.export, torch.fun
 (the eager bits), Python numbers beside tensors, and CUDA graph capture (run where CUDA is)."""
 
 import io
+import os
 import subprocess
 import sys
 
@@ -377,3 +378,31 @@ def test_a_tie_with_itself_passes_the_gradient_once_under_torch_func(nodes, name
     op(leaf, leaf).backward(g)
     bits_equal(pullback(g)[0], leaf.grad, f"{name}(a, a) under torch.func.vjp")
     bits_equal(leaf.grad, g, f"{name}(a, a) eagerly")
+
+
+def test_the_custom_ops_python_kernels_without_the_cpp_nodes(tmp_path):
+    """TAPEWISE_TORCH_NATIVE=0: the custom ops keep their Python kernels (the C++ ones come with the C++
+    nodes), and give every node's eager bits, forward and VJP."""
+    script = tmp_path / "python_kernels.py"
+    script.write_text(
+        "import torch, tapewise, tapewise.torch as twt\n"
+        "from conftest import ARITY, SCALARS\n"
+        "assert 'torch_nodes.cpp' not in torch._C._dispatch_dump_table('tapewise::sin')\n"
+        "def same(a, b):\n    return torch.equal(a.view(torch.int64), b.view(torch.int64))  # the bits\n"
+        "gen = torch.Generator().manual_seed(9)\n"
+        "for name in tapewise.NODE_NAMES:\n"
+        "    xs = [(torch.rand(32, generator=gen, dtype=torch.float64) + 0.1).requires_grad_() for _ in range(ARITY[name])]\n"
+        "    y = twt.NODES[name](*xs, *SCALARS.get(name, []))\n"
+        "    g = torch.rand(32, generator=gen, dtype=torch.float64)\n"
+        "    y.backward(g)\n"
+        "    op, vjp = getattr(torch.ops.tapewise, name), getattr(torch.ops.tapewise, name + '_vjp')\n"
+        "    plain = [x.detach() for x in xs]\n"
+        "    assert same(op(*plain, *SCALARS.get(name, [])), y.detach()), name\n"
+        "    grads = vjp(plain[0], g, *SCALARS.get(name, [])) if len(xs) == 1 else vjp(*plain, g)\n"
+        "    for got, x in zip(grads if len(xs) == 2 else [grads], xs):\n"
+        "        assert same(got, x.grad), name\n"
+        "print('python kernels ok', twt.node_path()[0])\n")
+    env = {**os.environ, "TAPEWISE_TORCH_NATIVE": "0",
+           "PYTHONPATH": os.pathsep.join([os.path.dirname(__file__), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, env=env)
+    assert "python kernels ok python" in done.stdout, done.stdout + done.stderr

@@ -12,16 +12,19 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include <ATen/ATen.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
+#include <ATen/core/stack.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/basic_ops.h>
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/autograd/saved_variable.h>
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
+#include <torch/library.h>
 
 #include "node_kernels.h"
 
@@ -258,6 +261,64 @@ std::optional<at::Tensor> binary(const at::Tensor& a_in, const at::Tensor& b_in,
   return y;
 }
 
+// The custom ops' CPU and CUDA kernels (torch.ops.tapewise.<node> and <node>_vjp, defined with their
+// Python kernels by tapewise.torch._custom_ops): the same work as those, with no Python, so that code
+// compiled by torch.compile calls C++ per node. Registered for the CPU and CUDA dispatch keys, which
+// come before the Python kernels' CompositeExplicitAutograd; the arguments are the ops' schemas:
+// (inputs..., [g,] scalars...).
+struct NodeOpKernel final : c10::OperatorKernel {
+  std::int64_t op;
+  int arity, scalar_count;
+  bool vjp;
+
+  NodeOpKernel(std::int64_t op_, int arity_, int scalar_count_, bool vjp_)
+      : op(op_), arity(arity_), scalar_count(scalar_count_), vjp(vjp_) {}
+
+  void operator()(const c10::OperatorHandle&, c10::DispatchKeySet, torch::jit::Stack* stack) const {
+    const std::size_t count = static_cast<std::size_t>(arity + (vjp ? 1 : 0) + scalar_count);
+    const auto args = torch::jit::last(*stack, count);
+    const at::Tensor a = args[0].toTensor();
+    const at::Tensor b = arity == 2 ? args[1].toTensor() : at::Tensor();
+    const at::Tensor g = vjp ? args[arity].toTensor() : at::Tensor();
+    double s[2] = {0.0, 0.0};
+    for (int k = 0; k < scalar_count && k < 2; ++k) s[k] = args[arity + (vjp ? 1 : 0) + k].toDouble();
+    torch::jit::drop(*stack, count);
+    if (!supported(a) || (b.defined() && (!supported(b) || a.sizes() != b.sizes() ||
+                                          a.scalar_type() != b.scalar_type() || a.device() != b.device())))
+      refuse_inputs(op, a, b.defined() ? &b : nullptr);
+    const at::Tensor left = a.contiguous(), right = b.defined() ? b.contiguous() : at::Tensor();
+    const at::Tensor* second = right.defined() ? &right : nullptr;
+    if (!vjp) {
+      at::Tensor y = at::empty_like(left);
+      forward_kernel(op, s[0], s[1], left, second, y);
+      torch::jit::push(*stack, std::move(y));
+      return;
+    }
+    const at::Tensor upstream_g = upstream(g, left);
+    at::Tensor da = at::empty_like(left), db = second ? at::empty_like(left) : at::Tensor();
+    vjp_kernel(op, s[0], s[1], left, second, upstream_g, da, second ? &db : nullptr);
+    torch::jit::push(*stack, std::move(da));
+    if (second) torch::jit::push(*stack, std::move(db));
+  }
+};
+
+// nodes: (name, op index, arity, scalar count) per node. Once per process; the libraries are never
+// destroyed (deregistering at exit could run after the Python side that defined the ops has gone).
+void register_op_kernels(const std::vector<std::tuple<std::string, std::int64_t, int, int>>& nodes) {
+  static bool registered = false;
+  if (registered) return;
+  for (const c10::DispatchKey key : {c10::DispatchKey::CPU, c10::DispatchKey::CUDA}) {
+    auto* library = new torch::Library(torch::Library::IMPL, "tapewise", key, __FILE__, __LINE__);
+    for (const auto& [name, op, arity, scalar_count] : nodes) {
+      library->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunctor(
+                                      std::make_unique<NodeOpKernel>(op, arity, scalar_count, false)));
+      library->impl((name + "_vjp").c_str(), torch::CppFunction::makeFromBoxedFunctor(
+                                                 std::make_unique<NodeOpKernel>(op, arity, scalar_count, true)));
+    }
+  }
+  registered = true;
+}
+
 void init(const py::capsule& table, const py::object& refuse_inputs_fn, std::int64_t max_op, std::int64_t min_op) {
   if (std::string(table.name() ? table.name() : "") != TAPEWISE_NODE_KERNELS_CAPSULE)
     throw py::value_error("tapewise.torch: the kernel table's capsule is not " TAPEWISE_NODE_KERNELS_CAPSULE);
@@ -275,6 +336,9 @@ void init(const py::capsule& table, const py::object& refuse_inputs_fn, std::int
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "tapewise.torch's nodes as C++ autograd nodes (built by tapewise.torch; use tapewise.torch).";
   m.def("init", &init, "Binds the kernel table capsule, the refusal callback and the max/min op indices.");
+  m.def("register_op_kernels", &register_op_kernels,
+        "Registers the CPU and CUDA kernels of the custom ops torch.ops.tapewise.<node> and <node>_vjp: "
+        "[(name, op index, arity, scalar count)].");
   m.def("unary", &unary,
         "y = op(x, s0, s1), with a C++ grad_fn whose backward is tapewise's fused VJP; None for a tensor that is "
         "not plain memory (a torch.func wrapper, a fake tensor, a dispatch mode): the op's custom op runs it.");

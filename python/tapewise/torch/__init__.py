@@ -66,7 +66,9 @@ stream, which is the stream the node's (or the region's tape's) backend is bound
 Custom ops (torch.library): every node is torch.ops.tapewise.<node> (scalars as float arguments:
 clamp(x, lo, hi)) and its fused VJP torch.ops.tapewise.<node>_vjp (binary nodes: both gradients), with
 fake kernels, autograd (the forward's backward is the VJP op; the VJP op's backward raises, as above)
-and vmap rules (elementwise: the batch as one tensor, an unbatched input expanded). The ops above call
+and vmap rules (elementwise: the batch as one tensor, an unbatched input expanded). Their CPU and
+CUDA kernels are C++ once the C++ nodes load (native/torch_nodes.cpp registers them; the first node
+or custom op call loads them), else Python, with the same bits. The ops above call
 them where the eager nodes cannot run, with the eager nodes' bits: under torch.compile and torch.export
 (torch.compiler.is_dynamo_compiling(): Dynamo traces the custom op), and where a node sees a tensor that is
 not plain CPU or CUDA memory — a torch.func wrapper (grad, vmap, jacrev), a fake or meta tensor, a

@@ -19,7 +19,21 @@ if not hasattr(getattr(torch.library, "CustomOpDef", None), "register_vmap"):
                       f"this is torch {torch.__version__}")
 
 
+_cpp_kernels_pending = True
+
+
+def _load_cpp_kernels():
+    """The first call of a Python kernel below chooses the nodes as a node's first call does: loading
+    the C++ nodes registers these ops' C++ kernels (torch_nodes.cpp), which serve the calls after it."""
+    global _cpp_kernels_pending
+    _cpp_kernels_pending = False
+    from . import _ops  # here, not above: _ops imports this module
+    _ops._choose_nodes()
+
+
 def _run_forward(op_index, s0, s1, a, b=None):
+    if _cpp_kernels_pending:
+        _load_cpp_kernels()
     code = _dtype_code(a, "x" if b is None else "a")
     if b is not None:
         _check_same(a, b, tapewise.NODE_NAMES[op_index])
@@ -34,6 +48,8 @@ def _run_forward(op_index, s0, s1, a, b=None):
 
 
 def _run_vjp(op_index, s0, s1, g, a, b=None):
+    if _cpp_kernels_pending:
+        _load_cpp_kernels()
     code = _dtype_code(a, "x" if b is None else "a")
     a = a.contiguous()
     g = _upstream(g, a.dtype)
