@@ -148,7 +148,9 @@ bool plain(const at::Tensor& t) {
   if (c10::impl::tls_is_dispatch_key_included(c10::DispatchKey::Python) ||
       c10::impl::tls_is_dispatch_key_included(c10::DispatchKey::FuncTorchDynamicLayerFrontMode))
     return false;
-  return !t._fw_grad(/*level=*/0).defined();
+  // A dual tensor has autograd metadata; most tensors without requires_grad have none, and skip the
+  // forward-gradient lookup (a virtual call and a lock).
+  return t.unsafeGetTensorImpl()->autograd_meta() == nullptr || !t._fw_grad(/*level=*/0).defined();
 }
 
 // The backward nodes, written as PyTorch's own generated ones are (a Node holding SavedVariables, its

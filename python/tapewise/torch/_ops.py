@@ -229,7 +229,10 @@ def scale(x: torch.Tensor, c: float) -> torch.Tensor:
     if x.__class__ is _Value:
         return _record_unary("scale", _SCALE, x, float(c))
     c = float(c)
-    return _unary_tensor("scale", _SCALE, _SCALE_OP, x, c, 0.0, (c,))
+    if _compiling():
+        return _SCALE_OP(x, c)
+    y = _unary_apply(x, _SCALE, c, 0.0)  # inline, not through _unary_tensor: a call less per node
+    return routed("scale", (x,), (c,)) if y is None else y
 
 
 def clamp(x: torch.Tensor, lo: float, hi: float) -> torch.Tensor:
@@ -237,7 +240,10 @@ def clamp(x: torch.Tensor, lo: float, hi: float) -> torch.Tensor:
     if x.__class__ is _Value:
         return _record_unary("clamp", _CLAMP, x, float(lo), float(hi))
     lo, hi = float(lo), float(hi)
-    return _unary_tensor("clamp", _CLAMP, _CLAMP_OP, x, lo, hi, (lo, hi))
+    if _compiling():
+        return _CLAMP_OP(x, lo, hi)
+    y = _unary_apply(x, _CLAMP, lo, hi)  # inline, not through _unary_tensor: a call less per node
+    return routed("clamp", (x,), (lo, hi)) if y is None else y
 
 
 def safeLog(x: torch.Tensor, eps: float) -> torch.Tensor:  # noqa: N802 (the spec's name)
@@ -245,7 +251,10 @@ def safeLog(x: torch.Tensor, eps: float) -> torch.Tensor:  # noqa: N802 (the spe
     if x.__class__ is _Value:
         return _record_unary("safeLog", _SAFE_LOG, x, float(eps))
     eps = float(eps)
-    return _unary_tensor("safeLog", _SAFE_LOG, _SAFE_LOG_OP, x, eps, 0.0, (eps,))
+    if _compiling():
+        return _SAFE_LOG_OP(x, eps)
+    y = _unary_apply(x, _SAFE_LOG, eps, 0.0)  # inline, not through _unary_tensor: a call less per node
+    return routed("safeLog", (x,), (eps,)) if y is None else y
 
 
 safe_log = safeLog
