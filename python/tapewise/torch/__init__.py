@@ -86,10 +86,10 @@ gradients up to NaN), so a compiled function with regions is one graph too.
 CUDA graphs: a node's kernels are queued on PyTorch's current stream (the capturing one) with no
 synchronisation, and its outputs and gradients come from PyTorch's allocator (the graph's pool), so
 the nodes' forward and backward can be captured and replayed; a CUDA backend is made the first time a
-stream is used, so warm the capture stream up first, as PyTorch asks of any capture
-(python/tests/test_torch_ops.py, test_cuda_graph_capture_of_nodes_replays_the_eager_bits, runs on a
-GPU machine). A region refuses capture with a RuntimeError: its tape allocates its own memory and
-records afresh on every call.
+stream is used, so warm the capture stream up first, as PyTorch asks of any capture. A region refuses
+capture with a RuntimeError: its tape allocates its own memory and records afresh on every call. (What
+the code is written to do; python/tests/test_torch_ops.py's capture tests run on a GPU machine only and
+had not run when this was written, 2026-12-05.)
 """
 
 from __future__ import annotations
