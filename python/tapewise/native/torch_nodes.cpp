@@ -7,18 +7,24 @@
 // _BinaryNode).
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include <ATen/ATen.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <ATen/core/stack.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/basic_ops.h>
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/autograd/saved_variable.h>
+#include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
+#include <torch/library.h>
 
 #include "node_kernels.h"
 
@@ -96,20 +102,55 @@ at::Tensor upstream(const at::Tensor& g, const at::Tensor& like) {
   return (g.scalar_type() == like.scalar_type() ? g : g.to(like.scalar_type())).contiguous();
 }
 
-// once_differentiable's rule (torch.autograd.function): under create_graph, a gradient computed from
-// an upstream gradient that requires grad is handed on through a node that raises if differentiated.
-variable_list once_differentiable(variable_list grads, const at::Tensor& g) {
-  if (!at::GradMode::is_enabled() || !g.requires_grad()) return grads;
-  for (at::Tensor& v : grads) {
-    if (!v.defined()) continue;
-    v = v.detach();
-    v.set_requires_grad(true);
-  }
-  const auto error = std::make_shared<torch::autograd::DelayedError>(
-      "trying to differentiate twice a function that was marked with @once_differentiable "
-      "(tapewise.torch's nodes are differentiable once)",
-      static_cast<std::int64_t>(grads.size()));
-  return error->apply(std::move(grads));
+// What autograd's edges point with: std::shared_ptr<Node> in the torch of 2025 (2.11 among them),
+// c10::intrusive_ptr<Node> later (2.15). A shared_ptr node is deleted by deleteNode, as PyTorch's own
+// are, so that freeing a long chain of nodes does not recurse once per node (found by argument-dependent
+// lookup, so that a torch without it never names it).
+using NodePointer = decltype(std::declval<torch::autograd::Edge>().function);
+
+template <class NodeType, class... Args>
+auto new_node(Args&&... args) {
+  if constexpr (std::is_same_v<NodePointer, std::shared_ptr<torch::autograd::Node>>)
+    return std::shared_ptr<NodeType>(new NodeType(std::forward<Args>(args)...),
+                                     [](NodeType* node) { deleteNode(node); });
+  else
+    return c10::make_intrusive<NodeType>(std::forward<Args>(args)...);
+}
+
+// Under create_graph, the gradients are outputs of an Error node (tapewise.torch._nodes'
+// SECOND_DERIVATIVE_ERROR's words) whose edges are the backward node's own (to its inputs) and the
+// upstream gradient's: differentiating them with respect to anything they depend on raises. tapewise
+// defines first derivatives only. (once_differentiable's edges go to fresh leaves, and only when the
+// upstream gradient requires grad: a Hessian, whose seed does not, reads zeros through it.)
+variable_list differentiable_once(const torch::autograd::Node& backward, variable_list grads, const at::Tensor& g) {
+  if (!at::GradMode::is_enabled()) return grads;
+  torch::autograd::edge_list edges = backward.next_edges();
+  if (g.requires_grad()) edges.push_back(torch::autograd::impl::gradient_edge(g));
+  const auto error = new_node<torch::autograd::Error>(
+      "tapewise.torch: trying to differentiate twice a tapewise node: its gradient is differentiable once "
+      "(once_differentiable's rule, stricter), since tapewise defines first derivatives only: no second "
+      "derivative, Hessian or double backward goes through tapewise.torch",
+      std::move(edges));
+  for (const at::Tensor& v : grads)
+    if (v.defined()) torch::autograd::set_history(v, error);
+  return grads;
+}
+
+// Whether a tensor is plain memory these nodes can run on: a CPU or CUDA tensor with storage, no
+// torch.func wrapper, no fake or Python-dispatched tensor, no dispatch mode (fake tensors, tracing) or
+// torch.func transform active, no forward-mode tangent. Anything else goes through tapewise.torch's
+// custom ops (the ops fall back to them when unary/binary return None), which the dispatcher routes.
+bool plain(const at::Tensor& t) {
+  static const c10::DispatchKeySet routed{c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot,
+                                          c10::DispatchKey::FuncTorchGradWrapper,
+                                          c10::DispatchKey::FuncTorchBatched, c10::DispatchKey::Functionalize};
+  if (!t.defined() || !(t.is_cpu() || t.is_cuda()) || !t.has_storage() || t.key_set().has_any(routed)) return false;
+  if (c10::impl::tls_is_dispatch_key_included(c10::DispatchKey::Python) ||
+      c10::impl::tls_is_dispatch_key_included(c10::DispatchKey::FuncTorchDynamicLayerFrontMode))
+    return false;
+  // A dual tensor has autograd metadata; most tensors without requires_grad have none, and skip the
+  // forward-gradient lookup (a virtual call and a lock).
+  return t.unsafeGetTensorImpl()->autograd_meta() == nullptr || !t._fw_grad(/*level=*/0).defined();
 }
 
 // The backward nodes, written as PyTorch's own generated ones are (a Node holding SavedVariables, its
@@ -133,7 +174,7 @@ struct UnaryNodeBackward : torch::autograd::Node {
       result[0] = at::empty_like(input);
       vjp_kernel(op, s0, s1, input, nullptr, g, result[0], nullptr);
     }
-    return once_differentiable(std::move(result), grads[0]);
+    return differentiable_once(*this, std::move(result), grads[0]);
   }
 };
 
@@ -165,27 +206,15 @@ struct BinaryNodeBackward : torch::autograd::Node {
         vjp_kernel(op, 0.0, 0.0, left, &right, g, result[0], &result[1]);
       }
     }
-    return once_differentiable(std::move(result), grads[0]);
+    return differentiable_once(*this, std::move(result), grads[0]);
   }
 };
 
-// What autograd's edges point with: std::shared_ptr<Node> in the torch of 2025 (2.11 among them),
-// c10::intrusive_ptr<Node> later (2.15). A shared_ptr node is deleted by deleteNode, as PyTorch's own
-// are, so that freeing a long chain of nodes does not recurse once per node (found by argument-dependent
-// lookup, so that a torch without it never names it).
-using NodePointer = decltype(std::declval<torch::autograd::Edge>().function);
-
-template <class NodeType>
-auto new_node() {
-  if constexpr (std::is_same_v<NodePointer, std::shared_ptr<torch::autograd::Node>>)
-    return std::shared_ptr<NodeType>(new NodeType(), [](NodeType* node) { deleteNode(node); });
-  else
-    return c10::make_intrusive<NodeType>();
-}
-
-// y = op(x, s0, s1); y's grad_fn (when x needs a gradient) runs the fused VJP.
-at::Tensor unary(const at::Tensor& input, std::int64_t op, double s0, double s1) {
+// y = op(x, s0, s1); y's grad_fn (when x needs a gradient) runs the fused VJP. None where x is not
+// plain(): the caller runs the node's custom op instead.
+std::optional<at::Tensor> unary(const at::Tensor& input, std::int64_t op, double s0, double s1) {
   require_init();
+  if (!plain(input)) return std::nullopt;
   if (!supported(input)) refuse_inputs(op, input, nullptr);
   at::Tensor x, y;
   {
@@ -206,9 +235,11 @@ at::Tensor unary(const at::Tensor& input, std::int64_t op, double s0, double s1)
   return y;
 }
 
-// y = op(a, b); y's grad_fn (when a or b needs a gradient) runs the fused VJP for both.
-at::Tensor binary(const at::Tensor& a_in, const at::Tensor& b_in, std::int64_t op) {
+// y = op(a, b); y's grad_fn (when a or b needs a gradient) runs the fused VJP for both. None where a
+// or b is not plain(): the caller runs the node's custom op instead.
+std::optional<at::Tensor> binary(const at::Tensor& a_in, const at::Tensor& b_in, std::int64_t op) {
   require_init();
+  if (!plain(a_in) || !plain(b_in)) return std::nullopt;
   if (!supported(a_in) || !supported(b_in) || a_in.sizes() != b_in.sizes() ||
       a_in.scalar_type() != b_in.scalar_type() || a_in.device() != b_in.device())
     refuse_inputs(op, a_in, &b_in);
@@ -232,6 +263,64 @@ at::Tensor binary(const at::Tensor& a_in, const at::Tensor& b_in, std::int64_t o
   return y;
 }
 
+// The custom ops' CPU and CUDA kernels (torch.ops.tapewise.<node> and <node>_vjp, defined with their
+// Python kernels by tapewise.torch._custom_ops): the same work as those, with no Python, so that code
+// compiled by torch.compile calls C++ per node. Registered for the CPU and CUDA dispatch keys, which
+// come before the Python kernels' CompositeExplicitAutograd; the arguments are the ops' schemas:
+// (inputs..., [g,] scalars...).
+struct NodeOpKernel final : c10::OperatorKernel {
+  std::int64_t op;
+  int arity, scalar_count;
+  bool vjp;
+
+  NodeOpKernel(std::int64_t op_, int arity_, int scalar_count_, bool vjp_)
+      : op(op_), arity(arity_), scalar_count(scalar_count_), vjp(vjp_) {}
+
+  void operator()(const c10::OperatorHandle&, c10::DispatchKeySet, torch::jit::Stack* stack) const {
+    const std::size_t count = static_cast<std::size_t>(arity + (vjp ? 1 : 0) + scalar_count);
+    const auto args = torch::jit::last(*stack, count);
+    const at::Tensor a = args[0].toTensor();
+    const at::Tensor b = arity == 2 ? args[1].toTensor() : at::Tensor();
+    const at::Tensor g = vjp ? args[arity].toTensor() : at::Tensor();
+    double s[2] = {0.0, 0.0};
+    for (int k = 0; k < scalar_count && k < 2; ++k) s[k] = args[arity + (vjp ? 1 : 0) + k].toDouble();
+    torch::jit::drop(*stack, count);
+    if (!supported(a) || (b.defined() && (!supported(b) || a.sizes() != b.sizes() ||
+                                          a.scalar_type() != b.scalar_type() || a.device() != b.device())))
+      refuse_inputs(op, a, b.defined() ? &b : nullptr);
+    const at::Tensor left = a.contiguous(), right = b.defined() ? b.contiguous() : at::Tensor();
+    const at::Tensor* second = right.defined() ? &right : nullptr;
+    if (!vjp) {
+      at::Tensor y = at::empty_like(left);
+      forward_kernel(op, s[0], s[1], left, second, y);
+      torch::jit::push(*stack, std::move(y));
+      return;
+    }
+    const at::Tensor upstream_g = upstream(g, left);
+    at::Tensor da = at::empty_like(left), db = second ? at::empty_like(left) : at::Tensor();
+    vjp_kernel(op, s[0], s[1], left, second, upstream_g, da, second ? &db : nullptr);
+    torch::jit::push(*stack, std::move(da));
+    if (second) torch::jit::push(*stack, std::move(db));
+  }
+};
+
+// nodes: (name, op index, arity, scalar count) per node. Once per process; the libraries are never
+// destroyed (deregistering at exit could run after the Python side that defined the ops has gone).
+void register_op_kernels(const std::vector<std::tuple<std::string, std::int64_t, int, int>>& nodes) {
+  static bool registered = false;
+  if (registered) return;
+  for (const c10::DispatchKey key : {c10::DispatchKey::CPU, c10::DispatchKey::CUDA}) {
+    auto* library = new torch::Library(torch::Library::IMPL, "tapewise", key, __FILE__, __LINE__);
+    for (const auto& [name, op, arity, scalar_count] : nodes) {
+      library->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunctor(
+                                      std::make_unique<NodeOpKernel>(op, arity, scalar_count, false)));
+      library->impl((name + "_vjp").c_str(), torch::CppFunction::makeFromBoxedFunctor(
+                                                 std::make_unique<NodeOpKernel>(op, arity, scalar_count, true)));
+    }
+  }
+  registered = true;
+}
+
 void init(const py::capsule& table, const py::object& refuse_inputs_fn, std::int64_t max_op, std::int64_t min_op) {
   if (std::string(table.name() ? table.name() : "") != TAPEWISE_NODE_KERNELS_CAPSULE)
     throw py::value_error("tapewise.torch: the kernel table's capsule is not " TAPEWISE_NODE_KERNELS_CAPSULE);
@@ -249,6 +338,12 @@ void init(const py::capsule& table, const py::object& refuse_inputs_fn, std::int
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "tapewise.torch's nodes as C++ autograd nodes (built by tapewise.torch; use tapewise.torch).";
   m.def("init", &init, "Binds the kernel table capsule, the refusal callback and the max/min op indices.");
-  m.def("unary", &unary, "y = op(x, s0, s1), with a C++ grad_fn whose backward is tapewise's fused VJP.");
-  m.def("binary", &binary, "y = op(a, b), with a C++ grad_fn whose backward is tapewise's fused VJP (both gradients).");
+  m.def("register_op_kernels", &register_op_kernels,
+        "Registers the CPU and CUDA kernels of the custom ops torch.ops.tapewise.<node> and <node>_vjp: "
+        "[(name, op index, arity, scalar count)].");
+  m.def("unary", &unary,
+        "y = op(x, s0, s1), with a C++ grad_fn whose backward is tapewise's fused VJP; None for a tensor that is "
+        "not plain memory (a torch.func wrapper, a fake tensor, a dispatch mode): the op's custom op runs it.");
+  m.def("binary", &binary,
+        "y = op(a, b), with a C++ grad_fn whose backward is tapewise's fused VJP (both gradients); None as unary.");
 }

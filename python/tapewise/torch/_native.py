@@ -81,6 +81,9 @@ def _load_native():
                                     extra_include_paths=[str(_NATIVE_SOURCES)], extra_cflags=["-O2"],
                                     build_directory=str(build_dir), verbose=False)
     module.init(tapewise._tapewise._node_kernels(), _refuse, _OP_INDEX["max"], _OP_INDEX["min"])
+    # The custom ops' C++ kernels (tapewise.torch._custom_ops defines the ops): compiled code calls them.
+    module.register_op_kernels([(row["name"], _OP_INDEX[row["name"]], row["arity"], len(row["scalars"]))
+                                for row in tapewise.op_table()])
     _native_module = (module, str(library))
     return _native_module
 

@@ -5,9 +5,10 @@ the backend for a tensor (backend_for) and the input checks."""
 
 from __future__ import annotations
 
+import numbers
+
 try:
     import torch
-    from torch.autograd.function import once_differentiable
 except ImportError as e:  # tapewise itself works without torch; only tapewise.torch needs it
     raise ImportError("tapewise.torch needs PyTorch (pip install torch); the rest of tapewise works without it") from e
 
@@ -19,6 +20,13 @@ _DTYPE_NAMES = {torch.float32: "float32", torch.float64: "float64", torch.bfloat
 # The dtype as the int code Backend._forward_raw/_vjp_raw take (no string parsing per call).
 _DTYPE_CODES = {dtype: tapewise._tapewise.DTYPE_CODES[name] for dtype, name in _DTYPE_NAMES.items()}
 _TIE_NODES = (_OP_INDEX["max"], _OP_INDEX["min"])
+
+# Differentiating a gradient (a second derivative) raises this, on every path: tapewise defines first
+# derivatives only, and a gradient left undifferentiable would read as zero to a Hessian.
+SECOND_DERIVATIVE_ERROR = (
+    "tapewise.torch: trying to differentiate twice a tapewise node: its gradient is differentiable once "
+    "(once_differentiable's rule, stricter), since tapewise defines first derivatives only: no second "
+    "derivative, Hessian or double backward goes through tapewise.torch")
 
 _cpu_backend = None
 _cuda_backends: dict[tuple[int, int], tapewise.Backend] = {}
@@ -50,6 +58,34 @@ def backend_for(t: torch.Tensor) -> tapewise.Backend:
     raise TypeError(f"tapewise.torch: tensors on {t.device} are not supported (cpu or cuda)")
 
 
+# Where the nodes run: on plain memory only. _routed(t) is True for what goes to the nodes' custom ops
+# instead (tapewise.torch._custom_ops): a tensor subclass dispatched in Python (fake tensors), a meta
+# tensor (the custom op's fake kernel gives its shape), anything while a torch.func transform (its
+# wrappers), a dispatch mode (FakeTensorMode, make_fx) or a forward-mode dual level is in effect. The
+# Python twin of the C++ nodes' plain() (torch_nodes.cpp); the common case, a torch.Tensor or a
+# Parameter, costs a few attribute reads.
+_PLAIN_CLASSES = {torch.Tensor, torch.nn.Parameter}
+_KEY = torch._C.DispatchKey
+_dispatch_keys = torch._C._dispatch_keys
+_functorch_active = torch._C._are_functorch_transforms_active
+_dispatch_modes = torch._C._len_torch_dispatch_stack
+_forward_ad = torch.autograd.forward_ad
+
+
+def _routed_tensor(t) -> bool:
+    """What of _routed depends on the tensor (TypeError for a non-tensor, as the C++ nodes' binding)."""
+    return (t.__class__ not in _PLAIN_CLASSES and _dispatch_keys(t).has(_KEY.Python)) or t.is_meta
+
+
+def _routed_context() -> bool:
+    """What of _routed depends on the thread's state, whatever the tensors."""
+    return _functorch_active() or _dispatch_modes() > 0 or _forward_ad._current_level >= 0
+
+
+def _routed(t) -> bool:
+    return _routed_tensor(t) or _routed_context()
+
+
 def _dtype_code(t: torch.Tensor, what: str) -> int:
     code = _DTYPE_CODES.get(t.dtype)
     if code is None:
@@ -61,6 +97,31 @@ def _check_same(a: torch.Tensor, b: torch.Tensor, node: str) -> None:
     if a.shape != b.shape or a.dtype != b.dtype or a.device != b.device:
         raise ValueError(f"tapewise.torch.{node}: inputs must have one shape, dtype and device (no broadcasting), "
                          f"got {tuple(a.shape)} {a.dtype} {a.device} and {tuple(b.shape)} {b.dtype} {b.device}")
+
+
+# A Python number beside a tensor, where torch takes one (torch.add, sub, mul, div: either side);
+# torch.maximum and torch.minimum take tensors only, and so do these.
+NUMBER_NODES = {"add", "sub", "mul", "div"}
+
+
+def _check_numbers(node: str, a, b, operand: type) -> tuple[bool, bool]:
+    """Whether a and b are operands (instances of `operand`: tensors, or region values); raises the
+    TypeError naming the argument for anything but an operand or, where node takes one, a real Python
+    number (int, float, bool, numpy's) beside an operand."""
+    a_operand, b_operand = isinstance(a, operand), isinstance(b, operand)
+    for what, v, is_operand in (("a", a, a_operand), ("b", b, b_operand)):
+        if is_operand:
+            continue
+        if node not in NUMBER_NODES and isinstance(v, numbers.Real):
+            raise TypeError(f"tapewise.torch.{node}: {what} is a number ({type(v).__name__}); {node} takes two "
+                            f"tensors, as torch.{node} does (add, sub, mul and div take a number beside a tensor)")
+        if not isinstance(v, numbers.Real):
+            raise TypeError(f"tapewise.torch.{node}: {what} is {type(v).__name__}; {node} takes two tensors" +
+                            (", or a real Python number beside a tensor" if node in NUMBER_NODES else ""))
+    if not (a_operand or b_operand):
+        raise TypeError(f"tapewise.torch.{node}: a and b are both numbers; one must be a tensor (it gives the "
+                        "result's shape, dtype and device)")
+    return a_operand, b_operand
 
 
 def _upstream(g: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -75,7 +136,7 @@ def _upstream(g: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 # need — the backend is taken once in the forward and kept on ctx (PyTorch runs a node's backward on
 # its forward's stream, the stream that backend is bound to), outputs are torch.empty_like of
 # contiguous inputs (already contiguous), and the kernels are called through Backend._forward_raw /
-# _vjp_raw (fixed arity, int dtype code). once_differentiable's no_grad context and output wrapping
+# _vjp_raw (fixed arity, int dtype code). differentiable_once's no_grad context and output marking
 # are only needed when the backward itself records a graph (backward(create_graph=True)): the
 # backward takes that path then and the lean one otherwise, with the same result.
 
@@ -86,13 +147,13 @@ class _UnaryNode(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, op_index, s0, s1):
         code = _dtype_code(x, "x")
+        ctx.save_for_backward(x)  # the input itself: differentiable_once links to its history
         x = x.contiguous()
         y = torch.empty_like(x)
         backend = backend_for(x)
         n = x.numel()
         if n:  # an empty tensor has nothing to compute (and may have no address)
             backend._forward_raw(op_index, s0, s1, x.data_ptr(), 0, y.data_ptr(), n, code)
-        ctx.save_for_backward(x)
         ctx.node = (op_index, s0, s1, code, backend)
         return y
 
@@ -105,6 +166,7 @@ class _UnaryNode(torch.autograd.Function):
 
 def _unary_backward(ctx, g):
     (x,) = ctx.saved_tensors
+    x = x.contiguous()
     op_index, s0, s1, code, backend = ctx.node
     g = _upstream(g, x.dtype)
     dx = torch.empty_like(x)
@@ -123,13 +185,13 @@ class _BinaryNode(torch.autograd.Function):
         if a.shape != b.shape or a.dtype is not b.dtype or a.device != b.device:
             _check_same(a, b, tapewise.NODE_NAMES[op_index])
         ctx.same_input = a is b
+        ctx.save_for_backward(a, b)  # the inputs themselves: differentiable_once links to their history
         a, b = a.contiguous(), b.contiguous()
         y = torch.empty_like(a)
         backend = backend_for(a)
         n = a.numel()
         if n:
             backend._forward_raw(op_index, 0.0, 0.0, a.data_ptr(), b.data_ptr(), y.data_ptr(), n, code)
-        ctx.save_for_backward(a, b)
         ctx.node = (op_index, code, backend)
         return y
 
@@ -142,6 +204,7 @@ class _BinaryNode(torch.autograd.Function):
 
 def _binary_backward(ctx, g):
     a, b = ctx.saved_tensors
+    a, b = a.contiguous(), b.contiguous()
     op_index, code, backend = ctx.node
     g = _upstream(g, a.dtype)
     if ctx.same_input and op_index in _TIE_NODES:
@@ -157,5 +220,31 @@ def _binary_backward(ctx, g):
     return da, db, None
 
 
-_unary_backward_once = once_differentiable(_unary_backward)
-_binary_backward_once = once_differentiable(_binary_backward)
+class _DifferentiableOnce(torch.autograd.Function):
+    """Gradients computed under create_graph=True, as outputs of a node whose edges are the backward
+    node's saved inputs and the upstream gradient, and whose own backward raises: differentiating them
+    with respect to anything they depend on raises SECOND_DERIVATIVE_ERROR. (once_differentiable
+    links them to fresh leaves, and only when the upstream gradient requires grad: a Hessian, whose
+    seed does not, would read zeros.)"""
+
+    @staticmethod
+    def forward(ctx, backward, node_ctx, g, *inputs):
+        return backward(node_ctx, g)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise RuntimeError(SECOND_DERIVATIVE_ERROR)
+
+
+def differentiable_once(backward):
+    """backward(ctx, g) whose gradients, made with grad mode on (create_graph=True), raise if
+    differentiated; ctx.saved_tensors must be the node's inputs (what the gradients depend on)."""
+    def marked(ctx, g):
+        if not torch.is_grad_enabled():
+            return backward(ctx, g)
+        return _DifferentiableOnce.apply(backward, ctx, g, *ctx.saved_tensors)
+    return marked
+
+
+_unary_backward_once = differentiable_once(_unary_backward)
+_binary_backward_once = differentiable_once(_binary_backward)

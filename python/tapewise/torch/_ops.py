@@ -1,6 +1,7 @@
 """tapewise.torch._ops — the ops, tapewise.torch's public functions (add, ..., softplus, max, min,
-safe_log) and its name table NODES, one function per node of the op table; and the choice of the
-code that runs them outside regions (the C++ nodes or the Python ones: node_path, _use_nodes)."""
+safe_log) and its name table NODES, one function per node of the op table; the choice of the code
+that runs them outside regions (the C++ nodes or the Python ones: node_path, _use_nodes), and where
+those cannot run (torch.compile, torch.func, fake tensors), the nodes' custom ops (_custom_ops)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ import torch
 import tapewise
 
 from . import _native
-from ._nodes import _OP_INDEX, _BinaryNode, _UnaryNode
+from ._custom_ops import OPS, routed
+from ._nodes import (_OP_INDEX, NUMBER_NODES, _BinaryNode, _check_numbers, _routed, _routed_context, _routed_tensor,
+                     _UnaryNode)
 from ._region import _record_binary, _record_unary, _region_unary, _Value
 
 # ---------------------------------------------------------------------------------------------------
@@ -30,8 +33,18 @@ def _bind_nodes(kind: str, detail: str, module=None) -> None:
     if kind == "native":
         _unary_apply, _binary_apply = module.unary, module.binary
     else:
-        _unary_apply, _binary_apply = _UnaryNode.apply, _BinaryNode.apply
+        _unary_apply, _binary_apply = _python_unary, _python_binary
     _node_path = (kind, detail)
+
+
+# Both kinds of nodes run on plain memory only and return None for anything else (_routed), which the
+# ops then hand to the node's custom op.
+def _python_unary(x, op_index, s0, s1):
+    return None if _routed(x) else _UnaryNode.apply(x, op_index, s0, s1)
+
+
+def _python_binary(a, b, op_index):
+    return None if _routed_tensor(a) or _routed_tensor(b) or _routed_context() else _BinaryNode.apply(a, b, op_index)
 
 
 def _choose_nodes() -> None:
@@ -97,38 +110,82 @@ def node_path() -> tuple[str, str]:
 
 # ---------------------------------------------------------------------------------------------------
 # The ops: each takes torch tensors (one autograd node per call) or region values (one tape node).
+# Under torch.compile and torch.export's Dynamo they call the node's custom op, which Dynamo traces
+# into the graph (is_dynamo_compiling() returns False, and Dynamo folds it to True: a cheaper test than
+# is_compiling(), which reads two flags); eagerly the nodes run, and the custom ops (_custom_ops.routed)
+# only where a node returns None: a tensor the node does not run on (_routed), such as the fake
+# tensors of AOTAutograd or of non-strict export.
+
+_compiling = torch.compiler.is_dynamo_compiling
+
+
+def _unary_tensor(name, op_index, custom, x, s0, s1, scalars):
+    if _compiling():
+        return custom(x, *scalars)
+    y = _unary_apply(x, op_index, s0, s1)
+    return routed(name, (x,), scalars) if y is None else y
 
 
 def _unary(name):
     op_index = _OP_INDEX[name]
+    custom = OPS[name]
 
     def node(x: torch.Tensor) -> torch.Tensor:
         if x.__class__ is _Value:
             value = _region_unary(op_index, x, 0.0, 0.0)
             return value if value is not None else x._tape(name)  # _tape raises: the region has returned
-        return _unary_apply(x, op_index, 0.0, 0.0)
+        if _compiling():
+            return custom(x)
+        y = _unary_apply(x, op_index, 0.0, 0.0)
+        return routed(name, (x,)) if y is None else y
 
     node.__name__ = node.__qualname__ = name
     node.__doc__ = f"tapewise's {name}(x) as a differentiable torch op (see the module docstring)."
     return node
 
 
+def _operands(node, a, b):
+    """a and b as two tensors: a Python number beside a tensor (where torch takes one: _check_numbers)
+    becomes a tensor of that tensor's shape, dtype and device holding the number as tapewise rounds a
+    node's scalars — R(c); R16(R32(c)) in bfloat16 and float16, spec/conventions.md 0.3 — with no
+    gradient."""
+    a_tensor, b_tensor = _check_numbers(node, a, b, torch.Tensor)
+    if a_tensor and b_tensor:
+        return a, b
+    like = a if a_tensor else b
+    # torch.full converts the fill value through float32 for bfloat16 and float16: R16(R32(c)).
+    number = torch.full(like.shape, float(b if a_tensor else a), dtype=like.dtype, device=like.device)
+    return (a, number) if a_tensor else (number, b)
+
+
 def _binary(name, alias):
     op_index = _OP_INDEX[name]
+    custom = OPS[name]
 
-    def node(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    def node(a, b) -> torch.Tensor:
         if a.__class__ is _Value or b.__class__ is _Value:
             return _record_binary(alias, op_index, a, b)
-        return _binary_apply(a, b, op_index)
+        if _compiling():
+            return custom(*_operands(alias, a, b))
+        try:
+            y = _binary_apply(a, b, op_index)
+        except TypeError:  # a number (or something else) beside a tensor; both tensors: the node's own error
+            if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+                raise
+            a, b = _operands(alias, a, b)
+            y = _binary_apply(a, b, op_index)
+        return routed(name, (a, b)) if y is None else y
 
     node.__name__ = node.__qualname__ = alias
-    node.__doc__ = f"tapewise's {name}(a, b) as a differentiable torch op (same shape, dtype and device)."
+    node.__doc__ = (f"tapewise's {name}(a, b) as a differentiable torch op (same shape, dtype and device" +
+                    ("; a Python number on either side, as torch takes it)." if alias in NUMBER_NODES else ")."))
     return node
 
 
 def _with_scalars(name, scalar_names):
     """A node with scalars (one of the op table without a function of its own), called as (x, *scalars)."""
     op_index = _OP_INDEX[name]
+    custom = OPS[name]
 
     def node(x, *scalars):
         if len(scalars) != len(scalar_names):
@@ -137,8 +194,7 @@ def _with_scalars(name, scalar_names):
         s = [float(v) for v in scalars]
         if x.__class__ is _Value:
             return _record_unary(name, op_index, x, *s)
-        s += [0.0, 0.0]
-        return _unary_apply(x, op_index, s[0], s[1])
+        return _unary_tensor(name, op_index, custom, x, *(s + [0.0, 0.0])[:2], s)
 
     return node
 
@@ -165,27 +221,40 @@ gelu = _unary("gelu")
 softplus = _unary("softplus")
 
 _SCALE, _CLAMP, _SAFE_LOG = _OP_INDEX["scale"], _OP_INDEX["clamp"], _OP_INDEX["safeLog"]
+_SCALE_OP, _CLAMP_OP, _SAFE_LOG_OP = OPS["scale"], OPS["clamp"], OPS["safeLog"]
 
 
 def scale(x: torch.Tensor, c: float) -> torch.Tensor:
     """tapewise's scale: x * R(c), c rounded once to x's dtype."""
     if x.__class__ is _Value:
         return _record_unary("scale", _SCALE, x, float(c))
-    return _unary_apply(x, _SCALE, float(c), 0.0)
+    c = float(c)
+    if _compiling():
+        return _SCALE_OP(x, c)
+    y = _unary_apply(x, _SCALE, c, 0.0)  # inline, not through _unary_tensor: a call less per node
+    return routed("scale", (x,), (c,)) if y is None else y
 
 
 def clamp(x: torch.Tensor, lo: float, hi: float) -> torch.Tensor:
     """tapewise's clamp: fmin(fmax(x, R(lo)), R(hi)); gradient g strictly inside (lo, hi), +0 elsewhere."""
     if x.__class__ is _Value:
         return _record_unary("clamp", _CLAMP, x, float(lo), float(hi))
-    return _unary_apply(x, _CLAMP, float(lo), float(hi))
+    lo, hi = float(lo), float(hi)
+    if _compiling():
+        return _CLAMP_OP(x, lo, hi)
+    y = _unary_apply(x, _CLAMP, lo, hi)  # inline, not through _unary_tensor: a call less per node
+    return routed("clamp", (x,), (lo, hi)) if y is None else y
 
 
 def safeLog(x: torch.Tensor, eps: float) -> torch.Tensor:  # noqa: N802 (the spec's name)
     """tapewise's safeLog: log(softplus(x) + R(eps))."""
     if x.__class__ is _Value:
         return _record_unary("safeLog", _SAFE_LOG, x, float(eps))
-    return _unary_apply(x, _SAFE_LOG, float(eps), 0.0)
+    eps = float(eps)
+    if _compiling():
+        return _SAFE_LOG_OP(x, eps)
+    y = _unary_apply(x, _SAFE_LOG, eps, 0.0)  # inline, not through _unary_tensor: a call less per node
+    return routed("safeLog", (x,), (eps,)) if y is None else y
 
 
 safe_log = safeLog

@@ -7,11 +7,10 @@ from __future__ import annotations
 import functools
 
 import torch
-from torch.autograd.function import once_differentiable
 
 import tapewise
 
-from ._nodes import _dtype_code, backend_for
+from ._nodes import _check_numbers, _dtype_code, _routed, backend_for, differentiable_once
 
 # A region call and its values are the extension's (tapewise._tapewise._Region, _RegionValue): an op
 # on a region value is then one call into it, which records the node and makes its value, with no
@@ -85,9 +84,20 @@ def _record_unary(node, op_index, x, s0=0.0, s1=0.0):
     return value
 
 
+def _region_number(node, value, number):
+    """A Python number beside a region value: a constant leaf of the value's shape and dtype (no
+    gradient), holding the number as tapewise.torch's nodes do outside regions (R16(R32(c)) in 16 bits)."""
+    tape = value._tape(node)
+    constant = torch.full(value.shape, float(number), dtype=value.dtype)
+    return _Value(value._region, tape.leaf(constant, requires_grad=False, copy=True))
+
+
 def _record_binary(node, op_index, a, b):
     if a.__class__ is not _Value or b.__class__ is not _Value:
-        raise _value_or_tensor_error(node, a, b)
+        if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+            raise _value_or_tensor_error(node, a, b)
+        a_value, _ = _check_numbers(node, a, b, _Value)
+        a, b = (a, _region_number(node, a, b)) if a_value else (_region_number(node, b, a), b)
     try:
         value = _region_binary(op_index, a, b)
     except (tapewise.ShapeMismatchError, tapewise.DTypeMismatchError) as mismatch:
@@ -118,7 +128,7 @@ class _RegionNode(torch.autograd.Function):
         return torch.from_dlpack(tape.value(out_id))
 
     @staticmethod
-    @once_differentiable
+    @differentiable_once
     def backward(ctx, g):
         ctx.saved_tensors  # raises for a second backward of a graph freed by the first (no retain_graph)
         tape, out_id, leaves = ctx.recorded
@@ -147,13 +157,25 @@ def _region_inputs(args, kwargs, name):
     return tensors
 
 
-_compiler_disable = getattr(getattr(torch, "compiler", None), "disable", None) or torch._dynamo.disable
+_compiling = torch.compiler.is_dynamo_compiling  # Dynamo folds it to True (_ops says why this one)
 
 
 def _run_region(fn, name, args, kwargs):
+    if _compiling():
+        # torch.compile and torch.export: fn is traced node by node, each node its custom op (no tape to
+        # record: Dynamo cannot trace the tape's arrays), with the region's values, its gradients up to NaN.
+        return fn(*args, **kwargs)
     if any(a.__class__ is _Value for a in (*args, *kwargs.values())):
         return fn(*args, **kwargs)  # called inside another region: its ops record onto that tape
     tensors = _region_inputs(args, kwargs, name)
+    if any(_routed(t) for t in tensors):
+        # torch.func transforms, fake tensors, dispatch modes: a tape cannot view their memory, so fn runs
+        # node by node, each node its custom op (the region's values; its gradients up to NaN).
+        return fn(*args, **kwargs)
+    if tensors[0].is_cuda and torch.cuda.is_current_stream_capturing():
+        raise RuntimeError(f"tapewise.torch.region {name}: a region cannot be captured in a CUDA graph (its tape "
+                           "allocates its own memory and records afresh on every call); call the nodes directly "
+                           "inside the capture, each is captured as its kernels")
     tape = tapewise.Tape(backend_for(tensors[0]))
     region = _Region(tape, name)
     leaves = [tape.leaf(t.detach().contiguous(), requires_grad=t.requires_grad) for t in tensors]
@@ -195,13 +217,14 @@ def region(fn):
     on them; torch functions, operators and bool() on them raise TypeError. Non-tensor arguments pass
     through. `fn` must return one region value (Tape.backward seeds one output). Called inside another
     region, `fn` records onto that region's tape. Called without region(), the same `fn` runs node by
-    node on torch tensors."""
+    node on torch tensors, and so does a region under torch.compile or torch.export, under a torch.func
+    transform, or on fake or meta tensors (each node its custom op: the region's values, gradients up to
+    NaN). Differentiating a region's gradient raises (no second derivatives); a region refuses CUDA
+    graph capture."""
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
 
     @functools.wraps(fn)
     def run_region(*args, **kwargs):
         return _run_region(fn, name, args, kwargs)
 
-    # torch.compile: Dynamo would trace into the recording and fail on the tape's arrays; disabled, the
-    # region is one graph break, run eagerly between the compiled graphs before and after it.
-    return _compiler_disable(run_region)
+    return run_region
