@@ -1,11 +1,13 @@
 // python/src/backend_bindings.cpp — tapewise.Backend and tapewise.Buffer: making backends, memory
 // statistics, zero-copy wrapping, and the low-level per-node kernels (forward, fused VJP) that
 // tapewise.torch runs on framework-owned memory.
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -228,16 +230,20 @@ void vjp_raw(PyBackend& be, int op_index, double s0, double s1, std::uintptr_t a
 // made on first use and kept for the process (one per CUDA stream, as tapewise.torch's Python cache
 // does; never destroyed, so that no CUDA call runs after the runtime has gone at exit). Errors come
 // back as a status and a message, never as exceptions across the C boundary.
+// The math mode of the CUDA backends the table makes (tapewise.torch.set_math); the CPU's is exact.
+std::atomic<MathMode> node_cuda_math{MathMode::aten};
+
 Backend& backend_at(const tapewise_node_place& place) {
   if (!place.is_cuda) {
     static auto* const cpu = new std::shared_ptr<Backend>(make_cpu_backend());
     return **cpu;
   }
   static std::mutex mutex;
-  static auto* const cuda = new std::map<std::pair<int, void*>, std::shared_ptr<Backend>>;
+  static auto* const cuda = new std::map<std::tuple<int, void*, MathMode>, std::shared_ptr<Backend>>;
+  const MathMode math = node_cuda_math.load(std::memory_order_relaxed);
   const std::lock_guard lock(mutex);
-  std::shared_ptr<Backend>& backend = (*cuda)[{place.device, place.stream}];
-  if (!backend) backend = make_cuda(place.device, reinterpret_cast<std::intptr_t>(place.stream), "aten").backend;
+  std::shared_ptr<Backend>& backend = (*cuda)[{place.device, place.stream, math}];
+  if (!backend) backend = make_cuda(place.device, reinterpret_cast<std::intptr_t>(place.stream), math_mode_name(math)).backend;
   return *backend;
 }
 
@@ -469,6 +475,9 @@ void bind_backend(nb::module_& m) {
           return nb::capsule(const_cast<tapewise_node_kernels*>(&kNodeKernels), TAPEWISE_NODE_KERNELS_CAPSULE); },
         "The capsule \"" TAPEWISE_NODE_KERNELS_CAPSULE "\" holding the per-node kernel table of\n"
         "tapewise/native/node_kernels.h, for compiled extensions (tapewise.torch's C++ nodes).");
+  m.def("_set_node_math", [](const std::string& math) { node_cuda_math = unwrap(math_mode_named(math)); }, "math"_a,
+        "The math mode (\"aten\" or \"exact\") of the CUDA backends the kernel table makes from now on\n"
+        "(tapewise.torch.set_math).");
   m.def("cuda_available", [] { return cuda_available(); }, "True when a CUDA device can be opened.");
   m.def("cuda_unavailable_reason", [] {
           std::string why;

@@ -45,3 +45,56 @@ def test_cuda_in_exact_mode_gives_the_cpu_backends_bits(name, dtype):
     for got, want in zip(_every_result(cuda, name, dtype), _every_result(tapewise.cpu(), name, dtype)):
         same = (bits(got) == bits(want)) | (np.isnan(got) & np.isnan(want))
         assert same.all(), f"{name} {np.dtype(dtype).name}: {np.count_nonzero(~same)} elements differ"
+
+
+# tapewise.torch: set_math chooses the CUDA nodes' mode; CPU tensors are exact whatever it says.
+def test_tapewise_torch_set_math_is_checked_and_reported():
+    twt = pytest.importorskip("tapewise.torch")
+    assert twt.get_math() == "aten"
+    for bad in ("fast", 1, None):
+        with pytest.raises(ValueError, match="set_math: math is .*; it takes 'aten' or 'exact'"):
+            twt.set_math(bad)
+    assert twt.get_math() == "aten"
+    try:
+        twt.set_math("exact")
+        assert twt.get_math() == "exact"
+    finally:
+        twt.set_math("aten")
+
+
+def _torch_sin_and_grad(twt, torch, x):
+    x = x.clone().requires_grad_(True)
+    y = twt.sin(twt.exp(twt.tanh(x)))
+    (g,) = torch.autograd.grad(y, x, torch.full_like(y, 0.75))
+    return y.detach().cpu(), g.cpu()
+
+
+def test_tapewise_torch_cpu_tensors_run_exact_mode_in_either_setting():
+    twt = pytest.importorskip("tapewise.torch")
+    import torch
+    x = torch.linspace(-20, 20, 4099, dtype=torch.float32)
+    tape = tapewise.Tape(tapewise.cpu())
+    a = tape.leaf(x.numpy())
+    want = np.asarray(tape.value(tape.sin(tape.exp(tape.tanh(a)))))
+    try:
+        for mode in ("aten", "exact"):
+            twt.set_math(mode)
+            y, _ = _torch_sin_and_grad(twt, torch, x)
+            assert np.array_equal(bits(y.numpy()), bits(want)), mode
+    finally:
+        twt.set_math("aten")
+
+
+@pytest.mark.skipif(not tapewise.cuda_available(), reason="no CUDA device")
+def test_tapewise_torch_exact_mode_on_cuda_gives_the_cpu_bits():
+    twt = pytest.importorskip("tapewise.torch")
+    import torch
+    x = torch.linspace(-20, 20, 1 << 16, dtype=torch.float32)
+    want = _torch_sin_and_grad(twt, torch, x)
+    try:
+        twt.set_math("exact")
+        got = _torch_sin_and_grad(twt, torch, x.cuda())
+    finally:
+        twt.set_math("aten")
+    for w, g in zip(want, got):
+        assert np.array_equal(bits(w.numpy()), bits(g.numpy()))

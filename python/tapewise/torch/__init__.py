@@ -100,7 +100,7 @@ import tapewise
 # loading the C++ nodes), _custom_ops (the torch.library ops), _region (region), _ops (the ops, NODES,
 # and which nodes run: node_path).
 # _nodes comes first: it imports torch, or raises the ImportError that says tapewise.torch needs it.
-from ._nodes import backend_for  # isort: skip
+from ._nodes import backend_for, get_math, set_math  # isort: skip
 from ._native import _native_build_dir  # noqa: F401 (for tests: where the C++ nodes are cached)
 from ._ops import (  # noqa: F401 (the ops; _use_nodes for tests and benchmarks)
     _DEFINED, NODES, _use_nodes, abs, add, clamp, cos, div, exp, gelu, inv, log, max, maximum, min, minimum, mul,
@@ -108,5 +108,5 @@ from ._ops import (  # noqa: F401 (the ops; _use_nodes for tests and benchmarks)
 from ._region import region
 
 
-__all__ = ["backend_for", "node_path", "region", "NODES", "maximum", "minimum", "safe_log"] + \
+__all__ = ["backend_for", "get_math", "set_math", "node_path", "region", "NODES", "maximum", "minimum", "safe_log"] + \
     [n for n in tapewise.NODE_NAMES if n in _DEFINED]

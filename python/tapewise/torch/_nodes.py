@@ -29,7 +29,7 @@ SECOND_DERIVATIVE_ERROR = (
     "derivative, Hessian or double backward goes through tapewise.torch")
 
 _cpu_backend = None
-_cuda_backends: dict[tuple[int, int], tapewise.Backend] = {}
+_cuda_backends: dict[tuple[int, int, str], tapewise.Backend] = {}
 # PyTorch's current cudaStream_t of a device as an int, without building a torch.cuda.Stream object
 # per call (torch._C._cuda_getCurrentRawStream, private, what torch's compiled code calls; a CPU-only
 # torch build lacks it, and a future torch might: torch.cuda.current_stream(...).cuda_stream then).
@@ -39,17 +39,37 @@ if _current_raw_stream is None:
         return torch.cuda.current_stream(device).cuda_stream
 
 
+_cuda_math = "aten"
+
+
+def set_math(math: str) -> None:
+    """The math mode of the nodes on CUDA tensors from now on, process-wide: "aten" (the default: CUDA's
+    libm, ATen's bits) or "exact" (tapewise's own exp, log, sin, cos and tanh, float32 correctly rounded:
+    the CPU backend's bits on every node). CPU tensors always run exact mode, the CPU backend's only one.
+    Work already queued keeps the mode it was queued with."""
+    global _cuda_math
+    if not isinstance(math, str) or math not in ("aten", "exact"):
+        raise ValueError(f"tapewise.torch.set_math: math is {math!r}; it takes 'aten' or 'exact'")
+    tapewise._tapewise._set_node_math(math)  # the C++ nodes' and custom ops' kernel table
+    _cuda_math = math
+
+
+def get_math() -> str:
+    """The math mode of the nodes on CUDA tensors (set_math): "aten" or "exact"."""
+    return _cuda_math
+
+
 def backend_for(t: torch.Tensor) -> tapewise.Backend:
     """The backend that runs `t`'s nodes: the CPU backend, or a CUDA backend on PyTorch's current stream
-    of `t`'s device (cached per (device, stream))."""
+    of `t`'s device in the math mode of set_math (cached per (device, stream, mode))."""
     global _cpu_backend
     if t.is_cuda:
         device = t.get_device()
         stream = _current_raw_stream(device)
-        backend = _cuda_backends.get((device, stream))
+        backend = _cuda_backends.get((device, stream, _cuda_math))
         if backend is None:
-            backend = tapewise.cuda(device=device, stream=stream)
-            _cuda_backends[(device, stream)] = backend
+            backend = tapewise.cuda(device=device, stream=stream, math=_cuda_math)
+            _cuda_backends[(device, stream, _cuda_math)] = backend
         return backend
     if t.is_cpu:
         if _cpu_backend is None:
