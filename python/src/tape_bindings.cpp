@@ -108,7 +108,8 @@ void bind_region(nb::module_& m) {
              new (v) PyRegionValue{nb::borrow(region), id.value};
            }, "region"_a, "id"_a)
       .def_prop_ro("_region", [](const PyRegionValue& v) { return v.region; })
-      .def_prop_ro("_id", [](const PyRegionValue& v) { return v.id; });
+      .def_prop_ro("_id", [](const PyRegionValue& v) { return v.id; })
+      .def_prop_ro("_index", [](const PyRegionValue& v) { return node_position(v.id); });
   m.def("_region_unary", &region_unary, "op_index"_a, "x"_a, "s0"_a, "s1"_a,
         "Records a node of one input on x's region's tape: its value, or None where the region has returned.");
   m.def("_region_binary", &region_binary, "op_index"_a, "a"_a, "b"_a,
