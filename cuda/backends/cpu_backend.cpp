@@ -22,6 +22,7 @@
 #include "backends/engine.hpp"
 #include "backends/kept_memory.hpp"
 #include "backends/thread_pool.hpp"
+#include "core/log.hpp"
 #include "kernels/dispatch.hpp"
 #include "kernels/interpreter.hpp"
 
@@ -173,13 +174,20 @@ class CpuBackend final : public detail::Engine {
 
 Result<std::shared_ptr<Backend>> make_cpu_backend(const CpuOptions& options) {
   TAPEWISE_TRY(threads, resolve_threads(options.threads));
-  return std::shared_ptr<Backend>(std::make_shared<CpuBackend>(threads, ""));
+  auto backend = std::make_shared<CpuBackend>(threads, "");
+  TAPEWISE_LOG(info, "backend: " + backend->describe());
+  return std::shared_ptr<Backend>(std::move(backend));
 }
 
 std::shared_ptr<Backend> make_cpu_backend() {
   auto threads = resolve_threads(0);
-  if (threads) return std::make_shared<CpuBackend>(*threads, "");
+  if (threads) {
+    auto backend = std::make_shared<CpuBackend>(*threads, "");
+    TAPEWISE_LOG(info, "backend: " + backend->describe());
+    return backend;
+  }
   // No Result to carry the error: the calling thread alone, and describe() says why.
+  TAPEWISE_LOG(warn, threads.error().message + ": the CPU backend runs on 1 thread");
   return std::make_shared<CpuBackend>(1, threads.error().message + ", so 1 thread");
 }
 

@@ -22,6 +22,7 @@
 #include "backends/engine.hpp"
 #include "backends/kept_memory.hpp"
 #include "backends/kernel_image.hpp"
+#include "core/log.hpp"
 
 namespace tapewise {
 namespace {
@@ -305,9 +306,11 @@ namespace {
   std::optional<detail::CompiledPieceTarget> compiled;
   if (compilation->enabled)
     compiled = detail::CompiledPieceTarget{arch, compilation->steps_in_shared, options.math == MathMode::exact};
-  return std::shared_ptr<Backend>(std::make_shared<CudaBackend>(device, stream, owns_stream, *pool,
-                                                                prop.multiProcessorCount, name, *map_shape, compiled,
-                                                                options.math));
+  auto backend = std::make_shared<CudaBackend>(device, stream, owns_stream, *pool, prop.multiProcessorCount, name,
+                                               *map_shape, compiled, options.math);
+  TAPEWISE_LOG(info, "backend: " + backend->describe() +
+                         (compiled ? std::string() : std::string("; compiled pieces off (TAPEWISE_COMPILED_PIECES): the interpreter runs every piece")));
+  return std::shared_ptr<Backend>(std::move(backend));
 }
 
 }  // namespace tapewise

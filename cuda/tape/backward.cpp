@@ -9,6 +9,7 @@
 #include <tapewise/tape.hpp>
 
 #include "backends/engine.hpp"
+#include "core/log.hpp"
 #include "tape/backward_plan.hpp"
 #include "tape/backward_program.hpp"
 #include "tape/tape_internal.hpp"
@@ -88,8 +89,15 @@ Result<Gradients> Tape::run_backward(NodeId out, const Buffer& seed, VjpPath pat
   // Every node the backward visits has the output's shape (a node's inputs have its shape), so
   // the output's size decides whether they are all small enough for one program.
   const std::int64_t numel = nodes_[node_position(out)].value.numel();
-  if (path == VjpPath::fused && detail::runs_as_program(numel, options_.program_threshold))
-    return run_plan_as_program(plan, out_at, seed, dense);
+  const bool as_program = path == VjpPath::fused && detail::runs_as_program(numel, options_.program_threshold);
+  TAPEWISE_LOG(info, "tape " + std::to_string(serial_) + ": " + what + " from " + detail::id_str(out) + ": " +
+                         std::to_string(plan.visits.size()) + " VJPs " +
+                         (as_program ? std::string("as one program (fused; ")
+                                     : std::string("node by node (") + (path == VjpPath::fused ? "fused" : "staged") + "; ") +
+                         std::to_string(numel) + " elements, program_threshold " +
+                         std::to_string(options_.program_threshold) + ")" +
+                         (wanted ? ", " + std::to_string(wanted->size()) + " wanted" : std::string()));
+  if (as_program) return run_plan_as_program(plan, out_at, seed, dense);
   TAPEWISE_CHECK(flush());
   return run_plan_per_node(plan, out_at, seed, path);
 }

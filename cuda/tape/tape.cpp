@@ -13,6 +13,7 @@
 #include <tapewise/tape.hpp>
 
 #include "backends/engine.hpp"
+#include "core/log.hpp"
 #include "kernels/program.hpp"
 #include "tape/tape_internal.hpp"
 
@@ -149,6 +150,8 @@ Result<void> Tape::flush() const {
     step.out[0] = writable(n.value);
     program.seal_last();
   }
+  TAPEWISE_LOG(debug, "tape " + std::to_string(serial_) + ": flush: " + std::to_string(pending_.size()) +
+                          " pending nodes run as one program");
   // On failure the nodes stay pending (tape.hpp says why) and the next read runs them again.
   if (auto ok = detail::engine_of(*backend_).run_program(program); !ok) return ok;
   pending_.clear();
@@ -237,6 +240,9 @@ Result<NodeId> Tape::apply(Op op, std::span<const NodeId> parents, Scalars scala
   } else {
     // A larger node runs now, on its own kernel, after whatever is pending (its inputs may be
     // pending nodes when the threshold was lowered since they were recorded).
+    TAPEWISE_LOG(debug, "tape " + std::to_string(serial_) + ": " + info.name + " " + id_str(id_at(nodes_.size())) +
+                            " runs node by node, now: " + std::to_string(inputs[0]->numel()) +
+                            " elements, above program_threshold " + std::to_string(options_.program_threshold));
     TAPEWISE_CHECK(flush());
     TAPEWISE_CHECK(backend_->forward(op, scalars, {inputs, parents.size()}, *value));
   }
