@@ -31,6 +31,6 @@ void log_line(LogLevel level, const std::string& message);
 // the expression is evaluated only when the level is on.
 #define TAPEWISE_LOG(level, message)                                                      \
   do {                                                                                    \
-    if (::tapewise::detail::log_enabled(::tapewise::detail::LogLevel::level))             \
+    if (::tapewise::detail::log_enabled(::tapewise::detail::LogLevel::level)) [[unlikely]] \
       ::tapewise::detail::log_line(::tapewise::detail::LogLevel::level, (message));        \
   } while (0)

@@ -189,7 +189,8 @@ Result<NodeId> Tape::leaf(Buffer value, bool requires_grad) {
   if (!value) return fail(ErrorCode::InvalidArgument, "leaf: empty buffer");
   if (value.backend() != backend_.get())
     return fail(ErrorCode::BackendMismatch, "leaf: buffer belongs to another backend than this tape's");
-  TAPEWISE_CHECK(check_room("leaf"));
+  if (nodes_.size() >= kMostNodes) [[unlikely]]
+    TAPEWISE_CHECK(check_room("leaf"));
   Node& n = nodes_.emplace_back();
   n.requires_grad = requires_grad;
   n.value = std::move(value);
@@ -229,7 +230,8 @@ Result<NodeId> Tape::apply(Op op, std::span<const NodeId> parents, Scalars scala
       return fail(ErrorCode::DTypeMismatch, std::string(info.name) + ": a " + id_str(parents[0]) + " is " +
                                                 dtype_name(a.dtype()) + ", b " + id_str(parents[1]) + " is " + dtype_name(b.dtype()));
   }
-  TAPEWISE_CHECK(check_room(info.name));
+  if (nodes_.size() >= kMostNodes) [[unlikely]]  // the Result only where it fails: recording stays a compare
+    TAPEWISE_CHECK(check_room(info.name));
   // Allocation first: a failure then leaves even the pending list as it was.
   auto value = detail::engine_of(*backend_).allocate_like(*inputs[0], AllocTag::value);
   TAPEWISE_CHECK(value);
