@@ -214,7 +214,7 @@ class TAPEWISE_API Tape {
   [[nodiscard]] Result<Gradients> backward_dense(NodeId out, const HostArray& seed,
                                    VjpPath path = VjpPath::fused) const;
 
-  /// backward, returning only the gradients of `wanted` (ids of this tape; one outside it is
+  /// backward, returning only the gradients of `wanted` (ids of this tape; another tape's or a bare number is
   /// InvalidNodeId, and nothing runs): a node's VJP runs only when it leads to a wanted node, and the
   /// gradients of the nodes in between are not returned — a tape program keeps them in registers,
   /// never writing them to memory. Each gradient returned is backward()'s, identical up to NaN.

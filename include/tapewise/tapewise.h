@@ -303,7 +303,7 @@ TW_API tw_status tw_tape_backward_host(tw_tape* tape, int64_t out_id, const void
 TW_API tw_status tw_tape_backward_buffer(tw_tape* tape, int64_t out_id, const tw_buffer* seed, int path,
                                          int dense, tw_gradients** out);
 /** tw_tape_backward_host returning only the gradients of the wanted_count ids at `wanted` (NULL only
- * with a count of 0; an id outside the tape: TW_INVALID_NODE_ID, nothing runs): a node's VJP runs only
+ * with a count of 0; an id not of this tape: TW_INVALID_NODE_ID, nothing runs): a node's VJP runs only
  * when it leads to a wanted node, and a tape program keeps the other gradients in registers instead
  * of writing them to memory. Each gradient returned is tw_tape_backward_host's, identical up to NaN. */
 TW_API tw_status tw_tape_backward_host_wanted(tw_tape* tape, int64_t out_id, const void* seed, size_t seed_bytes,
