@@ -143,7 +143,8 @@ Outcome run_cpp(const std::shared_ptr<Backend>& backend, const Case& k) {
   const HostArray seed{shape, k.dtype, in.seed};
   Gradients g = must(k.dense ? tape.backward_dense(w, seed, k.path) : tape.backward(w, seed, k.path));
   Outcome out;
-  for (NodeId id = 0; id < static_cast<NodeId>(tape.size()); ++id) {
+  for (std::size_t at = 0; at < tape.size(); ++at) {
+    const NodeId id = tape.id_at(at);
     out.values.push_back(must(tape.value(id)).bytes);
     out.grads.push_back(g.has(id) ? std::optional<Bytes>(must(g.host(id)).bytes) : std::nullopt);
   }
@@ -176,8 +177,9 @@ Outcome run_c(tw_backend* backend, const Case& k) {
   GradientsHandle grads(g);
   std::int64_t size = 0;
   EXPECT_EQ(tw_tape_size(raw, &size), TW_OK);
+  EXPECT_EQ(size, 6);
   Outcome out;
-  for (std::int64_t id = 0; id < size; ++id) {
+  for (std::int64_t id : {a, b, c, y, z, w}) {  // the tape's nodes in recording order, as run_cpp reads them
     out.values.push_back(c_value(raw, id));
     out.grads.push_back(c_gradient(raw, g, id));
   }
@@ -593,12 +595,13 @@ class CApiErrors : public ::testing::Test {
     before = snapshot();
   }
 
-  std::vector<Bytes> snapshot() {
-    std::int64_t n = 0;
-    EXPECT_EQ(tw_tape_size(tape.get(), &n), TW_OK);
-    std::vector<Bytes> values;
-    for (std::int64_t id = 0; id < n; ++id) values.push_back(c_value(tape.get(), id));
-    return values;
+  // The node count and the values of the tape's nodes, x, d, u and y.
+  using Snapshot = std::pair<std::int64_t, std::vector<Bytes>>;
+  Snapshot snapshot() {
+    Snapshot s;
+    EXPECT_EQ(tw_tape_size(tape.get(), &s.first), TW_OK);
+    for (std::int64_t id : {x, d, u, y}) s.second.push_back(c_value(tape.get(), id));
+    return s;
   }
 
   // `got` is `want`, the message names the function, and the tape is as it was.
@@ -612,7 +615,7 @@ class CApiErrors : public ::testing::Test {
   TapeHandle tape;
   const std::int64_t shape3[1] = {3}, shape2[1] = {2};
   std::int64_t x = -1, d = -1, u = -1, y = -1;
-  std::vector<Bytes> before;
+  Snapshot before;
 };
 
 TEST_F(CApiErrors, Leaves) {
@@ -642,6 +645,60 @@ TEST_F(CApiErrors, Leaves) {
   expect_failure(tw_tape_leaf_wrap(t, misaligned, 16, shape3, 1, TW_FLOAT32, 1, &id), TW_INVALID_ARGUMENT, "tw_tape_leaf_wrap");
   expect_failure(tw_tape_leaf_dlpack(t, nullptr, 1, &id), TW_NULL_POINTER, "tw_tape_leaf_dlpack");
   EXPECT_EQ(id, -7);  // no output written by a failing call
+}
+
+// An id of another tape is refused at every door that takes an id, naming both tapes, and the tape
+// is unchanged; gradients refuse another tape's ids too.
+TEST_F(CApiErrors, AnotherTapesIdIsRefusedNamingBothTapes) {
+  tw_tape* other_raw = nullptr;
+  TW_ASSERT_OK(tw_tape_create(backend.get(), &other_raw));
+  TapeHandle other(other_raw);
+  const float f3[3] = {7.f, 8.f, 9.f};
+  std::int64_t a = -1, a_sin = -1;
+  TW_ASSERT_OK(tw_tape_leaf_host(other_raw, f3, sizeof f3, shape3, 1, TW_FLOAT32, 1, &a));
+  TW_ASSERT_OK(tw_tape_apply(other_raw, TW_OP_sin, &a, 1, nullptr, 0, &a_sin));
+  ASSERT_NE(a, x);  // both are their tape's first node: the tape tells them apart
+  tw_tape* t = tape.get();
+  auto expect_refused = [&](tw_status got, const char* function) {
+    const std::string message = tw_last_error();  // before expect_failure's reads replace it
+    EXPECT_NE(message.find(" used on tape "), std::string::npos) << message;
+    EXPECT_NE(message.find("of tape "), std::string::npos) << message;
+    expect_failure(got, TW_INVALID_NODE_ID, function);
+  };
+  std::int64_t id = -7;
+  const std::int64_t xa[2] = {x, a};
+  const float seed[3] = {1.f, 1.f, 1.f};
+  float dst[3] = {};
+  int ndim = 0, dtype = 0;
+  std::size_t bytes = 0;
+  tw_gradients* g = nullptr;
+  expect_refused(tw_tape_apply(t, TW_OP_sin, &a, 1, nullptr, 0, &id), "tw_tape_apply");
+  expect_refused(tw_tape_apply(t, TW_OP_add, xa, 2, nullptr, 0, &id), "tw_tape_apply");
+  expect_refused(tw_tape_value_host(t, a, dst, sizeof dst), "tw_tape_value_host");
+  expect_refused(tw_tape_value_shape(t, a, &ndim, nullptr, 0), "tw_tape_value_shape");
+  expect_refused(tw_tape_value_dtype(t, a, &dtype), "tw_tape_value_dtype");
+  expect_refused(tw_tape_value_bytes(t, a, &bytes), "tw_tape_value_bytes");
+  expect_refused(tw_tape_backward_host(t, a, seed, sizeof seed, TW_PATH_FUSED, 0, &g), "tw_tape_backward_host");
+  expect_refused(tw_tape_backward_host_wanted(t, y, seed, sizeof seed, TW_PATH_FUSED, 0, &a, 1, &g),
+                 "tw_tape_backward_host_wanted");
+  EXPECT_EQ(id, -7);
+  EXPECT_EQ(g, nullptr);
+  // The message names the tape the id came from and the tape it was used on, as numbers.
+  ASSERT_EQ(tw_tape_apply(t, TW_OP_sin, &a, 1, nullptr, 0, &id), TW_INVALID_NODE_ID);
+  const std::string message = tw_last_error();
+  const std::uint64_t other_serial = static_cast<std::uint64_t>(a) >> 32, serial = static_cast<std::uint64_t>(x) >> 32;
+  EXPECT_NE(message.find("of tape " + std::to_string(other_serial) + " used on tape " + std::to_string(serial)),
+            std::string::npos) << message;
+  // Gradients of `other` refuse this tape's ids.
+  TW_ASSERT_OK(tw_tape_backward_host(other_raw, a_sin, seed, sizeof seed, TW_PATH_FUSED, 0, &g));
+  GradientsHandle owned(g);
+  int has = -1;
+  EXPECT_EQ(tw_gradients_has(g, x, &has), TW_INVALID_NODE_ID);
+  EXPECT_NE(std::string(tw_last_error()).find(" used on tape "), std::string::npos) << tw_last_error();
+  EXPECT_EQ(tw_gradients_download(g, x, dst, sizeof dst), TW_INVALID_NODE_ID);
+  EXPECT_EQ(has, -1);
+  TW_EXPECT_OK(tw_gradients_has(g, a, &has));
+  EXPECT_EQ(has, 1);
 }
 
 TEST_F(CApiErrors, Apply) {

@@ -368,7 +368,8 @@ std::vector<HostArray> run_case(const std::shared_ptr<Backend>& be, const BlockC
   std::vector<HostArray> out;
   const Buffer& v = *must(t.value_buffer(h));
   auto g = must(t.backward(h, must(be->upload(must(be->download(v))))));
-  for (NodeId id = 0; id < static_cast<NodeId>(t.size()); ++id) {
+  for (std::size_t at = 0; at < t.size(); ++at) {
+    const NodeId id = t.id_at(at);
     out.push_back(must(t.value(id)));
     if (g.has(id)) out.push_back(must(g.host(id)));
   }

@@ -54,7 +54,7 @@ std::vector<double> widen(const HostArray& h) {
   return {v.begin(), v.end()};
 }
 
-// Records the DAG on a tape; returns the node ids (equal to the DAG's indices).
+// Records the DAG on a tape: the DAG's node i is the tape's node at position i (t.id_at(i)).
 template <class T>
 Tape record(const RandomDag& d, std::shared_ptr<Backend> be) {
   Tape t(std::move(be));
@@ -62,10 +62,10 @@ Tape record(const RandomDag& d, std::shared_ptr<Backend> be) {
     const ref::DagNode& n = d.nodes[i];
     if (!n.op) {
       const std::vector<T> v(d.leaf_values[i].begin(), d.leaf_values[i].end());
-      RC_ASSERT(t.leaf(host(v), n.requires_grad) == static_cast<NodeId>(i));
+      RC_ASSERT(t.leaf(host(v), n.requires_grad) == t.id_at(i));
     } else {
-      const NodeId ids[2] = {n.parents[0], n.parents[1]};
-      RC_ASSERT(t.apply(*n.op, {ids, static_cast<std::size_t>(n.arity)}, n.s) == static_cast<NodeId>(i));
+      const NodeId ids[2] = {t.id_at(static_cast<std::size_t>(n.parents[0])), t.id_at(static_cast<std::size_t>(n.parents[1]))};
+      RC_ASSERT(t.apply(*n.op, {ids, static_cast<std::size_t>(n.arity)}, n.s) == t.id_at(i));
     }
   }
   return t;
@@ -79,18 +79,19 @@ void linear_dag_matches_bit_for_bit(std::shared_ptr<Backend> be, bool dense) {
   Tape t = record<T>(d, be);
   const auto expected_values = ref::dag_forward(d.nodes, d.leaf_values, dtype);
   for (std::size_t i = 0; i < d.nodes.size(); ++i)
-    RC_ASSERT(widen<T>(must(t.value(static_cast<NodeId>(i)))) == expected_values[i]);
+    RC_ASSERT(widen<T>(must(t.value(t.id_at(i)))) == expected_values[i]);
   const auto out = static_cast<NodeId>(d.nodes.size() - 1);
   const auto seed_t = *rc::gen::container<std::vector<T>>(width, any_float<T>());
   const std::vector<double> seed(seed_t.begin(), seed_t.end());
   const auto expected = ref::dag_backward(d.nodes, expected_values, out, seed, dtype, dense);
   for (VjpPath path : {VjpPath::fused, VjpPath::staged}) {
-    auto grads = dense ? t.backward_dense(out, host(seed_t), path) : t.backward(out, host(seed_t), path);
+    const NodeId out_id = t.id_at(static_cast<std::size_t>(out));
+    auto grads = dense ? t.backward_dense(out_id, host(seed_t), path) : t.backward(out_id, host(seed_t), path);
     RC_ASSERT(grads.has_value());
     for (std::size_t i = 0; i < d.nodes.size(); ++i) {
-      RC_ASSERT(grads->has(static_cast<NodeId>(i)) == expected[i].has_value());
+      RC_ASSERT(grads->has(t.id_at(i)) == expected[i].has_value());
       if (!expected[i]) continue;
-      const auto got = widen<T>(must(grads->host(static_cast<NodeId>(i))));
+      const auto got = widen<T>(must(grads->host(t.id_at(i))));
       for (std::size_t e = 0; e < width; ++e)
         if (!same_bits(static_cast<T>(got[e]), static_cast<T>((*expected[i])[e]))) {
           RC_LOG() << "node " << i << " element " << e << ": tape " << got[e] << ", reference " << (*expected[i])[e];
@@ -128,14 +129,14 @@ void all_node_dag_is_consistent_with_reference(std::shared_ptr<Backend> be) {
   Tape t = record<T>(d, be);
   const auto out = static_cast<NodeId>(d.nodes.size() - 1);
   const auto seed_t = *rc::gen::container<std::vector<T>>(width, in_domain<T>(-2, 2, false));
-  auto grads = t.backward(out, host(seed_t));
+  auto grads = t.backward(t.id_at(static_cast<std::size_t>(out)), host(seed_t));
   RC_ASSERT(grads.has_value());
   std::vector<std::vector<double>> values, slots(d.nodes.size());
   for (std::size_t i = 0; i < d.nodes.size(); ++i) {
-    values.push_back(widen<T>(must(t.value(static_cast<NodeId>(i)))));
+    values.push_back(widen<T>(must(t.value(t.id_at(i)))));
     RC_PRE(tame(values.back()));
-    if (grads->has(static_cast<NodeId>(i))) {
-      slots[i] = widen<T>(must(grads->host(static_cast<NodeId>(i))));
+    if (grads->has(t.id_at(i))) {
+      slots[i] = widen<T>(must(grads->host(t.id_at(i))));
       RC_PRE(tame(slots[i]));
     }
   }

@@ -161,12 +161,14 @@ bool is_small(const DagNode& n, std::int64_t threshold) {
   return threshold > 0 && tensor_types()[n.type].shape.numel() <= threshold;
 }
 
+// The DAG's node i (its parents named by position) becomes the tape's node at position i, t.id_at(i).
 void record(Tape& t, const std::vector<DagNode>& dag) {
   for (std::size_t i = 0; i < dag.size(); ++i) {
     const DagNode& n = dag[i];
-    auto id = n.op ? t.apply(*n.op, {n.parents.data(), static_cast<std::size_t>(op_info(*n.op).arity)}, n.scalars)
+    const NodeId parents[2] = {t.id_at(static_cast<std::size_t>(n.parents[0])), t.id_at(static_cast<std::size_t>(n.parents[1]))};
+    auto id = n.op ? t.apply(*n.op, {parents, static_cast<std::size_t>(op_info(*n.op).arity)}, n.scalars)
                    : t.leaf(n.leaf, n.requires_grad);
-    RC_ASSERT(id == static_cast<NodeId>(i));
+    RC_ASSERT(id == t.id_at(i));
     RC_ASSERT(must(t.node(*id))->requires_grad == n.requires_grad);
   }
 }
@@ -198,7 +200,9 @@ struct Outcome {
   std::array<MemoryStats, 4> left_allocated;
 };
 
-Result<Gradients> run(const Tape& t, BackwardKind kind, NodeId out, const HostArray& seed) {
+// The backward from the node at position `out`.
+Result<Gradients> run(const Tape& t, BackwardKind kind, NodeId out_position, const HostArray& seed) {
+  const NodeId out = t.id_at(static_cast<std::size_t>(out_position));
   const VjpPath path = kind == sparse_fused || kind == dense_fused ? VjpPath::fused : VjpPath::staged;
   return kind == sparse_fused || kind == sparse_staged ? t.backward(out, seed, path) : t.backward_dense(out, seed, path);
 }
@@ -219,10 +223,10 @@ Outcome record_and_differentiate(const std::shared_ptr<Backend>& be, std::int64_
     o.left_allocated[kind] = difference(be->stats(), before);
     RC_ASSERT(o.left_allocated[kind].count(AllocTag::workspace) == 0);
     for (std::size_t id = 0; id < dag.size(); ++id)
-      o.grads[kind].push_back(grads->has(static_cast<NodeId>(id)) ? std::optional<HostArray>(must(grads->host(static_cast<NodeId>(id))))
+      o.grads[kind].push_back(grads->has(t.id_at(id)) ? std::optional<HostArray>(must(grads->host(t.id_at(id))))
                                                                   : std::nullopt);
   }
-  for (std::size_t id = 0; id < dag.size(); ++id) o.values.push_back(must(t.value(static_cast<NodeId>(id))));
+  for (std::size_t id = 0; id < dag.size(); ++id) o.values.push_back(must(t.value(t.id_at(id))));
   return o;
 }
 
@@ -291,10 +295,15 @@ TEST_P(Programs, WantedGradientsAreTheFullBackwardsBits) {
         const VjpPath path = kind == sparse_fused || kind == dense_fused ? VjpPath::fused : VjpPath::staged;
         const Gradients full = must(run(t, kind, out, seed));
         const MemoryStats before = backend->stats();
-        std::optional<Gradients> only = must(dense ? t.backward_dense(out, seed, wanted, path) : t.backward(out, seed, wanted, path));
+        std::vector<NodeId> wanted_ids;
+        for (NodeId position : wanted) wanted_ids.push_back(t.id_at(static_cast<std::size_t>(position)));
+        const NodeId out_id = t.id_at(static_cast<std::size_t>(out));
+        std::optional<Gradients> only = must(dense ? t.backward_dense(out_id, seed, wanted_ids, path)
+                                                   : t.backward(out_id, seed, wanted_ids, path));
         std::int64_t returned = 0;
-        for (NodeId id = 0; id <= last; ++id) {
-          const bool is_wanted = std::find(wanted.begin(), wanted.end(), id) != wanted.end();
+        for (NodeId position = 0; position <= last; ++position) {
+          const NodeId id = t.id_at(static_cast<std::size_t>(position));
+          const bool is_wanted = std::find(wanted_ids.begin(), wanted_ids.end(), id) != wanted_ids.end();
           RC_ASSERT(only->has(id) == (is_wanted && full.has(id)));
           if (!only->has(id)) continue;
           ++returned;
@@ -319,12 +328,18 @@ TEST_P(Programs, AWantedIdOffTheTapeIsRefused) {
   const NodeId x = must(t.leaf(host(std::vector<float>{0.5f, 2.0f})));
   const NodeId y = must(t.sin(x));
   const MemoryStats before = backend->stats();
-  for (NodeId bad : {NodeId{-1}, NodeId{2}, NodeId{1} << 40}) {
+  const NodeId of_another_tape = t.id_at(0) ^ (NodeId{1} << 40);  // another serial, the same position
+  const std::pair<NodeId, std::string> refused[] = {
+      {-1, "wanted id -1"},
+      {2, "wanted id 2"},
+      {of_another_tape, "of tape " + std::to_string(node_tape(of_another_tape)) + " used on tape " + std::to_string(t.serial())},
+      {t.id_at(2), "wanted id #2"}};
+  for (const auto& [bad, named] : refused) {
     const NodeId ids[2] = {x, bad};
     auto r = t.backward(y, host(std::vector<float>{1, 1}), ids);
     ASSERT_FALSE(r);
     EXPECT_EQ(r.error().code, ErrorCode::InvalidNodeId);
-    EXPECT_NE(r.error().message.find("wanted id " + std::to_string(bad)), std::string::npos) << r.error().message;
+    EXPECT_NE(r.error().message.find(named), std::string::npos) << r.error().message;
     EXPECT_EQ(backend->stats(), before);
   }
 }
@@ -460,10 +475,10 @@ TEST_P(Programs, ManyContributionsAccumulateInTheTapesOrder) {
       Tape t = tape_with_threshold(backend, programs ? TapeOptions{}.program_threshold : 0);
       record(t, dag);
       for (int dense : {0, 1}) {
-        auto g = dense ? t.backward_dense(out, seed) : t.backward(out, seed);
+        auto g = dense ? t.backward_dense(t.id_at(static_cast<std::size_t>(out)), seed) : t.backward(t.id_at(static_cast<std::size_t>(out)), seed);
         RC_ASSERT(g.has_value());
         for (NodeId leaf : {0, 1})
-          if (g->has(leaf)) grads[programs][dense][leaf] = must(g->host(leaf));
+          if (g->has(t.id_at(static_cast<std::size_t>(leaf)))) grads[programs][dense][leaf] = must(g->host(t.id_at(static_cast<std::size_t>(leaf))));
       }
     }
     for (int dense : {0, 1}) {
@@ -617,7 +632,9 @@ TEST_P(Programs, ErrorsWhileNodesArePendingChangeNothing) {
     for (int i = 0; i < steps; ++i) {
       const OpInfo& info = kOps[*rc::gen::inRange(0, kOpCount)];
       const auto n = static_cast<NodeId>(t.size());
-      const std::array<NodeId, 2> ids{*rc::gen::inRange<NodeId>(-2, n + 2), *rc::gen::inRange<NodeId>(-2, n + 2)};
+      const std::array<NodeId, 2> positions{*rc::gen::inRange<NodeId>(-2, n + 2), *rc::gen::inRange<NodeId>(-2, n + 2)};
+      auto id_of = [&](NodeId position) { return position < 0 ? position : t.id_at(static_cast<std::size_t>(position)); };
+      const std::array<NodeId, 2> ids{id_of(positions[0]), id_of(positions[1])};
       const bool out_of_memory = *rc::gen::weightedElement<bool>({{6, false}, {1, true}});
       const Snapshot before = snapshot(t);
       if (out_of_memory) inject_allocation_failure(be, 1);
@@ -625,12 +642,12 @@ TEST_P(Programs, ErrorsWhileNodesArePendingChangeNothing) {
       auto r = t.apply(info.op, {ids.data(), static_cast<std::size_t>(info.arity)}, scalars);
       inject_allocation_failure(be, 0);
       if (r) {
-        RC_ASSERT(*r == n);
+        RC_ASSERT(*r == t.id_at(static_cast<std::size_t>(n)));
         RC_ASSERT(t.size() == before.size + 1);
         RC_ASSERT(t.pending() <= kPendingLimit);
         DagNode node;
         node.op = info.op;
-        node.parents = ids;
+        node.parents = positions;
         node.scalars = scalars;
         replay.push_back(std::move(node));
       } else {
@@ -642,7 +659,7 @@ TEST_P(Programs, ErrorsWhileNodesArePendingChangeNothing) {
     }
     Tape per_node = tape_with_threshold(backend, 0);
     record(per_node, replay);
-    for (NodeId id = 0; id < static_cast<NodeId>(t.size()); ++id) RC_ASSERT(agree(must(t.value(id)), must(per_node.value(id))));
+    for (std::size_t at = 0; at < t.size(); ++at) RC_ASSERT(agree(must(t.value(t.id_at(at))), must(per_node.value(per_node.id_at(at)))));
   }));
 }
 
@@ -712,9 +729,9 @@ TEST_P(Programs, ChainOfAThousandNodes) {
     auto g = t.backward(h, host(std::vector<float>(xs.size(), 1.0f)));
     ASSERT_TRUE(g) << g.error().str();
     EXPECT_EQ(backend->stats().count(AllocTag::gradient) - before.count(AllocTag::gradient), kNodes + 1);
-    for (NodeId id = 0; id <= kNodes; ++id) {
-      values[side].push_back(must(t.value(id)));
-      grads[side].push_back(must(g->host(id)));
+    for (std::size_t at = 0; at <= kNodes; ++at) {
+      values[side].push_back(must(t.value(t.id_at(at))));
+      grads[side].push_back(must(g->host(t.id_at(at))));
     }
   }
   for (std::size_t id = 0; id <= kNodes; ++id) {  // no NaN arises in this chain: the bytes themselves
@@ -754,7 +771,8 @@ TEST_P(Programs, InterleavedDtypesRunAsPiecesWithThePerNodeBits) {
     auto gd = t.backward(d, HostArray::of<double>(Shape{static_cast<std::int64_t>(ys.size())},
                                                   std::vector<double>(ys.size(), 0.5)));
     ASSERT_TRUE(gd) << gd.error().str();
-    for (NodeId id = 0; id < static_cast<NodeId>(t.size()); ++id) {
+    for (std::size_t at = 0; at < t.size(); ++at) {
+      const NodeId id = t.id_at(at);
       out.push_back(must(t.value(id)));
       if (gf->has(id)) out.push_back(must(gf->host(id)));
       if (gd->has(id)) out.push_back(must(gd->host(id)));
@@ -795,10 +813,10 @@ TEST_P(Programs, LargePiecesWithLanesGiveThePerNodeBits) {
       const Buffer& v = *must(t.value_buffer(out_id));
       auto g = t.backward(out_id, must(backend->upload(must(backend->download(v)))));
       ASSERT_TRUE(g) << g.error().str();
-      for (NodeId id = 0; id < static_cast<NodeId>(t.size()); ++id)
+      for (NodeId id = t.id_at(0); id < t.id_at(t.size()); ++id)
         if (g->has(id)) out.push_back(must(g->host(id)));
     }
-    for (NodeId id = 0; id < static_cast<NodeId>(t.size()); ++id) out.push_back(must(t.value(id)));
+    for (NodeId id = t.id_at(0); id < t.id_at(t.size()); ++id) out.push_back(must(t.value(id)));
   }
   ASSERT_EQ(results[1].size(), results[0].size());
   for (std::size_t k = 0; k < results[0].size(); ++k)

@@ -48,6 +48,56 @@ TEST_P(TapeErrors, InvalidIdsAreRejectedAndTapeUnchanged) {
   EXPECT_TRUE(must(t.node(x))->requires_grad);
 }
 
+// An id is valid only on the tape that recorded it: every other tape refuses it, at every door that
+// takes an id, naming both tapes, and stays as it was; so do gradients of another tape.
+TEST_P(TapeErrors, AnotherTapesIdIsRefusedNamingBothTapes) {
+  Tape t1(backend), t2(backend);
+  const NodeId a = must(t1.leaf(host<float>({1, 2, 3})));
+  const NodeId b = must(t2.leaf(host<float>({4, 5, 6})));
+  ASSERT_NE(t1.serial(), t2.serial());
+  EXPECT_EQ(node_position(a), node_position(b));  // the same position: the old ids were both 0
+  EXPECT_EQ(node_tape(a), t1.serial());
+  const NodeId y2 = must(t2.sin(b));
+  const std::string both = "of tape " + std::to_string(t1.serial()) + " used on tape " + std::to_string(t2.serial());
+  const Snapshot before = snapshot(t2);
+  const std::size_t pending = t2.pending();
+  const HostArray seed = host<float>({1, 1, 1});
+  const NodeId wanted[1] = {a};
+  const NodeId ab[2] = {b, a};
+  std::vector<Error> errors;
+  auto keep = [&](auto r) {
+    ASSERT_FALSE(r) << "an id of tape " << t1.serial() << " was accepted by tape " << t2.serial();
+    errors.push_back(r.error());
+  };
+  keep(t2.sin(a));
+  keep(t2.apply(Op::add, ab));
+  keep(t2.value(a));
+  keep(t2.value_buffer(a));
+  keep(t2.node(a));
+  keep(t2.backward(a, seed));
+  keep(t2.backward_dense(a, seed));
+  keep(t2.backward(y2, seed, wanted));
+  for (const Error& e : errors) {
+    EXPECT_EQ(e.code, ErrorCode::InvalidNodeId);
+    EXPECT_NE(e.message.find(both), std::string::npos) << e.message;
+  }
+  EXPECT_EQ(snapshot(t2), before);
+  EXPECT_EQ(t2.pending(), pending);
+  EXPECT_EQ(must(t2.value(b)).to_vector<float>(), (std::vector<float>{4, 5, 6}));
+  // Gradients answer for their own tape's ids only.
+  const Gradients g = must(t2.backward(y2, seed));
+  EXPECT_TRUE(g.has(b));
+  EXPECT_FALSE(g.has(a));
+  EXPECT_EQ(g.tape_serial(), t2.serial());
+  auto h = g.host(a);
+  ASSERT_FALSE(h);
+  EXPECT_EQ(h.error().code, ErrorCode::InvalidNodeId);
+  EXPECT_NE(h.error().message.find(both), std::string::npos) << h.error().message;
+  // A moved-to tape takes its source's serial, and so its ids.
+  Tape t3 = std::move(t1);
+  EXPECT_EQ(must(t3.value(a)).to_vector<float>(), (std::vector<float>{1, 2, 3}));
+}
+
 TEST_P(TapeErrors, ShapeAndDTypeMismatchesAreRejected) {
   Tape t(backend);
   const NodeId a = must(t.leaf(host<float>({1, 2, 3})));
@@ -263,9 +313,10 @@ TEST_P(TapeErrors, TapesEndedInAnyOrderOrThreadReleaseEverything) {
     record(*second, 300);
     const NodeId borrowed = must(second->leaf(must(backend->wrap(callers.data(), Shape{3}, DType::float32))));
     EXPECT_EQ(second->size(), 302u);
-    auto grads = first->backward(out, host<float>({1, 1, 1}), std::span<const NodeId>(std::vector<NodeId>{0}));
+    const NodeId leaf = first->id_at(0);
+    auto grads = first->backward(out, host<float>({1, 1, 1}), std::span<const NodeId>(&leaf, 1));
     ASSERT_TRUE(grads) << grads.error().str();
-    held = grads->take(0);
+    held = grads->take(leaf);
     ASSERT_TRUE(held);
     first.reset();  // the larger storage is kept for this thread's next tape
     Tape third(backend);

@@ -245,6 +245,29 @@ def test_sparse_and_dense_gradients(tape):
         tape.check(tape.lib.tw_gradients_destroy(grads))
 
 
+def test_an_id_of_another_tape_is_refused_naming_both_tapes(tape):
+    other = Tape(tape.lib)
+    try:
+        x_host = np.array([1.0, 2.0], dtype=np.float32)
+        x = tape.leaf(x_host)
+        a = other.leaf(x_host)
+        assert a != x  # both are their tape's first node: the id tells the tapes apart
+        size_before = i64()
+        tape.check(tape.lib.tw_tape_size(tape.tape, ctypes.byref(size_before)))
+        for refused in (lambda: tape.apply("sin", a), lambda: tape.apply("add", x, a),
+                        lambda: tape.value(a, x_host), lambda: tape.backward(a, x_host)):
+            with pytest.raises(TapewiseError) as error:
+                refused()
+            assert error.value.status == TW_INVALID_NODE_ID
+            assert f"of tape {a >> 32} used on tape {x >> 32}" in error.value.message
+        size_after = i64()
+        tape.check(tape.lib.tw_tape_size(tape.tape, ctypes.byref(size_after)))
+        assert size_after.value == size_before.value
+        np.testing.assert_array_equal(tape.value(x, x_host), x_host)
+    finally:
+        other.close()
+
+
 def test_errors_have_a_status_and_a_message(tape):
     x = tape.leaf(np.array([1.0, 2.0], dtype=np.float32))
     size_before = i64()

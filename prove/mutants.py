@@ -77,7 +77,7 @@ COPIED = ["cuda", "include", "prove", "conform/library/files.hpp"]
 # Translation units that include the kernels' code (rebuilt per mutant) and those that do not.
 MUTABLE_TUS = ["prove/forms.cpp", "cuda/backends/backend.cpp", "cuda/backends/cpu_backend.cpp",
                "cuda/tape/tape.cpp"]
-FIXED_TUS = ["prove/main.cpp", "prove/prover.cpp", "prove/frameworks.cpp", "cuda/core/core.cpp",
+FIXED_TUS = ["prove/main.cpp", "prove/prover.cpp", "prove/frameworks.cpp", "cuda/core/core.cpp", "cuda/core/log.cpp",
              "cuda/tape/backward.cpp", "cuda/tape/backward_program.cpp", "cuda/tape/staged_vjp.cpp",
              "cuda/backends/cuda_backend_absent.cpp"]
 FLAGS = ["-std=c++20", "-O1", "-ffp-contract=off", "-fno-fast-math", "-w"]

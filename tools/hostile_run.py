@@ -373,7 +373,7 @@ def expect_clean_error(fn: Callable[[], object], kinds=None) -> BaseException:
 
 
 def tape_state(tape) -> tuple:
-    return (len(tape), tuple(tape.host(i).tobytes() for i in range(len(tape))))
+    return (len(tape), tuple(tape.host(node).tobytes() for node in tape.nodes()))
 
 
 def expect_tape_unchanged_error(tape, fn) -> None:
@@ -456,10 +456,49 @@ for _bad in BAD_IDS:
         def _bad_id(method=_method, bad=_bad):
             np, tapewise = tapewise_modules()
             tape = tapewise.Tape(tapewise.cpu())
-            tape.leaf(np.ones(3, np.float32))
-            call = {"add": lambda: tape.add(0, bad), "scale": lambda: tape.scale(bad, 2.0)}.get(
+            x = tape.leaf(np.ones(3, np.float32))
+            call = {"add": lambda: tape.add(x, bad), "scale": lambda: tape.scale(bad, 2.0)}.get(
                 method, lambda: getattr(tape, method)(bad))
             expect_tape_unchanged_error(tape, call)
+
+
+OTHER_TAPE_CALLS = {
+    "sin": lambda t, a, b: t.sin(a), "add": lambda t, a, b: t.add(b, a), "apply": lambda t, a, b: t.apply("mul", [b, a]),
+    "value": lambda t, a, b: t.value(a), "host": lambda t, a, b: t.host(a), "shape": lambda t, a, b: t.shape(a),
+    "backward": lambda t, a, b: t.backward(a), "wanted": lambda t, a, b: t.backward(b, wanted=[a]),
+    "sin(int)": lambda t, a, b: t.sin(int(a)), "gradients": lambda t, a, b: t.backward(b)[a],
+}
+for _method in OTHER_TAPE_CALLS:
+    @case(f"python/ids/other-tape/{_method}")
+    def _other_tape(method=_method):
+        """A node of another tape (whose position exists on this one too) is refused, naming both tapes."""
+        np, tapewise = tapewise_modules()
+        t1, t2 = tapewise.Tape(tapewise.cpu()), tapewise.Tape(tapewise.cpu())
+        a, b = t1.leaf(np.ones(3, np.float32)), t2.leaf(np.full(3, 2.0, np.float32))
+        error = None
+
+        def call():
+            nonlocal error
+            try:
+                OTHER_TAPE_CALLS[method](t2, a, b)
+            except tapewise.InvalidNodeIdError as e:
+                error = e
+                raise
+        expect_tape_unchanged_error(t2, call)
+        if error is None or f"of tape {t1.serial} used on tape {t2.serial}" not in str(error):
+            raise Wrong(f"refused without naming both tapes: {error}")
+
+
+@case("python/ids/node-arithmetic")
+def _node_arithmetic():
+    np, tapewise = tapewise_modules()
+    tape = tapewise.Tape(tapewise.cpu())
+    a = tape.leaf(np.ones(3, np.float32))
+    try:
+        a + a  # noqa: B018
+    except TypeError:
+        return
+    raise Wrong("node + node was accepted: nodes are no numbers")
 
 
 @case("python/gradients/released-then-read")
@@ -831,6 +870,33 @@ def _dlpack_zero_size():
         lib.tw_last_error.restype = ctypes.c_char_p
         raise Wrong("a zero-size tensor refused: " + lib.tw_last_error().decode())
     lib.tw_buffer_destroy(out)
+
+
+@case("c_abi/ids/other-tape")
+def _c_other_tape():
+    """Two tapes' first nodes: each tape refuses the other's id, naming both tapes, and stays as it was."""
+    ctypes, lib = c_library()
+    lib.tw_last_error.restype = ctypes.c_char_p
+    backend, t1, t2 = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
+    lib.tw_backend_create_cpu(ctypes.byref(backend))
+    lib.tw_tape_create(backend, ctypes.byref(t1))
+    lib.tw_tape_create(backend, ctypes.byref(t2))
+    data = (ctypes.c_float * 3)(1.0, 2.0, 3.0)
+    shape = (ctypes.c_int64 * 1)(3)
+    a, b, y = ctypes.c_int64(-1), ctypes.c_int64(-1), ctypes.c_int64(-1)
+    lib.tw_tape_leaf_host(t1, data, ctypes.c_size_t(12), shape, 1, 0, 1, ctypes.byref(a))
+    lib.tw_tape_leaf_host(t2, data, ctypes.c_size_t(12), shape, 1, 0, 1, ctypes.byref(b))
+    tw_op_sin = 13  # pinned by the ABI
+    status = lib.tw_tape_apply(t2, tw_op_sin, ctypes.byref(a), 1, None, 0, ctypes.byref(y))
+    message = lib.tw_last_error().decode()
+    size = ctypes.c_int64(-1)
+    lib.tw_tape_size(t2, ctypes.byref(size))
+    if status != 1:  # TW_INVALID_NODE_ID
+        raise Wrong(f"another tape's id: status {status}")
+    if f"of tape {a.value >> 32} used on tape {b.value >> 32}" not in message:
+        raise Wrong(f"refused without naming both tapes: {message}")
+    if size.value != 1 or y.value != -1:
+        raise Wrong("the tape changed on an error")
 
 
 @case("c_abi/threshold-negative")

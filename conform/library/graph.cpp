@@ -559,14 +559,19 @@ bool slot_expected(const Graph& g, const Walk& w, std::int64_t id, bool dense) {
   return w.reached[static_cast<std::size_t>(id)] || (dense && g.nodes[static_cast<std::size_t>(id)].requires_grad);
 }
 
+// The graph's node i is the tape's node at position i (tape.id_at(i)): a graph names nodes by
+// position, a tape by ids that carry its serial.
 [[nodiscard]] Result<Tape> record(const Graph& g, Backend& backend) {
   Tape tape(backend.shared_from_this());
   for (std::size_t id = 0; id < g.nodes.size(); ++id) {
     const GraphNode& n = g.nodes[id];
-    auto recorded = n.op ? tape.apply(*n.op, std::span<const std::int64_t>(n.parents.data(), static_cast<std::size_t>(n.arity)), n.scalars)
+    NodeId parents[2] = {-1, -1};
+    for (int k = 0; k < n.arity; ++k)
+      parents[k] = tape.id_at(static_cast<std::size_t>(n.parents[static_cast<std::size_t>(k)]));
+    auto recorded = n.op ? tape.apply(*n.op, std::span<const NodeId>(parents, static_cast<std::size_t>(n.arity)), n.scalars)
                          : tape.leaf(host_array(g.dtype, n.shape, n.values), n.requires_grad);
     if (!recorded) return fail(recorded.error().code, "recording '" + n.name + "': " + recorded.error().str());
-    if (*recorded != static_cast<NodeId>(id)) return fail(ErrorCode::InvalidArgument, "recording '" + n.name + "': unexpected tape id");
+    if (*recorded != tape.id_at(id)) return fail(ErrorCode::InvalidArgument, "recording '" + n.name + "': unexpected tape id");
   }
   return tape;
 }
@@ -602,16 +607,17 @@ bool slot_expected(const Graph& g, const Walk& w, std::int64_t id, bool dense) {
                                                 const GraphCheckOptions& o) {
   TAPEWISE_TRY(tape, record(g, backend));
   const HostArray seed = host_array(g.dtype, g.nodes[static_cast<std::size_t>(g.output)].shape, g.seed);
-  auto grads = o.dense ? tape.backward_dense(g.output, seed, o.path) : tape.backward(g.output, seed, o.path);
+  const NodeId output = tape.id_at(static_cast<std::size_t>(g.output));
+  auto grads = o.dense ? tape.backward_dense(output, seed, o.path) : tape.backward(output, seed, o.path);
   TAPEWISE_CHECK(grads);
   Production p;
   p.contributions.resize(g.nodes.size());
   for (std::size_t id = 0; id < g.nodes.size(); ++id) {
-    TAPEWISE_TRY(value, tape.value(static_cast<NodeId>(id)));
+    TAPEWISE_TRY(value, tape.value(tape.id_at(id)));
     p.values.push_back(widen(value));
     std::optional<Values> slot;
-    if (grads->has(static_cast<NodeId>(id))) {
-      TAPEWISE_TRY(h, grads->host(static_cast<NodeId>(id)));
+    if (grads->has(tape.id_at(id))) {
+      TAPEWISE_TRY(h, grads->host(tape.id_at(id)));
       slot = widen(h);
     }
     p.slots.push_back(std::move(slot));

@@ -23,6 +23,7 @@
 #include <nvrtc.h>
 
 #include "backends/rtc_headers.hpp"
+#include "core/log.hpp"
 
 namespace tapewise::detail {
 namespace {
@@ -75,7 +76,14 @@ Nvrtc load_nvrtc() {
 }
 
 const Nvrtc& nvrtc() {
-  static const Nvrtc loaded = load_nvrtc();
+  static const Nvrtc loaded = [] {
+    Nvrtc n = load_nvrtc();
+    if (n.error.empty())
+      TAPEWISE_LOG(info, std::string("compiled pieces: NVRTC loaded"));
+    else
+      TAPEWISE_LOG(warn, "compiled pieces: " + n.error + "; every piece runs in the interpreter, with the same bits");
+    return n;
+  }();
   return loaded;
 }
 
@@ -199,6 +207,10 @@ void compile_queued(Cache& c) {
     const auto start = std::chrono::steady_clock::now();
     Result<std::vector<char>> cubin = compile_piece_source(job.source, job.arch);
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    if (cubin)
+      TAPEWISE_LOG(info, "compiled pieces: NVRTC compiled a piece for " + job.arch + " in " + std::to_string(ms) + " ms");
+    else
+      TAPEWISE_LOG(warn, "compiled pieces: " + cubin.error().message + "; the interpreter runs that piece, with the same bits");
     lock.lock();
     Entry& entry = c.entries.at(job.key);
     c.stats.compile_ms += ms;
@@ -236,9 +248,13 @@ Entry first_sight(Cache& c, const std::string& key, std::span<const Step> steps,
   // Exact mode's pieces define it ahead of the kernels' headers: another source, so another cache entry.
   if (source && exact_math) source->insert(0, "#define TAPEWISE_MATH_EXACT 1\n");
   if (!source) {
+    TAPEWISE_LOG(debug, "compiled pieces: a piece of " + std::to_string(steps.size()) +
+                            " steps has no compiled form: the interpreter runs it");
     entry.state = State::irregular;
     return entry;
   }
+  TAPEWISE_LOG(debug, "compiled pieces: a piece of " + std::to_string(steps.size()) + " steps, " + std::to_string(numel) +
+                          " elements, queued for NVRTC (" + arch + "); the interpreter runs it meanwhile");
   if (c.exiting) {
     entry.state = State::failed;
     return entry;
@@ -264,6 +280,7 @@ void load_compiled(Cache& c, Entry& entry) {
     entry.state = State::ready;
     ++c.stats.compiled;
   } else {
+    TAPEWISE_LOG(warn, "compiled pieces: " + kernel.error().message + "; the interpreter runs that piece, with the same bits");
     entry.state = State::failed;
     ++c.stats.failed;
     c.stats.last_error = kernel.error().message;

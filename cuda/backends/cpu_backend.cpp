@@ -23,6 +23,7 @@
 #include "backends/engine.hpp"
 #include "backends/kept_memory.hpp"
 #include "backends/thread_pool.hpp"
+#include "core/log.hpp"
 #include "kernels/dispatch.hpp"
 #include "kernels/interpreter.hpp"
 
@@ -255,6 +256,7 @@ Result<std::shared_ptr<Backend>> make_cpu_backend(const CpuOptions& options) {
   TAPEWISE_TRY(kept_limit, detail::kept_memory_limit_from_environment(kDefaultKeptLimit));
   auto backend = std::make_shared<CpuBackend>(threads, isa, "");
   backend->set_kept_memory_limit(kept_limit);
+  TAPEWISE_LOG(info, "backend: " + backend->describe());
   return std::shared_ptr<Backend>(std::move(backend));
 }
 
@@ -267,8 +269,10 @@ std::shared_ptr<Backend> make_cpu_backend() {
   std::string note = threads ? "" : threads.error().message + ", so 1 thread";
   if (!isa) note += (note.empty() ? "" : "; ") + isa.error().message + ", so baseline";
   if (!kept_limit) note += (note.empty() ? "" : "; ") + kept_limit.error().message + ", so 256 MiB";
+  if (!note.empty()) TAPEWISE_LOG(warn, "the CPU backend: " + note);
   auto backend = std::make_shared<CpuBackend>(threads ? *threads : 1, isa ? *isa : CpuIsa::baseline, std::move(note));
   if (kept_limit) backend->set_kept_memory_limit(*kept_limit);
+  TAPEWISE_LOG(info, "backend: " + backend->describe());
   return backend;
 }
 

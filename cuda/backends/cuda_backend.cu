@@ -23,6 +23,7 @@
 #include "backends/engine.hpp"
 #include "backends/kept_memory.hpp"
 #include "backends/kernel_image.hpp"
+#include "core/log.hpp"
 
 namespace tapewise {
 namespace {
@@ -324,6 +325,8 @@ namespace {
   auto backend = std::make_shared<CudaBackend>(device, stream, owns_stream, *pool, prop.multiProcessorCount, name,
                                                *map_shape, compiled, options.math);
   backend->set_kept_memory_limit(*kept_limit);
+  TAPEWISE_LOG(info, "backend: " + backend->describe() +
+                         (compiled ? std::string() : std::string("; compiled pieces off (TAPEWISE_COMPILED_PIECES): the interpreter runs every piece")));
   return std::shared_ptr<Backend>(std::move(backend));
 }
 

@@ -256,10 +256,10 @@ void check_memory(const char* name, const void* data, std::size_t given, const S
 
 const Node& node_of(const Tape& tape, std::int64_t id) { return *unwrap(tape.node(id)); }
 
-void check_gradient_id(const Gradients& grads, std::int64_t id) {
-  if (id < 0 || static_cast<std::size_t>(id) >= grads.size())
-    raise(TW_INVALID_NODE_ID, "invalid node id " + std::to_string(id) + " (the gradients are of a tape of " +
-                                  std::to_string(grads.size()) + " nodes)");
+void check_gradient_id(const Gradients& grads, std::int64_t id) { unwrap(grads.check_id(id)); }
+
+std::string no_gradient(std::int64_t id) {
+  return "node #" + std::to_string(node_position(id)) + " received no gradient";
 }
 
 void copy_out(const HostArray& host, void* dst, std::size_t dst_bytes) {
@@ -389,7 +389,7 @@ const char* tw_status_name(int status) {
 const char* tw_status_string(int status) {
   switch (status) {
     case TW_OK: return "success";
-    case TW_INVALID_NODE_ID: return "a node id outside the tape, or a node with no gradient";
+    case TW_INVALID_NODE_ID: return "a node id of another tape or outside the tape, or a node with no gradient";
     case TW_INVALID_SHAPE: return "an invalid shape: a negative rank or dimension, too many dimensions, or an element count that overflows";
     case TW_SHAPE_MISMATCH: return "the inputs of a binary node differ in shape";
     case TW_DTYPE_MISMATCH: return "the inputs of a binary node differ in dtype, or a DLPack tensor's dtype is not float32, float64, bfloat16 or float16";
@@ -792,7 +792,7 @@ tw_status tw_gradients_download(const tw_gradients* grads, int64_t id, void* dst
     const Gradients& g = live(grads).grads;
     check_gradient_id(g, id);
     const Buffer* gradient = g.get(id);
-    if (!gradient) raise(TW_INVALID_NODE_ID, "node " + std::to_string(id) + " received no gradient");
+    if (!gradient) raise(TW_INVALID_NODE_ID, no_gradient(id));
     check_memory("dst", dst, dst_bytes, gradient->shape(), gradient->dtype());
     copy_out(unwrap(g.host(id)), dst, dst_bytes);
   });
@@ -803,7 +803,7 @@ tw_status tw_gradients_dlpack(tw_gradients* grads, int64_t id, struct DLManagedT
     tw_gradients& handle = live(grads);
     DLManagedTensor*& result = required(out, "out");
     check_gradient_id(handle.grads, id);
-    if (!handle.grads.has(id)) raise(TW_INVALID_NODE_ID, "node " + std::to_string(id) + " received no gradient");
+    if (!handle.grads.has(id)) raise(TW_INVALID_NODE_ID, no_gradient(id));
     // The export cannot fail for a live gradient of this backend short of host memory running out,
     // which would lose this one gradient (moved out first); the status says so.
     result = unwrap(handle.backend->export_dlpack(handle.grads.take(id)));

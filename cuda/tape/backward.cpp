@@ -9,6 +9,7 @@
 #include <tapewise/tape.hpp>
 
 #include "backends/engine.hpp"
+#include "core/log.hpp"
 #include "tape/backward_plan.hpp"
 #include "tape/backward_program.hpp"
 #include "tape/tape_internal.hpp"
@@ -56,10 +57,8 @@ Result<Gradients> Tape::run_backward(NodeId out, const HostArray& seed, VjpPath 
 }
 
 Result<void> Tape::check_backward_args(const char* what, NodeId out, const Buffer& seed) const {
-  if (out < 0 || static_cast<std::size_t>(out) >= nodes_.size())
-    return fail(ErrorCode::InvalidNodeId, std::string(what) + ": invalid output id " + std::to_string(out) +
-                                              " (tape has " + std::to_string(nodes_.size()) + " nodes)");
-  const Buffer& out_value = nodes_[static_cast<std::size_t>(out)].value;
+  TAPEWISE_CHECK(check_id(what, out, "output id"));
+  const Buffer& out_value = nodes_[node_position(out)].value;
   if (seed.backend() != backend_.get())
     return fail(ErrorCode::BackendMismatch, std::string(what) + ": seed belongs to another backend");
   if (seed.shape() != out_value.shape())
@@ -80,20 +79,27 @@ Result<Gradients> Tape::run_backward(NodeId out, const Buffer& seed, VjpPath pat
   if (wanted) {
     plan.wanted.assign(nodes_.size(), 0);
     for (NodeId id : *wanted) {
-      if (id < 0 || static_cast<std::size_t>(id) >= nodes_.size())
-        return fail(ErrorCode::InvalidNodeId, std::string(what) + ": invalid wanted id " + std::to_string(id) +
-                                                  " (tape has " + std::to_string(nodes_.size()) + " nodes)");
-      plan.wanted[static_cast<std::size_t>(id)] = 1;
+      TAPEWISE_CHECK(check_id(what, id, "wanted id"));
+      plan.wanted[node_position(id)] = 1;
     }
   }
-  detail::plan_backward(nodes_, out, dense, plan);
+  // From here on nodes are named by position; Gradients get ids again (id_at).
+  const auto out_at = static_cast<NodeId>(node_position(out));
+  detail::plan_backward(nodes_, out_at, dense, plan);
   // Every node the backward visits has the output's shape (a node's inputs have its shape), so
   // the output's size decides whether they are all small enough for one program.
-  const std::int64_t numel = nodes_[static_cast<std::size_t>(out)].value.numel();
-  if (path == VjpPath::fused && detail::runs_as_program(numel, options_.program_threshold))
-    return run_plan_as_program(plan, out, seed, dense);
+  const std::int64_t numel = nodes_[node_position(out)].value.numel();
+  const bool as_program = path == VjpPath::fused && detail::runs_as_program(numel, options_.program_threshold);
+  TAPEWISE_LOG(info, "tape " + std::to_string(serial_) + ": " + what + " from " + detail::id_str(out) + ": " +
+                         std::to_string(plan.visits.size()) + " VJPs " +
+                         (as_program ? std::string("as one program (fused; ")
+                                     : std::string("node by node (") + (path == VjpPath::fused ? "fused" : "staged") + "; ") +
+                         std::to_string(numel) + " elements, program_threshold " +
+                         std::to_string(options_.program_threshold) + ")" +
+                         (wanted ? ", " + std::to_string(wanted->size()) + " wanted" : std::string()));
+  if (as_program) return run_plan_as_program(plan, out_at, seed, dense);
   TAPEWISE_CHECK(flush());
-  return run_plan_per_node(plan, out, seed, path);
+  return run_plan_per_node(plan, out_at, seed, path);
 }
 
 // The plan node by node: each VJP one kernel (fused) or the spec's stages, into fresh contribution
@@ -111,7 +117,7 @@ Result<Gradients> Tape::run_plan_per_node(const detail::BackwardPlan& plan, Node
     return copy;
   };
   auto land = [&](NodeId pid, Buffer contribution, detail::SlotWrite how) -> Result<void> {
-    BufferSums sums{engine, slots[static_cast<std::size_t>(pid)], contribution};
+    BufferSums sums{engine, slots[node_position(pid)], contribution};
     return detail::land_contribution(how, sums);
   };
 
@@ -131,7 +137,7 @@ Result<Gradients> Tape::run_plan_per_node(const detail::BackwardPlan& plan, Node
     Buffer contributions[2];
     Buffer* outs[2] = {&contributions[0], &contributions[1]};
     for (int k = 0; k < node.arity; ++k) {
-      inputs[k] = &nodes_[static_cast<std::size_t>(node.parents[k])].value;
+      inputs[k] = &nodes_[node_position(node.parents[k])].value;
       auto c = be.allocate(g.shape(), g.dtype(), AllocTag::gradient);
       TAPEWISE_CHECK(c);
       contributions[k] = std::move(*c);
@@ -155,8 +161,9 @@ Result<Gradients> Tape::run_plan_per_node(const detail::BackwardPlan& plan, Node
     slots[static_cast<std::size_t>(id)] = std::move(*zeros);
   }
   Gradients grads(nodes_.size());
-  for (std::size_t id = 0; id < slots.size(); ++id)
-    if (slots[id] && plan.is_wanted(static_cast<NodeId>(id))) grads.put(static_cast<NodeId>(id), std::move(*slots[id]));
+  grads.serial_ = serial_;
+  for (std::size_t at = 0; at < slots.size(); ++at)
+    if (slots[at] && plan.is_wanted(static_cast<NodeId>(at))) grads.put(id_at(at), std::move(*slots[at]));
   return grads;
 }
 
@@ -176,7 +183,8 @@ Result<Gradients> Tape::run_plan_as_program(const detail::BackwardPlan& plan, No
   TAPEWISE_CHECK(engine.run_program(builder.build(plan, nodes_, out, seed, options_.program_threshold)));
   TAPEWISE_CHECK(builder.fill_large_zeros(engine));
   Gradients grads(nodes_.size());
-  builder.hand_out([&](NodeId id, Buffer slot) { grads.put(id, std::move(slot)); });
+  grads.serial_ = serial_;
+  builder.hand_out([&](NodeId at, Buffer slot) { grads.put(id_at(node_position(at)), std::move(slot)); });
   return grads;  // the internal slots released with the builder's, stream-ordered after the program
 }
 

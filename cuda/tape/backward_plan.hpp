@@ -15,7 +15,7 @@
 
 namespace tapewise::detail {
 
-// One node's turn in the walk: its VJP (or, for max(a, a) / min(a, a), passing g on once) with
+// Nodes are named by position here (node_position), their parents by id. One node's turn in the walk: its VJP (or, for max(a, a) / min(a, a), passing g on once) with
 // the way each parent's contribution is written.
 struct Visit {
   NodeId node = -1;
@@ -52,12 +52,12 @@ inline void mark_leads(std::span<const Node> nodes, BackwardPlan& plan) {
     const Node& n = nodes[id];
     bool leads = plan.wanted[id] != 0;
     for (int k = 0; k < n.arity && !leads; ++k)
-      leads = n.requires_grad && plan.leads[static_cast<std::size_t>(n.parents[k])];
+      leads = n.requires_grad && plan.leads[node_position(n.parents[k])];
     plan.leads[id] = leads;
   }
 }
 
-// The walk from `out` (a valid id) in descending ids: a node runs its VJP when it received a
+// The walk from `out` (a valid position) in descending positions: a node runs its VJP when it received a
 // contribution, is not a leaf, requires grad and leads to a wanted node (plan.wanted, set by the
 // caller; empty: every node is). A parent's first contribution is stored (dense: added to +0), later
 // ones accumulate as existing + c, in parent order (a, b); a parent that does not require grad or
@@ -75,7 +75,7 @@ inline void plan_backward(std::span<const Node> nodes, NodeId out, bool dense, B
     if (!plan.reached[at] || !n.op || !n.requires_grad || !plan.leads[at]) continue;
     Visit visit{id, contributes_once(n), {SlotWrite::none, SlotWrite::none}};
     for (int k = 0; k < (visit.pass_once ? 1 : n.arity); ++k) {
-      const auto parent = static_cast<std::size_t>(n.parents[k]);
+      const std::size_t parent = node_position(n.parents[k]);
       if (!nodes[parent].requires_grad || !plan.leads[parent]) continue;
       visit.write[k] = plan.reached[parent] ? SlotWrite::accumulate : first;
       plan.reached[parent] = 1;

@@ -79,8 +79,8 @@ Result<void> BackwardProgram::allocate_slots(Engine& engine, const BackwardPlan&
 
 const Program& BackwardProgram::build(const BackwardPlan& plan, std::span<const Node> nodes, NodeId out,
                                       const Buffer& seed, std::int64_t threshold) {
-  auto at = [&](NodeId id) -> const Node& { return nodes[static_cast<std::size_t>(id)]; };
-  auto slot = [&](NodeId id) { return address_[static_cast<std::size_t>(id)]; };
+  auto at = [&](NodeId id) -> const Node& { return nodes[node_position(id)]; };
+  auto slot = [&](NodeId id) { return address_[node_position(id)]; };
   const Buffer& like = at(out).value;
   program_.steps.clear();
   // A new step of the program, filled where it lies (Program::append) and sealed once complete.
@@ -154,11 +154,11 @@ void BackwardProgram::keep_unwanted_in_registers(const BackwardPlan& plan, std::
     reader_step_[static_cast<std::size_t>(visit.node)] = static_cast<std::int64_t>(i + 1);
     for (std::size_t k = 0; k < 2; ++k)
       if (visit.write[k] == SlotWrite::accumulate)
-        accumulated_[static_cast<std::size_t>(nodes[static_cast<std::size_t>(visit.node)].parents[k])] = 1;
+        accumulated_[node_position(nodes[static_cast<std::size_t>(visit.node)].parents[k])] = 1;
   }
   only_the_next_reads_.assign(program_.steps.size(), 0);
   auto mark = [&](std::size_t step, int k, NodeId node) {
-    const auto id = static_cast<std::size_t>(node);
+    const std::size_t id = node_position(node);
     if (!plan.wanted[id] && !accumulated_[id] &&
         (reader_step_[id] < 0 || reader_step_[id] == static_cast<std::int64_t>(step + 1)))
       only_the_next_reads_[step] |= static_cast<std::uint8_t>(1u << k);

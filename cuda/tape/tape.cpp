@@ -4,6 +4,7 @@
 // the tape unchanged, but for the one thing tape.hpp states: pending forwards that a flush before the
 // failure has run. Reverse mode is backward.cpp.
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <iterator>
 #include <new>
@@ -12,6 +13,7 @@
 #include <tapewise/tape.hpp>
 
 #include "backends/engine.hpp"
+#include "core/log.hpp"
 #include "kernels/program.hpp"
 #include "tape/tape_internal.hpp"
 
@@ -20,10 +22,17 @@ namespace tapewise {
 static_assert(TapeOptions{}.max_pending_nodes == detail::kStepsPerLaunch,
               "a full pending list is meant to be exactly one CUDA launch of program steps");
 constexpr std::int64_t kMostPendingNodes = 65536;  // TapeOptions::max_pending_nodes's upper bound
+constexpr std::size_t kMostNodes = std::size_t{1} << 32;  // a position fills an id's low 32 bits
+constexpr std::uint32_t kMostSerials = 0x7fffffff;         // serials 1 .. 2^31 - 1 keep every id positive
 
 namespace {
 using detail::id_str;
 using detail::runs_as_program;
+
+std::uint32_t next_serial() {
+  static std::atomic<std::uint32_t> made{0};
+  return made.fetch_add(1, std::memory_order_relaxed) % kMostSerials + 1;
+}
 
 // Programs write into buffers the tape hands out as const (values computed late, slots being
 // filled): the buffers are the tape's own.
@@ -60,9 +69,15 @@ Buffer* Gradients::find(NodeId id) const {
 
 const Buffer* Gradients::get(NodeId id) const { return find(id); }
 
+Result<void> Gradients::check_id(NodeId id) const {
+  if (detail::names_node(id, static_cast<NodeId>(serial_) << 32, size_)) return {};
+  return tl::unexpected(detail::id_error("gradients", "node id", id, serial_, size_));
+}
+
 void Gradients::put(NodeId id, Buffer b) { received_.emplace_back(id, std::move(b)); }
 
 Result<HostArray> Gradients::host(NodeId id) const {
+  TAPEWISE_CHECK(check_id(id));
   const Buffer* b = get(id);
   if (!b) return fail(ErrorCode::InvalidNodeId, "gradients: node " + id_str(id) + " received no gradient");
   return const_cast<Backend*>(b->backend())->download(*b);
@@ -86,7 +101,8 @@ thread_local SpareNodes spare_nodes;
 SpareNodes::~SpareNodes() { spare_nodes_gone = true; }
 }  // namespace
 
-Tape::Tape(std::shared_ptr<Backend> backend) : backend_(std::move(backend)) {
+Tape::Tape(std::shared_ptr<Backend> backend)
+    : backend_(std::move(backend)), serial_(next_serial()), base_(static_cast<NodeId>(serial_) << 32) {
   if (!spare_nodes_gone) nodes_.swap(spare_nodes.nodes);
   // Recording never reallocates the pending list, so it never fails halfway.
   pending_.reserve(static_cast<std::size_t>(options_.max_pending_nodes));
@@ -121,8 +137,8 @@ Result<void> Tape::flush() const {
   if (pending_.empty()) return {};
   detail::Program& program = flush_program;
   program.steps.clear();
-  for (NodeId id : pending_) {
-    const Node& n = nodes_[static_cast<std::size_t>(id)];
+  for (NodeId at : pending_) {
+    const Node& n = nodes_[static_cast<std::size_t>(at)];
     detail::Step& step = program.append();
     step.kind = detail::StepKind::forward;
     step.op = *n.op;
@@ -130,26 +146,34 @@ Result<void> Tape::flush() const {
     step.numel = n.value.numel();
     step.s0 = n.scalars.s0;
     step.s1 = n.scalars.s1;
-    for (int k = 0; k < n.arity; ++k) step.in[k] = nodes_[static_cast<std::size_t>(n.parents[k])].value.data();
+    for (int k = 0; k < n.arity; ++k) step.in[k] = nodes_[node_position(n.parents[k])].value.data();
     step.out[0] = writable(n.value);
     program.seal_last();
   }
+  TAPEWISE_LOG(debug, "tape " + std::to_string(serial_) + ": flush: " + std::to_string(pending_.size()) +
+                          " pending nodes run as one program");
   // On failure the nodes stay pending (tape.hpp says why) and the next read runs them again.
   if (auto ok = detail::engine_of(*backend_).run_program(program); !ok) return ok;
   pending_.clear();
   return {};
 }
 
-Result<void> Tape::check_id(const char* what, NodeId id) const {
-  if (id < 0 || static_cast<std::size_t>(id) >= nodes_.size())
-    return fail(ErrorCode::InvalidNodeId, std::string(what) + ": invalid node id " + std::to_string(id) +
-                                              " (tape has " + std::to_string(nodes_.size()) + " nodes)");
-  return {};
+Result<void> Tape::check_id(const char* what, NodeId id, const char* role) const {
+  if (detail::names_node(id, base_, nodes_.size())) return {};
+  return tl::unexpected(detail::id_error(what, role, id, serial_, nodes_.size()));
+}
+
+// A position must fit an id's low 32 bits: a tape of 2^32 nodes (hundreds of GB of host memory for
+// the records alone) takes no more.
+Result<void> Tape::check_room(const char* what) const {
+  if (nodes_.size() < kMostNodes) return {};
+  return fail(ErrorCode::InvalidArgument, std::string(what) + ": tape " + std::to_string(serial_) + " is full (" +
+                                              std::to_string(kMostNodes) + " nodes)");
 }
 
 Result<const Node*> Tape::node(NodeId id) const {
-  TAPEWISE_CHECK(check_id("node", id));
-  return &nodes_[static_cast<std::size_t>(id)];
+  TAPEWISE_CHECK(check_id("node", id, "node id"));
+  return &nodes_[node_position(id)];
 }
 
 // A moved-from tape has no backend: recording on it is an error naming that, not a null dereference.
@@ -165,10 +189,12 @@ Result<NodeId> Tape::leaf(Buffer value, bool requires_grad) {
   if (!value) return fail(ErrorCode::InvalidArgument, "leaf: empty buffer");
   if (value.backend() != backend_.get())
     return fail(ErrorCode::BackendMismatch, "leaf: buffer belongs to another backend than this tape's");
+  if (nodes_.size() >= kMostNodes) [[unlikely]]
+    TAPEWISE_CHECK(check_room("leaf"));
   Node& n = nodes_.emplace_back();
   n.requires_grad = requires_grad;
   n.value = std::move(value);
-  return static_cast<NodeId>(nodes_.size() - 1);
+  return id_at(nodes_.size() - 1);
 }
 
 Result<NodeId> Tape::leaf(const HostArray& value, bool requires_grad) {
@@ -189,8 +215,8 @@ Result<NodeId> Tape::apply(Op op, std::span<const NodeId> parents, Scalars scala
   const Buffer* inputs[2] = {};
   bool requires_grad = false;
   for (std::size_t i = 0; i < parents.size(); ++i) {
-    TAPEWISE_CHECK(check_id(info.name, parents[i]));
-    const Node& p = nodes_[static_cast<std::size_t>(parents[i])];
+    TAPEWISE_CHECK(check_id(info.name, parents[i], "node id"));
+    const Node& p = nodes_[node_position(parents[i])];
     inputs[i] = &p.value;
     requires_grad = requires_grad || p.requires_grad;
   }
@@ -204,6 +230,8 @@ Result<NodeId> Tape::apply(Op op, std::span<const NodeId> parents, Scalars scala
       return fail(ErrorCode::DTypeMismatch, std::string(info.name) + ": a " + id_str(parents[0]) + " is " +
                                                 dtype_name(a.dtype()) + ", b " + id_str(parents[1]) + " is " + dtype_name(b.dtype()));
   }
+  if (nodes_.size() >= kMostNodes) [[unlikely]]  // the Result only where it fails: recording stays a compare
+    TAPEWISE_CHECK(check_room(info.name));
   // Allocation first: a failure then leaves even the pending list as it was.
   auto value = detail::engine_of(*backend_).allocate_like(*inputs[0], AllocTag::value);
   TAPEWISE_CHECK(value);
@@ -214,6 +242,9 @@ Result<NodeId> Tape::apply(Op op, std::span<const NodeId> parents, Scalars scala
   } else {
     // A larger node runs now, on its own kernel, after whatever is pending (its inputs may be
     // pending nodes when the threshold was lowered since they were recorded).
+    TAPEWISE_LOG(debug, "tape " + std::to_string(serial_) + ": " + info.name + " " + id_str(id_at(nodes_.size())) +
+                            " runs node by node, now: " + std::to_string(inputs[0]->numel()) +
+                            " elements, above program_threshold " + std::to_string(options_.program_threshold));
     TAPEWISE_CHECK(flush());
     TAPEWISE_CHECK(backend_->forward(op, scalars, {inputs, parents.size()}, *value));
   }
@@ -224,21 +255,21 @@ Result<NodeId> Tape::apply(Op op, std::span<const NodeId> parents, Scalars scala
   for (std::size_t i = 0; i < parents.size(); ++i) n.parents[i] = parents[i];
   n.requires_grad = requires_grad;
   n.value = std::move(*value);
-  const auto id = static_cast<NodeId>(nodes_.size() - 1);
-  if (deferred) pending_.push_back(id);  // within the reserved capacity: cannot fail
-  return id;
+  const std::size_t at = nodes_.size() - 1;
+  if (deferred) pending_.push_back(static_cast<NodeId>(at));  // within the reserved capacity: cannot fail
+  return id_at(at);
 }
 
 Result<const Buffer*> Tape::value_buffer(NodeId id) const {
-  TAPEWISE_CHECK(check_id("value", id));
+  TAPEWISE_CHECK(check_id("value", id, "node id"));
   TAPEWISE_CHECK(flush());
-  return &nodes_[static_cast<std::size_t>(id)].value;
+  return &nodes_[node_position(id)].value;
 }
 
 Result<HostArray> Tape::value(NodeId id) const {
-  TAPEWISE_CHECK(check_id("value", id));
+  TAPEWISE_CHECK(check_id("value", id, "node id"));
   TAPEWISE_CHECK(flush());
-  return backend_->download(nodes_[static_cast<std::size_t>(id)].value);
+  return backend_->download(nodes_[node_position(id)].value);
 }
 
 Result<Gradients> Tape::backward(NodeId out, const Buffer& seed, VjpPath path) const {

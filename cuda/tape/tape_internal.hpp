@@ -1,5 +1,5 @@
 // cuda/tape/tape_internal.hpp — what recording (tape.cpp) and reverse mode (backward.cpp) share: how a
-// node id is written in messages, and which nodes run as programs.
+// node id is written in messages and why one is refused, and which nodes run as programs.
 #pragma once
 
 #include <cstdint>
@@ -9,7 +9,32 @@
 
 namespace tapewise::detail {
 
-inline std::string id_str(NodeId id) { return "#" + std::to_string(id); }
+// A node by its position: the tape it is on is named where that matters (id_error).
+inline std::string id_str(NodeId id) { return "#" + std::to_string(node_position(id)); }
+
+// Whether `id` names one of the `size` nodes of the tape whose position-0 id is `base`: one unsigned
+// comparison, so a negative id or another tape's id (other high bits) lands far above size.
+inline bool names_node(NodeId id, NodeId base, std::size_t size) {
+  return static_cast<std::uint64_t>(id) - static_cast<std::uint64_t>(base) < size;
+}
+
+// Why `id` is not a node of tape `serial` (of `size` nodes): another tape's id, a number no tape
+// handed out, or a position past the end. `what` names the call, `role` the argument ("node",
+// "output id", "wanted id").
+inline Error id_error(const std::string& what, const char* role, NodeId id, std::uint32_t serial, std::size_t size) {
+  const std::uint32_t owner = node_tape(id);
+  std::string text = what + ": ";
+  if (id >= 0 && owner != 0 && owner != serial)
+    text += std::string(role) + " " + id_str(id) + " of tape " + std::to_string(owner) + " used on tape " +
+            std::to_string(serial) + " (an id is valid only on the tape that recorded it)";
+  else if (id >= 0 && owner == serial)
+    text += "invalid " + std::string(role) + " " + id_str(id) + " (tape " + std::to_string(serial) + " has " +
+            std::to_string(size) + " nodes)";
+  else
+    text += "invalid " + std::string(role) + " " + std::to_string(id) + " (no tape's id; tape " +
+            std::to_string(serial) + " has " + std::to_string(size) + " nodes)";
+  return Error{ErrorCode::InvalidNodeId, std::move(text)};
+}
 
 // Nodes of at most `threshold` elements run as programs (TapeOptions::program_threshold; 0: none).
 inline bool runs_as_program(std::int64_t numel, std::int64_t threshold) { return threshold > 0 && numel <= threshold; }

@@ -1,5 +1,6 @@
 /// tapewise/tape.hpp — the reverse-mode tape. A node is data ({op, scalars, parents, value}); the
-/// backward pass interprets it. Ids are array positions, so parents always have smaller ids.
+/// backward pass interprets it. A node's id carries its tape's serial and its position on the tape
+/// (parents always have smaller positions): every tape refuses the ids of another (see NodeId).
 /// Every method either succeeds or returns an Error, and a failed call leaves the tape as it was
 /// but for one thing: a call that flushes (below) before it fails has still run the pending
 /// forwards. Its ids, nodes, values as read, requires_grad and memory statistics are as before.
@@ -42,8 +43,15 @@
 
 namespace tapewise {
 
-/// A node's id: its position on the tape (parents always have smaller ids).
+/// A node's id: the serial of the tape that recorded it (Tape::serial()) in the high 32 bits, the
+/// node's position on that tape in the low 32. An id is valid only on its own tape: every other
+/// tape refuses it with InvalidNodeId naming both tapes, and a number no tape handed out (a bare
+/// position such as 0) is refused by every tape. Ids of one tape ascend with position.
 using NodeId = std::int64_t;
+/// The position of node `id` on its tape: 0 for the first node recorded.
+constexpr std::size_t node_position(NodeId id) { return static_cast<std::uint32_t>(id); }
+/// The serial of the tape that recorded node `id` (0 for a number no tape handed out).
+constexpr std::uint32_t node_tape(NodeId id) { return static_cast<std::uint32_t>(static_cast<std::uint64_t>(id) >> 32); }
 namespace detail {
 struct BackwardPlan;  ///< the backward walk (cuda/tape/backward_plan.hpp): internal to the library
 }  // namespace detail
@@ -85,14 +93,19 @@ struct Node {
 /// Gradients returned by backward: one slot per tape node; owned by the caller.
 class TAPEWISE_API Gradients {
  public:
-  /// n empty slots.
+  /// n empty slots, of no tape.
   explicit Gradients(std::size_t n = 0) : size_(n) {}
   /// The number of slots (the tape's size at backward).
   std::size_t size() const { return size_; }
-  /// Whether node id received a gradient.
+  /// The serial of the tape whose backward made them (Tape::serial()).
+  std::uint32_t tape_serial() const { return serial_; }
+  /// Success when `id` names a node of that tape recorded before the backward, else InvalidNodeId
+  /// naming both tapes (or the slot count).
+  [[nodiscard]] Result<void> check_id(NodeId id) const;
+  /// Whether node id received a gradient (false for an id of another tape).
   bool has(NodeId id) const { return get(id) != nullptr; }
   const Buffer* get(NodeId id) const;  ///< nullptr when the node received no gradient
-  /// A copy of node id's gradient on the host (InvalidNodeId when none).
+  /// A copy of node id's gradient on the host (InvalidNodeId when none, or when id is of another tape).
   [[nodiscard]] Result<HostArray> host(NodeId id) const;
   Buffer take(NodeId id);  ///< moves the buffer out (empty when none)
 
@@ -101,6 +114,7 @@ class TAPEWISE_API Gradients {
   void put(NodeId id, Buffer b);  ///< the gradient of id, above every id put before
   Buffer* find(NodeId id) const;
   std::size_t size_;
+  std::uint32_t serial_ = 0;
   /// The slots that received a gradient, by ascending id: a backward returning the leaves' gradients
   /// of a long tape holds a few, not one per node.
   std::vector<std::pair<NodeId, Buffer>> received_;
@@ -129,8 +143,16 @@ class TAPEWISE_API Tape {
   Backend& backend() const { return *backend_; }
   /// The number of nodes.
   std::size_t size() const { return nodes_.size(); }
+  /// The tape's serial, carried by every id it hands out and named in errors: from 1 to 2^31 - 1, no
+  /// two of the last 2^31 - 1 tapes made in the process share one. A tape moved to takes its
+  /// source's serial (and so accepts its ids).
+  std::uint32_t serial() const { return serial_; }
+  /// The id of the node at `position` (ids ascend with position); an id this tape refuses when
+  /// position >= size(). For code that walks the nodes in order.
+  NodeId id_at(std::size_t position) const { return base_ + static_cast<NodeId>(position); }
   /// The node's record (InvalidNodeId for an id not on the tape); its value's contents may still be
-  /// pending (see above): read values through value() or value_buffer(), which flush.
+  /// pending (see above): read values through value() or value_buffer(), which flush. Its parents
+  /// are ids of this tape.
   [[nodiscard]] Result<const Node*> node(NodeId id) const;
 
   /// Nodes whose forward is deferred; flush() runs them now (as one program).
@@ -192,7 +214,7 @@ class TAPEWISE_API Tape {
   [[nodiscard]] Result<Gradients> backward_dense(NodeId out, const HostArray& seed,
                                    VjpPath path = VjpPath::fused) const;
 
-  /// backward, returning only the gradients of `wanted` (ids of this tape; one outside it is
+  /// backward, returning only the gradients of `wanted` (ids of this tape; another tape's or a bare number is
   /// InvalidNodeId, and nothing runs): a node's VJP runs only when it leads to a wanted node, and the
   /// gradients of the nodes in between are not returned — a tape program keeps them in registers,
   /// never writing them to memory. Each gradient returned is backward()'s, identical up to NaN.
@@ -215,7 +237,8 @@ class TAPEWISE_API Tape {
     const NodeId ids[2] = {a, b};
     return apply(op, ids, {});
   }
-  [[nodiscard]] Result<void> check_id(const char* what, NodeId id) const;
+  [[nodiscard]] Result<void> check_id(const char* what, NodeId id, const char* role = "node id") const;
+  [[nodiscard]] Result<void> check_room(const char* what) const;
   [[nodiscard]] Result<void> check_has_backend(const char* what) const;
   [[nodiscard]] Result<void> check_backward_args(const char* what, NodeId out, const Buffer& seed) const;
   [[nodiscard]] Result<Gradients> run_backward(NodeId out, const Buffer& seed, VjpPath path, bool dense,
@@ -228,9 +251,11 @@ class TAPEWISE_API Tape {
                                         bool dense) const;
 
   std::shared_ptr<Backend> backend_;
+  std::uint32_t serial_;
+  NodeId base_;  ///< serial_ << 32: the id of position 0
   TapeOptions options_;
   std::vector<Node> nodes_;
-  /// Ids of the nodes whose forward has not run yet, ascending. Flushing computes their values, a
+  /// Positions of the nodes whose forward has not run yet, ascending. Flushing computes their values, a
   /// cache of what was recorded, so const readers may flush.
   mutable std::vector<NodeId> pending_;
 };

@@ -27,6 +27,11 @@
  *   destroyed) and, for a seed, until the backward that reads it has returned. On CUDA the memory is
  *   device memory of the backend's device and work is queued on the backend's stream: call
  *   tw_backend_synchronize (or order your stream after it) before freeing or overwriting it.
+ * - Node ids (int64_t) are opaque: a tape's serial in the high 32 bits, the node's position on it in
+ *   the low 32 (ids of one tape ascend with position). Every tape refuses another tape's ids, and every
+ *   tw_gradients the ids of a tape other than the one whose backward made it, with
+ *   TW_INVALID_NODE_ID and a message naming both tapes; a number no tape handed out (0, a bare
+ *   position) is refused too. Use the ids the tape returns, never positions.
  * - Enumerated values other than tw_status (dtype: tw_dtype, path: tw_path, tag: tw_alloc_tag,
  *   kind: tw_backend_kind, op: tw_op) travel as int, in and out, so that any value a caller passes is
  *   well-defined (unknown ones are TW_INVALID_ARGUMENT) and no enum size is part of the ABI.
@@ -70,7 +75,7 @@ typedef struct tw_gradients tw_gradients;
  * number below 100. The codes of the C layer itself start at 100. The numbers never change. */
 typedef enum tw_status {
   TW_OK = 0,
-  TW_INVALID_NODE_ID = 1,      /**< a node id outside the tape, or a node with no gradient */
+  TW_INVALID_NODE_ID = 1,      /**< a node id of another tape or outside the tape, or a node with no gradient */
   TW_INVALID_SHAPE = 2,        /**< negative ndim or dim, ndim > TW_MAX_NDIM, element count overflow */
   TW_SHAPE_MISMATCH = 3,       /**< a binary node's inputs differ in shape */
   TW_DTYPE_MISMATCH = 4,       /**< a binary node's inputs differ in dtype, or a DLPack dtype is unusable */
@@ -143,12 +148,12 @@ typedef enum tw_op {
 /* --- library ---------------------------------------------------------------------------------- */
 
 /** The message of the last call on this thread that failed, e.g. "tw_tape_apply: InvalidNodeId: add:
- * invalid node id 7 (tape has 2 nodes)"; every successful call resets it to "". Valid until the next
+ * node id #0 of tape 1 used on tape 2 (an id is valid only on the tape that recorded it)"; every successful call resets it to "". Valid until the next
  * call on this thread. Never NULL. */
 TW_API const char* tw_last_error(void);
 /** The enumerator's name ("TW_OK", "TW_INVALID_NODE_ID", …); "TW_UNKNOWN_STATUS" for other values. */
 TW_API const char* tw_status_name(int status);
-/** What a status means, as a sentence ("a node id outside the tape, or a node with no gradient"), for
+/** What a status means, as a sentence ("a node id of another tape or outside the tape, or a node with no gradient"), for
  * messages; tw_last_error() says what went wrong in the call itself. Never NULL. A value that is no
  * tw_status gives "unknown status N (not a tw_status value)", written into a buffer of this thread
  * that the next such call on this thread overwrites; every other string is a constant. Safe to call
@@ -316,7 +321,7 @@ TW_API tw_status tw_tape_backward_host(tw_tape* tape, int64_t out_id, const void
 TW_API tw_status tw_tape_backward_buffer(tw_tape* tape, int64_t out_id, const tw_buffer* seed, int path,
                                          int dense, tw_gradients** out);
 /** tw_tape_backward_host returning only the gradients of the wanted_count ids at `wanted` (NULL only
- * with a count of 0; an id outside the tape: TW_INVALID_NODE_ID, nothing runs): a node's VJP runs only
+ * with a count of 0; an id not of this tape: TW_INVALID_NODE_ID, nothing runs): a node's VJP runs only
  * when it leads to a wanted node, and a tape program keeps the other gradients in registers instead
  * of writing them to memory. Each gradient returned is tw_tape_backward_host's, identical up to NaN. */
 TW_API tw_status tw_tape_backward_host_wanted(tw_tape* tape, int64_t out_id, const void* seed, size_t seed_bytes,
@@ -327,8 +332,8 @@ TW_API tw_status tw_tape_backward_buffer_wanted(tw_tape* tape, int64_t out_id, c
                                                 int dense, const int64_t* wanted, size_t wanted_count,
                                                 tw_gradients** out);
 
-/** Whether node id received a gradient (ids outside the tape the gradients came from:
- * TW_INVALID_NODE_ID). */
+/** Whether node id received a gradient (ids not of the tape the gradients came from, or recorded
+ * after its backward: TW_INVALID_NODE_ID). */
 TW_API tw_status tw_gradients_has(const tw_gradients* grads, int64_t id, int* out);
 /** Copies a gradient (the node's value's shape and dtype) to host memory; dst_bytes must equal its size
  * in bytes. TW_INVALID_NODE_ID when the node has no gradient. */

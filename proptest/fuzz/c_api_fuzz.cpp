@@ -123,13 +123,20 @@ class Session {
   // Mostly valid: float32, float64; else an unknown value.
   int dtype() { return in_.ConsumeIntegralInRange(0, 7) == 7 ? in_.ConsumeIntegral<int>() : in_.ConsumeIntegralInRange(0, 1); }
   int path() { return in_.ConsumeIntegralInRange(0, 7) == 7 ? in_.ConsumeIntegral<int>() : in_.ConsumeIntegralInRange(0, 1); }
-  // Mostly an id of a small tape; sometimes negative, past the end, or anything.
+  // Mostly an id some tape handed out (of whichever tape: the one a call picks may be another) or
+  // one past it; sometimes a bare number: negative, small, or anything.
   std::int64_t node_id() {
     switch (in_.ConsumeIntegralInRange(0, 7)) {
       case 6: return in_.ConsumeIntegral<std::int64_t>();
       case 7: return in_.ConsumeIntegralInRange<std::int64_t>(-2, 40);
-      default: return in_.ConsumeIntegralInRange<std::int64_t>(0, 7);
+      default:
+        if (ids_.empty()) return in_.ConsumeIntegralInRange<std::int64_t>(0, 7);
+        return ids_[in_.ConsumeIntegralInRange<std::size_t>(0, ids_.size() - 1)] + in_.ConsumeIntegralInRange(0, 1);
     }
+  }
+  // Keeps an id a tape handed out, for node_id().
+  void handed_out(tw_status s, std::int64_t id) {
+    if (s == TW_OK && ids_.size() < 256) ids_.push_back(id);
   }
 
   // Fuzzed (dims, ndim): mostly small shapes; sometimes bad ndim, negative or huge dims.
@@ -191,10 +198,9 @@ class Session {
     const int requires_grad = !in_.ConsumeBool();
     std::int64_t id = 0;
     std::int64_t* out = in_.ConsumeIntegralInRange(0, 15) == 15 ? nullptr : &id;
-    if (in_.ConsumeBool())
-      tw_tape_leaf_host(tape, data, bytes, dims, ndim, type, requires_grad, out);
-    else
-      tw_tape_leaf_wrap(tape, data, bytes, dims, ndim, type, requires_grad, out);
+    const tw_status s = in_.ConsumeBool() ? tw_tape_leaf_host(tape, data, bytes, dims, ndim, type, requires_grad, out)
+                                          : tw_tape_leaf_wrap(tape, data, bytes, dims, ndim, type, requires_grad, out);
+    if (out) handed_out(s, id);
   }
 
   void apply() {
@@ -207,8 +213,9 @@ class Session {
     int nparents = in_.ConsumeIntegralInRange(-1, 3), nscalars = in_.ConsumeIntegralInRange(-1, 3);
     if (in_.ConsumeIntegralInRange(0, 3) != 3) tw_op_info(op, &nparents, &nscalars);
     std::int64_t id = 0;
-    tw_tape_apply(tape, op, in_.ConsumeIntegralInRange(0, 15) == 15 ? nullptr : parents, nparents,
-                  in_.ConsumeIntegralInRange(0, 15) == 15 ? nullptr : scalars, nscalars, &id);
+    const tw_status s = tw_tape_apply(tape, op, in_.ConsumeIntegralInRange(0, 15) == 15 ? nullptr : parents, nparents,
+                                      in_.ConsumeIntegralInRange(0, 15) == 15 ? nullptr : scalars, nscalars, &id);
+    handed_out(s, id);
   }
 
   void download_value() {
@@ -324,6 +331,7 @@ class Session {
       tw_tape* tape = h.view_of ? h.view_of : tapes_.pick(in_, garbage_);
       std::int64_t id = 0;
       s = tw_tape_leaf_dlpack(tape, h.tensor, in_.ConsumeBool(), &id);
+      handed_out(s, id);
     } else {
       tw_buffer* b = nullptr;
       s = tw_buffer_from_dlpack(backends_.pick(in_, garbage_), h.tensor, &b);
@@ -373,6 +381,7 @@ class Session {
   Pool<tw_gradients> gradients_;
   std::vector<Held> held_;
   std::vector<std::unique_ptr<double[]>> blocks_;
+  std::vector<std::int64_t> ids_;  // ids tapes handed out (node_id)
 };
 
 }  // namespace

@@ -85,7 +85,18 @@ struct PyBuffer {
   void release() { memory.reset(); }
 };
 
-// A node id from Python: an int or an object with __index__ (numpy integers), never a bool.
+// tapewise.Node: a node of one tape, as the tape's methods return it. It holds its tapewise.Tape, so
+// the id never outlives the tape that gives it meaning; the id itself (serial and position) is what
+// every tape checks, so a node of another tape is refused by name.
+struct PyNode {
+  nb::object tape;
+  NodeId id = -1;
+};
+// A new tapewise.Node for node `id` of `tape` (a tapewise.Tape).
+nb::object make_node(nb::handle tape, NodeId id);
+
+// A node from Python: a tapewise.Node, or its id as an int or an object with __index__ (numpy
+// integers), never a bool.
 struct NodeIdArg {
   NodeId value = -1;
 };
@@ -154,11 +165,15 @@ void bind_tape(nb::module_& m);
 }  // namespace tapewise::py
 
 namespace nanobind::detail {
-// Refuses bool (an int subclass) so that tape.sin(True) is a TypeError, not node 1.
+// A tapewise.Node or an id; refuses bool (an int subclass) so that tape.sin(True) is a TypeError.
 template <>
 struct type_caster<tapewise::py::NodeIdArg> {
-  NB_TYPE_CASTER(tapewise::py::NodeIdArg, const_name("int"))
+  NB_TYPE_CASTER(tapewise::py::NodeIdArg, const_name("Node | int"))
   bool from_python(handle src, uint8_t, cleanup_list*) noexcept {
+    if (nanobind::isinstance<tapewise::py::PyNode>(src)) {
+      value.value = nanobind::inst_ptr<tapewise::py::PyNode>(src)->id;
+      return true;
+    }
     PyObject* o = src.ptr();
     if (PyBool_Check(o) || !PyIndex_Check(o) || PyFloat_Check(o)) return false;
     PyObject* index = PyNumber_Index(o);

@@ -1,6 +1,6 @@
-// python/src/tape_bindings.cpp — tapewise.Tape and tapewise.Gradients: recording the 23 nodes (one
-// method each, generated from the op table), reading values, and backward passes whose gradients
-// are exported without a copy.
+// python/src/tape_bindings.cpp — tapewise.Tape, tapewise.Node and tapewise.Gradients: recording the 23
+// nodes (one method each, generated from the op table) as Nodes that carry their tape, reading values,
+// and backward passes whose gradients are exported without a copy.
 #include <deque>
 #include <string>
 #include <vector>
@@ -31,11 +31,14 @@ struct PyTape {
   PyTape& operator=(const PyTape&) = delete;
 
   const Node& node_checked(NodeId id) const { return *unwrap(tape.node(id)); }
+  // For an id node_checked accepted.
   Access access_of(NodeId id) const {
-    const auto i = static_cast<std::size_t>(id);
+    const std::size_t i = node_position(id);
     return i < writable_leaf.size() && writable_leaf[i] ? Access::writable : Access::read_only;
   }
 };
+
+using TapeArg = nb::pointer_and_handle<PyTape>;  // a method's self: the tape and its Python object
 
 // tapewise.torch's regions (python/tapewise/torch/_region.py): one region call, and the values its ops record.
 // Made here so that recording a node in a region is one call from Python that builds no Python object
@@ -100,12 +103,13 @@ void bind_region(nb::module_& m) {
       .def_prop_rw("tape", [](const PyRegion& r) { return r.tape; }, &set_region_tape, nb::for_setter("tape"_a.none()))
       .def_prop_ro("name", [](const PyRegion& r) { return r.name; });
   nb::class_<PyRegionValue>(m, "_RegionValue", "A node of a region's tape (tapewise.torch derives the class its ops take).")
-      .def("__init__", [](PyRegionValue* v, nb::handle region, NodeId id) {
+      .def("__init__", [](PyRegionValue* v, nb::handle region, NodeIdArg id) {
              if (!nb::isinstance<PyRegion>(region)) throw nb::type_error("a region value's region is a tapewise._tapewise._Region");
-             new (v) PyRegionValue{nb::borrow(region), id};
+             new (v) PyRegionValue{nb::borrow(region), id.value};
            }, "region"_a, "id"_a)
       .def_prop_ro("_region", [](const PyRegionValue& v) { return v.region; })
-      .def_prop_ro("_id", [](const PyRegionValue& v) { return v.id; });
+      .def_prop_ro("_id", [](const PyRegionValue& v) { return v.id; })
+      .def_prop_ro("_index", [](const PyRegionValue& v) { return node_position(v.id); });
   m.def("_region_unary", &region_unary, "op_index"_a, "x"_a, "s0"_a, "s1"_a,
         "Records a node of one input on x's region's tape: its value, or None where the region has returned.");
   m.def("_region_binary", &region_binary, "op_index"_a, "a"_a, "b"_a,
@@ -118,32 +122,39 @@ void bind_region(nb::module_& m) {
 // released by the caller (grads.buffer(id).release()) takes its gradient out of this object.
 struct PyGradients {
   Gradients grads;
-  std::vector<nb::object> taken;  // the holder (a tapewise.Buffer) of each gradient handed out
+  nb::object tape;                // the tapewise.Tape of the backward (ids() hands out its Nodes)
+  std::vector<nb::object> taken;  // by position: the holder (a tapewise.Buffer) of each gradient handed out
 
-  PyGradients(Gradients g, std::size_t slots) : grads(std::move(g)), taken(slots) {}
+  PyGradients(Gradients g, nb::object of, std::size_t slots) : grads(std::move(g)), tape(std::move(of)), taken(slots) {}
   // Move-only, said explicitly: std::vector<std::optional<Buffer>> claims to be copyable.
   PyGradients(const PyGradients&) = delete;
   PyGradients& operator=(const PyGradients&) = delete;
   PyGradients(PyGradients&&) = default;
   PyGradients& operator=(PyGradients&&) = default;
 
-  bool in_range(NodeId id) const { return id >= 0 && static_cast<std::size_t>(id) < taken.size(); }
+  // Whether id is a node of the backward's tape (recorded before it): another tape's is not.
+  bool in_range(NodeId id) const { return grads.check_id(id).has_value(); }
+  NodeId id_at(std::size_t position) const {
+    return (static_cast<NodeId>(grads.tape_serial()) << 32) + static_cast<NodeId>(position);
+  }
   bool released(NodeId id) const {
     if (!in_range(id)) return false;
-    const nb::object& slot = taken[static_cast<std::size_t>(id)];
+    const nb::object& slot = taken[node_position(id)];
     return slot.is_valid() && !nb::cast<const PyBuffer&>(slot).live();
   }
   bool has(NodeId id) const {
     if (!in_range(id)) return false;
-    const nb::object& slot = taken[static_cast<std::size_t>(id)];
+    const nb::object& slot = taken[node_position(id)];
     return slot.is_valid() ? nb::cast<const PyBuffer&>(slot).live() : grads.has(id);
   }
-  // The holder of a gradient that is there; KeyError otherwise, saying whether it was released.
+  // The holder of a gradient that is there; InvalidNodeIdError for another tape's node, KeyError
+  // otherwise, saying whether it was released.
   nb::object holder(NodeId id) {
+    unwrap(grads.check_id(id));
     if (!has(id))
-      throw nb::key_error(("node " + std::to_string(id) +
+      throw nb::key_error(("node #" + std::to_string(node_position(id)) +
                            (released(id) ? "'s gradient was released" : " received no gradient")).c_str());
-    nb::object& slot = taken[static_cast<std::size_t>(id)];
+    nb::object& slot = taken[node_position(id)];
     if (!slot.is_valid()) slot = nb::cast(PyBuffer{grads.take(id), Access::writable});
     return slot;
   }
@@ -159,16 +170,19 @@ const char* node_doc(const OpInfo& info) {
   std::string args = info.arity == 2 ? "a, b" : "x";
   for (const char* s : info.scalar_names)
     if (s[0]) args += std::string(", ") + s;
-  std::string doc = std::string(info.name) + "(" + args + ") -> int: records the node " + info.name + "(" + args +
-                    ") and returns its id (scalars are rounded once to the dtype).\n"
-                    "Inputs: ids of one shape and dtype on this tape. VJP (the spec's staging, fused into one "
+  std::string doc = std::string(info.name) + "(" + args + ") -> Node: records the node " + info.name + "(" + args +
+                    ") and returns it (scalars are rounded once to the dtype).\n"
+                    "Inputs: nodes of one shape and dtype on this tape. VJP (the spec's staging, fused into one "
                     "kernel): " + info.staged;
   docs().push_back(std::move(doc));
   return docs().back().c_str();
 }
 
-NodeId record(PyTape& t, Op op, std::initializer_list<NodeIdArg> parents, Scalars s) {
-  return unwrap(t.tape.apply(op, node_ids(parents), s));
+nb::object record(TapeArg t, Op op, std::initializer_list<NodeIdArg> parents, Scalars s) {
+  NodeId ids[2] = {-1, -1};
+  std::size_t count = 0;
+  for (const NodeIdArg& p : parents) ids[count++] = p.value;
+  return make_node(t.h, unwrap(t.p->tape.apply(op, {ids, count}, s)));
 }
 
 void bind_nodes(nb::class_<PyTape>& cls) {
@@ -176,22 +190,24 @@ void bind_nodes(nb::class_<PyTape>& cls) {
     const Op op = info.op;
     const char* doc = node_doc(info);
     if (info.arity == 2) {
-      cls.def(info.name, [op](PyTape& t, NodeIdArg a, NodeIdArg b) { return record(t, op, {a, b}, {}); }, "a"_a, "b"_a, doc);
+      cls.def(info.name, [op](TapeArg t, NodeIdArg a, NodeIdArg b) { return record(t, op, {a, b}, {}); }, "a"_a, "b"_a, doc);
     } else if (info.scalar_count() == 0) {
-      cls.def(info.name, [op](PyTape& t, NodeIdArg x) { return record(t, op, {x}, {}); }, "x"_a, doc);
+      cls.def(info.name, [op](TapeArg t, NodeIdArg x) { return record(t, op, {x}, {}); }, "x"_a, doc);
     } else if (info.scalar_count() == 1) {
-      cls.def(info.name, [op](PyTape& t, NodeIdArg x, double s0) { return record(t, op, {x}, {s0, 0.0}); }, "x"_a,
+      cls.def(info.name, [op](TapeArg t, NodeIdArg x, double s0) { return record(t, op, {x}, {s0, 0.0}); }, "x"_a,
               nb::arg(info.scalar_names[0]), doc);
     } else {
-      cls.def(info.name, [op](PyTape& t, NodeIdArg x, double s0, double s1) { return record(t, op, {x}, {s0, s1}); },
+      cls.def(info.name, [op](TapeArg t, NodeIdArg x, double s0, double s1) { return record(t, op, {x}, {s0, s1}); },
               "x"_a, nb::arg(info.scalar_names[0]), nb::arg(info.scalar_names[1]), doc);
     }
   }
-  cls.def("safe_log", [](PyTape& t, NodeIdArg x, double eps) { return record(t, Op::safeLog, {x}, {eps, 0.0}); },
+  cls.def("safe_log", [](TapeArg t, NodeIdArg x, double eps) { return record(t, Op::safeLog, {x}, {eps, 0.0}); },
           "x"_a, "eps"_a, "Alias of safeLog.");
 }
 
-NodeId apply(PyTape& t, const std::string& op_name_, const std::vector<NodeIdArg>& parents, const std::vector<double>& scalars) {
+nb::object apply(TapeArg self, const std::string& op_name_, const std::vector<NodeIdArg>& parents,
+                 const std::vector<double>& scalars) {
+  PyTape& t = *self.p;
   const Op op = op_from_python(op_name_);
   const OpInfo& info = op_info(op);
   if (static_cast<int>(scalars.size()) != info.scalar_count())
@@ -199,10 +215,11 @@ NodeId apply(PyTape& t, const std::string& op_name_, const std::vector<NodeIdArg
                                           std::to_string(info.scalar_count()) + " scalar(s), got " +
                                           std::to_string(scalars.size()));
   const Scalars s{scalars.size() > 0 ? scalars[0] : 0.0, scalars.size() > 1 ? scalars[1] : 0.0};
-  return unwrap(t.tape.apply(op, node_ids(parents), s));
+  return make_node(self.h, unwrap(t.tape.apply(op, node_ids(parents), s)));
 }
 
-NodeId leaf(PyTape& t, nb::handle array, bool requires_grad, bool copy, nb::handle dtype_arg) {
+nb::object leaf(TapeArg self, nb::handle array, bool requires_grad, bool copy, nb::handle dtype_arg) {
+  PyTape& t = *self.p;
   const std::optional<std::string> dtype = dtype_name_from_python(dtype_arg, "leaf");
   const bool numbers = is_python_numbers(array);
   Imported in = import_array(t.be, array, copy ? Copy::always : Copy::never, "leaf",
@@ -211,9 +228,9 @@ NodeId leaf(PyTape& t, nb::handle array, bool requires_grad, bool copy, nb::hand
   const bool writable = !in.copied && in.access == Access::writable;
   t.writable_leaf.reserve(t.tape.size() + 1);  // so that recording the id below cannot fail
   const NodeId id = unwrap(t.tape.leaf(std::move(in.buffer), requires_grad));
-  t.writable_leaf.resize(static_cast<std::size_t>(id) + 1, false);
-  t.writable_leaf[static_cast<std::size_t>(id)] = writable;
-  return id;
+  t.writable_leaf.resize(node_position(id) + 1, false);
+  t.writable_leaf[node_position(id)] = writable;
+  return make_node(self.h, id);
 }
 
 nb::object value(nb::handle self, NodeIdArg id) {
@@ -246,8 +263,9 @@ HostArray ones_like(const Buffer& v) {
 
 // One backward entry point for both conventions; seed None means ones of the output's shape, wanted
 // None every node's gradient.
-PyGradients run_backward(PyTape& t, NodeId out, nb::handle seed, const std::string& path_name, bool dense,
+PyGradients run_backward(TapeArg self, NodeId out, nb::handle seed, const std::string& path_name, bool dense,
                          const std::optional<std::vector<NodeIdArg>>& wanted) {
+  PyTape& t = *self.p;
   const VjpPath path = path_from_python(path_name);
   const std::vector<NodeId> ids = wanted ? node_ids(*wanted) : std::vector<NodeId>{};
   auto run = [&](const auto& s) {
@@ -270,7 +288,7 @@ PyGradients run_backward(PyTape& t, NodeId out, nb::handle seed, const std::stri
   Gradients g = unwrap(std::move(grads));
   const std::size_t slots = g.size();
   t.be.settle();
-  return PyGradients(std::move(g), slots);
+  return PyGradients(std::move(g), nb::borrow(self.h), slots);
 }
 
 nb::tuple shape_of(const Buffer& b) {
@@ -282,7 +300,7 @@ nb::tuple shape_of(const Buffer& b) {
 nb::list ids_of(const PyGradients& g) {
   nb::list ids;
   for (std::size_t i = 0; i < g.taken.size(); ++i)
-    if (g.has(static_cast<NodeId>(i))) ids.append(i);
+    if (g.has(g.id_at(i))) ids.append(make_node(g.tape, g.id_at(i)));
   return ids;
 }
 
@@ -292,9 +310,9 @@ constexpr const char* kBackwardDoc =
     "a list of numbers is copied in the output's dtype; None: ones). path: \"fused\" (one kernel per\n"
     "node, the default) or \"staged\" (the spec's stages); both give results\n"
     "identical up to NaN: equal bits, or both NaN (a NaN's sign and payload may differ between the paths).\n"
-    "wanted: None (every node's gradient) or the ids whose gradients to return: a node's VJP then runs\n"
+    "wanted: None (every node's gradient) or the nodes whose gradients to return: a node's VJP then runs\n"
     "only when it leads to one of them, and a tape program keeps the others in registers; the gradients\n"
-    "returned are the full backward's, identical up to NaN; an id not on the tape raises InvalidNodeIdError.\n"
+    "returned are the full backward's, identical up to NaN; a node not on this tape raises InvalidNodeIdError.\n"
     "Returns a Gradients object; its arrays are ready to read (see Backend for the stream rule). On error the nodes, ids and values are as before; only\n"
     "`pending` may change: a backward whose arguments were valid but that failed later (e.g.\n"
     "OutOfMemoryError) on path \"staged\", or with an output of more than program_threshold elements,\n"
@@ -302,7 +320,9 @@ constexpr const char* kBackwardDoc =
 
 constexpr const char* kTapeDoc =
     "A reverse-mode tape on one backend. Nodes are recorded by method (tape.sin(x), tape.max(a, b),\n"
-    "tape.clamp(x, lo, hi), ...) and named by int ids (a bool is not an id: TypeError). Every method\n"
+    "tape.clamp(x, lo, hi), ...), each returning a tapewise.Node of this tape; every method taking a node\n"
+    "also takes its id, int(node) (a bool is not an id: TypeError). A node of another tape is refused\n"
+    "with InvalidNodeIdError naming both tapes' serials, the tape left as it was. Every method\n"
     "either succeeds or raises (a TapewiseError, or TypeError for an argument of the wrong type) and\n"
     "leaves the tape's nodes, ids, values and requires_grad as they were. The one state a failing call\n"
     "can change is `pending`: a call that flushes before it fails (a backward, see there; a value or\n"
@@ -314,32 +334,35 @@ std::string plural(std::size_t n, const char* noun) {
 }
 
 std::string tape_repr(const PyTape& t) {
-  return "<tapewise.Tape on " + device_text(*t.be.backend) + ": " + plural(t.tape.size(), "node") + ", " + std::to_string(t.tape.pending()) + " pending>";
+  return "<tapewise.Tape " + std::to_string(t.tape.serial()) + " on " + device_text(*t.be.backend) + ": " +
+         plural(t.tape.size(), "node") + ", " + std::to_string(t.tape.pending()) + " pending>";
 }
 
 // The gradient of a node that has one, wherever it is now (still in grads, or in its holder).
 const Buffer& gradient_buffer(const PyGradients& g, NodeId id) {
-  const nb::object& slot = g.taken[static_cast<std::size_t>(id)];
+  const nb::object& slot = g.taken[node_position(id)];
   return slot.is_valid() ? *nb::cast<const PyBuffer&>(slot).memory : *g.grads.get(id);
 }
 
-// e.g. "<tapewise.Gradients 2 of 5 nodes: ids [0, 2], float64 (3,)>"; past 8 ids the list shows the
-// first and last 3, and dtype and shape are named only when every gradient has the same ones.
+// e.g. "<tapewise.Gradients of tape 4, 2 of 5 nodes: #0, #2, float64 (3,)>" (nodes by position); past 8
+// nodes the list shows the first and last 3, and dtype and shape are named only when every gradient has
+// the same ones.
 std::string gradients_repr(const PyGradients& g) {
   std::vector<NodeId> ids;
   for (std::size_t i = 0; i < g.taken.size(); ++i)
-    if (g.has(static_cast<NodeId>(i))) ids.push_back(static_cast<NodeId>(i));
-  std::string text = "<tapewise.Gradients " + std::to_string(ids.size()) + " of " + plural(g.taken.size(), "node");
+    if (g.has(g.id_at(i))) ids.push_back(g.id_at(i));
+  std::string text = "<tapewise.Gradients of tape " + std::to_string(g.grads.tape_serial()) + ", " +
+                     std::to_string(ids.size()) + " of " + plural(g.taken.size(), "node");
   if (ids.empty()) return text + ">";
   constexpr std::size_t kShown = 8, kEnds = 3;
-  text += ": ids [";
+  text += ": [";
   for (std::size_t k = 0; k < ids.size(); ++k) {
     if (ids.size() > kShown && k == kEnds) {
       text += ", ...";
       k = ids.size() - kEnds - 1;
       continue;
     }
-    text += (k ? ", " : "") + std::to_string(ids[k]);
+    text += (k ? ", #" : "#") + std::to_string(node_position(ids[k]));
   }
   text += "]";
   const Buffer& first = gradient_buffer(g, ids[0]);
@@ -359,9 +382,46 @@ nb::object gradient_host(PyGradients& g, NodeIdArg id) {
   return host_numpy(unwrap(const_cast<Backend*>(b.backend())->download(b)), "Gradients.host");
 }
 
+// e.g. "<tapewise.Node #3 of tape 7: float32 (2, 3)>".
+std::string node_repr(const PyNode& n) {
+  const PyTape& t = nb::cast<const PyTape&>(n.tape);
+  std::string text = "<tapewise.Node #" + std::to_string(node_position(n.id)) + " of tape " + std::to_string(node_tape(n.id));
+  if (auto node = t.tape.node(n.id)) text += std::string(": ") + dtype_name((*node)->value.dtype()) + " " + shape_text((*node)->value.shape());
+  return text + ">";
+}
+
+constexpr const char* kNodeDoc =
+    "A node of one tape, as Tape's methods return it (tape.leaf, tape.sin, ...): pass it to that tape's\n"
+    "methods and to its Gradients. It holds its tape (node.tape), so it keeps the tape alive; any other\n"
+    "tape refuses it with InvalidNodeIdError naming both tapes. A Node is not a number: node + node and\n"
+    "the other operators raise TypeError (record tape.add(a, b)). int(node) and node.id give its id\n"
+    "(serial * 2**32 + position), which every method also takes; node.index its position on the tape.\n"
+    "Nodes are equal when their ids are (a Node also equals its id), and hash as their id.";
+
+void bind_node(nb::module_& m) {
+  nb::class_<PyNode>(m, "Node", kNodeDoc)
+      .def_prop_ro("tape", [](const PyNode& n) { return n.tape; }, "The tape the node is on.")
+      .def_prop_ro("id", [](const PyNode& n) { return n.id; }, "The node's id: its tape's serial * 2**32 + its position.")
+      .def_prop_ro("index", [](const PyNode& n) { return node_position(n.id); },
+                   "The node's position on its tape: 0 for the first node recorded.")
+      .def_prop_ro("shape", [](const PyNode& n) { return shape_of(nb::cast<const PyTape&>(n.tape).node_checked(n.id).value); },
+                   "The node's shape.")
+      .def_prop_ro("dtype", [](const PyNode& n) {
+             return std::string(dtype_name(nb::cast<const PyTape&>(n.tape).node_checked(n.id).value.dtype())); },
+           "The node's dtype.")
+      .def("__int__", [](const PyNode& n) { return n.id; })
+      .def("__hash__", [](const PyNode& n) { return nb::hash(nb::int_(n.id)); })
+      .def("__eq__", [](const PyNode& n, nb::handle other) -> nb::object {
+             if (nb::isinstance<PyNode>(other)) return nb::bool_(nb::inst_ptr<PyNode>(other)->id == n.id);
+             if (PyLong_Check(other.ptr()) && !PyBool_Check(other.ptr())) return nb::bool_(nb::int_(n.id).equal(other));
+             return nb::borrow(Py_NotImplemented); })
+      .def("__repr__", &node_repr);
+}
+
 void bind_gradients(nb::module_& m) {
   nb::class_<PyGradients>(m, "Gradients",
-      "The gradients of one backward pass, by node id: grads[id], grads.get(id), id in grads. Each array\n"
+      "The gradients of one backward pass, by node: grads[x], grads.get(x), x in grads (a Node of the tape,\n"
+      "or its id; a node of another tape raises InvalidNodeIdError naming both tapes, and is never in them). Each array\n"
       "(a numpy array on the CPU backend, a DLPack object on CUDA) is exported without a copy, is\n"
       "writable, and shares its memory with the gradient's Buffer (grads.buffer(id)):\n"
       "the memory lives while either does, so it outlives this object. Releasing\n"
@@ -370,22 +430,28 @@ void bind_gradients(nb::module_& m) {
       .def("__repr__", &gradients_repr)
       .def("__getitem__", [](PyGradients& g, NodeIdArg id) { return g.array(id.value); }, "id"_a)
       .def("get", [](PyGradients& g, NodeIdArg id, nb::object fallback) -> nb::object {
+             unwrap(g.grads.check_id(id.value));
              return g.has(id.value) ? g.array(id.value) : fallback; },
-           "id"_a, "default"_a = nb::none(), "The gradient of node `id`, or `default` when it has none.")
+           "id"_a, "default"_a = nb::none(),
+           "The gradient of node `id`, or `default` when it has none (a node of another tape raises).")
       .def("buffer", [](PyGradients& g, NodeIdArg id) { return g.holder(id.value); }, "id"_a,
            "The gradient as a tapewise.Buffer (no copy).")
       .def("host", &gradient_host, "id"_a,
            "A host copy of the gradient as a new numpy array (from any backend); for bfloat16 an ml_dtypes.bfloat16\n"
            "array, TypeError without ml_dtypes (torch.from_dlpack(grads[id]) reads it then).")
-      .def("__contains__", [](const PyGradients& g, NodeIdArg id) { return g.has(id.value); }, "id"_a)
+      .def("__contains__", [](const PyGradients& g, NodeIdArg id) { return g.has(id.value); }, "id"_a,
+           "Whether node `id` received a gradient (False for a node of another tape).")
       .def("__len__", [](const PyGradients& g) { return nb::len(ids_of(g)); }, "How many nodes have a gradient.")
-      .def("__iter__", [](const PyGradients& g) { return nb::iter(ids_of(g)); }, "The ids with a gradient, ascending.")
-      .def("ids", &ids_of, "The ids with a gradient, ascending.")
+      .def("__iter__", [](const PyGradients& g) { return nb::iter(ids_of(g)); }, "The Nodes with a gradient, in recording order.")
+      .def("ids", &ids_of, "The Nodes with a gradient, in recording order.")
+      .def_prop_ro("tape", [](const PyGradients& g) { return g.tape; }, "The tape of the backward pass.")
       .def_prop_ro("slots", [](const PyGradients& g) { return g.taken.size(); },
-                   "The tape's node count at the backward pass (ids 0 .. slots-1).");
+                   "The tape's node count at the backward pass (positions 0 .. slots-1).");
 }
 
 }  // namespace
+
+nb::object make_node(nb::handle tape, NodeId id) { return nb::cast(PyNode{nb::borrow(tape), id}); }
 
 // One field of the tape's options as a read-write property (Tape::set_options checks what is set). An
 // int, never a bool: True is no element count.
@@ -409,12 +475,20 @@ void bind_tape(nb::module_& m) {
       .def("__repr__", &tape_repr)
       .def_prop_ro("backend", [](const PyTape& t) { return t.be; }, "The tape's backend.")
       .def("__len__", [](const PyTape& t) { return t.tape.size(); }, "The number of nodes (leaves included).")
+      .def_prop_ro("serial", [](const PyTape& t) { return t.tape.serial(); },
+                   "The tape's serial: a number no other tape of the process has, carried by its nodes' ids and\n"
+                   "named in errors (an id is serial * 2**32 + position).")
+      .def("nodes", [](TapeArg t) {
+             nb::list nodes;
+             for (std::size_t i = 0; i < t.p->tape.size(); ++i) nodes.append(make_node(t.h, t.p->tape.id_at(i)));
+             return nodes; },
+           "Every node of the tape, in recording order (nodes()[i].index == i).")
       .def_prop_ro("pending", [](const PyTape& t) { return t.tape.pending(); },
                    "Small nodes whose forward is deferred into the next tape program (run by flush(), value(),\n"
                    "backward(), or recording a larger node).")
       .def("flush", [](const PyTape& t) { unwrap(t.tape.flush()); }, "Runs the pending nodes now (one program).")
       .def("leaf", &leaf, "array"_a, "requires_grad"_a = true, "copy"_a = false, "dtype"_a = nb::none(),
-           "Records `array` as a leaf and returns its id. Any object exporting __dlpack__ or the buffer\n"
+           "Records `array` as a leaf and returns its Node. Any object exporting __dlpack__ or the buffer\n"
            "protocol (numpy, torch, jax, cupy), float32, float64, bfloat16 or float16, C-contiguous, on the\n"
            "backend's device (host memory for the CPU backend) is used in place, without a copy: it must\n"
            "stay unchanged while the tape lives (the tape keeps the object alive), and value(id) is\n"
@@ -428,7 +502,8 @@ void bind_tape(nb::module_& m) {
            "read-only; strings or ragged lists raise TypeError, another dtype DTypeMismatchError.\n"
            "An array keeps its own dtype: a dtype= that differs from it raises DTypeMismatchError.")
       .def("apply", &apply, "op"_a, "parents"_a, "scalars"_a = std::vector<double>{},
-           "Records node `op` (its name, e.g. \"clamp\") of `parents` (ids) with `scalars` (floats).")
+           "Records node `op` (its name, e.g. \"clamp\") of `parents` (nodes of this tape) with `scalars` (floats)\n"
+           "and returns its Node.")
       .def("value", &value, "id"_a,
            "The node's value, no copy: on the CPU backend a numpy array (a view of the tape's memory), on\n"
            "CUDA an object exporting __dlpack__ and __dlpack_device__; either way numpy.asarray(v) (host),\n"
@@ -447,13 +522,13 @@ void bind_tape(nb::module_& m) {
       .def("dtype", [](const PyTape& t, NodeIdArg id) {
              return std::string(dtype_name(t.node_checked(id.value).value.dtype())); },
            "id"_a, "The node's dtype: \"float32\", \"float64\", \"bfloat16\" or \"float16\".")
-      .def("backward", [](PyTape& t, NodeIdArg out, nb::handle seed, const std::string& path,
+      .def("backward", [](TapeArg t, NodeIdArg out, nb::handle seed, const std::string& path,
                           const std::optional<std::vector<NodeIdArg>>& wanted) {
              return run_backward(t, out.value, seed, path, false, wanted); },
            "out"_a, "seed"_a = nb::none(), "path"_a = "fused", "wanted"_a = nb::none(),
            (std::string(kBackwardDoc) + "\nSparse (training) convention: only nodes reachable from `out` that "
             "require grad get a gradient; the first contribution is kept bit-exact, later ones add.").c_str())
-      .def("backward_dense", [](PyTape& t, NodeIdArg out, nb::handle seed, const std::string& path,
+      .def("backward_dense", [](TapeArg t, NodeIdArg out, nb::handle seed, const std::string& path,
                                 const std::optional<std::vector<NodeIdArg>>& wanted) {
              return run_backward(t, out.value, seed, path, true, wanted); },
            "out"_a, "seed"_a = nb::none(), "path"_a = "fused", "wanted"_a = nb::none(),
@@ -466,6 +541,7 @@ void bind_tape(nb::module_& m) {
                    "At most this many nodes wait for their forward; recording one more flushes first (1 .. 65536,\n"
                    "default 448: one CUDA launch of program steps). Out of range: InvalidArgumentError.");
   bind_nodes(tape);
+  bind_node(m);
   bind_gradients(m);
   bind_region(m);
 }

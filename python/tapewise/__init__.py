@@ -9,6 +9,9 @@ CUDA backend (production) or a CPU backend (the same per-element code compiled f
     dx = grads[x]                                       # zero-copy: the array owns the gradient
     print(tape.value(y), tape, grads)                   # numpy arrays on the CPU backend; reprs
 
+Nodes are tapewise.Node objects that carry their tape: any other tape refuses them (InvalidNodeIdError
+naming both tapes), and they are no numbers (x + x raises TypeError; record tape.add(x, x)).
+
 Arrays go in and out through DLPack without copies (numpy, torch, jax, cupy), in float32, float64,
 bfloat16 or float16: on the CPU backend values and gradients come out as numpy arrays (values
 read-only), on CUDA as DLPack objects. bfloat16, which numpy lacks, is ml_dtypes.bfloat16 in and out
@@ -36,7 +39,7 @@ from . import _tapewise
 from ._errors import (BackendMismatchError, CudaFailureError, DeviceUnavailableError, DTypeMismatchError,
                       InvalidArgumentError, InvalidNodeIdError, InvalidShapeError, OutOfMemoryError,
                       SeedDTypeMismatchError, SeedShapeMismatchError, ShapeMismatchError, TapewiseError)
-from ._tapewise import Backend, Buffer, Gradients, Tape, cpu, cuda_available, cuda_unavailable_reason, op_table, ops
+from ._tapewise import Backend, Buffer, Gradients, Node, Tape, cpu, cuda_available, cuda_unavailable_reason, op_table, ops
 
 __version__: str = _tapewise.__version__
 spec_sha256: str = _tapewise.spec_sha256
@@ -72,7 +75,7 @@ def cuda(device: int = 0, stream: Union[int, Any, None] = None, math: Literal["a
 
 
 __all__ = [
-    "Backend", "Buffer", "Gradients", "Tape", "cpu", "cuda", "cuda_available", "cuda_unavailable_reason", "ops",
+    "Backend", "Buffer", "Gradients", "Node", "Tape", "cpu", "cuda", "cuda_available", "cuda_unavailable_reason", "ops",
     "op_table",
     "NODE_NAMES", "TapewiseError", "InvalidNodeIdError", "InvalidShapeError", "ShapeMismatchError",
     "DTypeMismatchError", "SeedShapeMismatchError", "SeedDTypeMismatchError", "BackendMismatchError",

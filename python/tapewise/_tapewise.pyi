@@ -12,8 +12,8 @@ import torch
 from numpy.typing import NDArray
 from typing_extensions import TypeAlias
 
-# A node's id on its tape (what every node method returns and takes): one place to change.
-NodeId: TypeAlias = int
+# What the tape's node methods take: a Node (what they return, carrying its tape) or its int id.
+NodeId: TypeAlias = Union["Node", int]
 # The dtypes, by tapewise's names (Tape.dtype, Buffer.dtype).
 DTypeName: TypeAlias = Literal["float32", "float64", "bfloat16", "float16"]
 # What dtype= takes: tapewise's names, numpy's spellings of the same four, numpy and torch dtypes
@@ -263,10 +263,50 @@ def cuda_available() -> bool:
 def cuda_unavailable_reason() -> str:
     """Why no CUDA device can be opened ("" when one can)."""
 
+class Node:
+    """
+    A node of one tape, as Tape's methods return it (tape.leaf, tape.sin, ...): pass it to that tape's
+    methods and to its Gradients. It holds its tape (node.tape), so it keeps the tape alive; any other
+    tape refuses it with InvalidNodeIdError naming both tapes. A Node is not a number: node + node and
+    the other operators raise TypeError (record tape.add(a, b)). int(node) and node.id give its id
+    (serial * 2**32 + position), which every method also takes; node.index its position on the tape.
+    Nodes are equal when their ids are (a Node also equals its id), and hash as their id.
+    """
+
+    @property
+    def tape(self) -> Tape:
+        """The tape the node is on."""
+
+    @property
+    def id(self) -> int:
+        """The node's id: its tape's serial * 2**32 + its position."""
+
+    @property
+    def index(self) -> int:
+        """The node's position on its tape: 0 for the first node recorded."""
+
+    @property
+    def shape(self) -> tuple:
+        """The node's shape."""
+
+    @property
+    def dtype(self) -> str:
+        """The node's dtype."""
+
+    def __int__(self) -> int: ...
+
+    def __hash__(self) -> int: ...
+
+    def __eq__(self, other: object) -> bool: ...
+
+    def __repr__(self) -> str: ...
+
 class Tape:
     """
     A reverse-mode tape on one backend. Nodes are recorded by method (tape.sin(x), tape.max(a, b),
-    tape.clamp(x, lo, hi), ...) and named by int ids (a bool is not an id: TypeError). Every method
+    tape.clamp(x, lo, hi), ...), each returning a tapewise.Node of this tape; every method taking a node
+    also takes its id, int(node) (a bool is not an id: TypeError). A node of another tape is refused
+    with InvalidNodeIdError naming both tapes' serials, the tape left as it was. Every method
     either succeeds or raises (a TapewiseError, or TypeError for an argument of the wrong type) and
     leaves the tape's nodes, ids, values and requires_grad as they were. The one state a failing call
     can change is `pending`: a call that flushes before it fails (a backward, see there; a value or
@@ -285,6 +325,16 @@ class Tape:
 
     def __len__(self) -> int:
         """The number of nodes (leaves included)."""
+
+    @property
+    def serial(self) -> int:
+        """
+        The tape's serial: a number no other tape of the process has, carried by its nodes' ids and
+        named in errors (an id is serial * 2**32 + position).
+        """
+
+    def nodes(self) -> list[Node]:
+        """Every node of the tape, in recording order (nodes()[i].index == i)."""
 
     @property
     def pending(self) -> int:
@@ -316,9 +366,9 @@ class Tape:
     @max_pending_nodes.setter
     def max_pending_nodes(self, arg: int, /) -> None: ...
 
-    def leaf(self, array: object, requires_grad: bool = True, copy: bool = False, dtype: DTypeArg | None = None) -> NodeId:
+    def leaf(self, array: object, requires_grad: bool = True, copy: bool = False, dtype: DTypeArg | None = None) -> Node:
         """
-        Records `array` as a leaf and returns its id. Any object exporting __dlpack__ or the buffer
+        Records `array` as a leaf and returns its Node. Any object exporting __dlpack__ or the buffer
         protocol (numpy, torch, jax, cupy), float32, float64, bfloat16 or float16, C-contiguous, on the
         backend's device (host memory for the CPU backend) is used in place, without a copy: it must
         stay unchanged while the tape lives (the tape keeps the object alive), and value(id) is
@@ -333,9 +383,10 @@ class Tape:
         An array keeps its own dtype: a dtype= that differs from it raises DTypeMismatchError.
         """
 
-    def apply(self, op: OpName, parents: Sequence[NodeId], scalars: Sequence[float] = []) -> NodeId:
+    def apply(self, op: OpName, parents: Sequence[NodeId], scalars: Sequence[float] = []) -> Node:
         """
-        Records node `op` (its name, e.g. "clamp") of `parents` (ids) with `scalars` (floats).
+        Records node `op` (its name, e.g. "clamp") of `parents` (nodes of this tape) with `scalars` (floats)
+        and returns its Node.
         """
 
     def value(self, id: NodeId) -> Any:
@@ -368,9 +419,9 @@ class Tape:
         a list of numbers is copied in the output's dtype; None: ones). path: "fused" (one kernel per
         node, the default) or "staged" (the spec's stages); both give results
         identical up to NaN: equal bits, or both NaN (a NaN's sign and payload may differ between the paths).
-        wanted: None (every node's gradient) or the ids whose gradients to return: a node's VJP then runs
+        wanted: None (every node's gradient) or the nodes whose gradients to return: a node's VJP then runs
         only when it leads to one of them, and a tape program keeps the others in registers; the gradients
-        returned are the full backward's, identical up to NaN; an id not on the tape raises InvalidNodeIdError.
+        returned are the full backward's, identical up to NaN; a node not on this tape raises InvalidNodeIdError.
         Returns a Gradients object; its arrays are ready to read (see Backend for the stream rule). On error the nodes, ids and values are as before; only
         `pending` may change: a backward whose arguments were valid but that failed later (e.g.
         OutOfMemoryError) on path "staged", or with an output of more than program_threshold elements,
@@ -385,9 +436,9 @@ class Tape:
         a list of numbers is copied in the output's dtype; None: ones). path: "fused" (one kernel per
         node, the default) or "staged" (the spec's stages); both give results
         identical up to NaN: equal bits, or both NaN (a NaN's sign and payload may differ between the paths).
-        wanted: None (every node's gradient) or the ids whose gradients to return: a node's VJP then runs
+        wanted: None (every node's gradient) or the nodes whose gradients to return: a node's VJP then runs
         only when it leads to one of them, and a tape program keeps the others in registers; the gradients
-        returned are the full backward's, identical up to NaN; an id not on the tape raises InvalidNodeIdError.
+        returned are the full backward's, identical up to NaN; a node not on this tape raises InvalidNodeIdError.
         Returns a Gradients object; its arrays are ready to read (see Backend for the stream rule). On error the nodes, ids and values are as before; only
         `pending` may change: a backward whose arguments were valid but that failed later (e.g.
         OutOfMemoryError) on path "staged", or with an output of more than program_threshold elements,
@@ -395,150 +446,151 @@ class Tape:
         Dense convention: every node that requires grad gets a gradient, starting from +0.
         """
 
-    def add(self, a: NodeId, b: NodeId) -> NodeId:
+    def add(self, a: NodeId, b: NodeId) -> Node:
         """
-        add(a, b) -> int: records the node add(a, b) and returns its id (scalars are rounded once to the dtype).
-        Inputs: ids of one shape and dtype on this tape. VJP (the spec's staging, fused into one kernel): da = copy(g); db = copy(g)
-        """
-
-    def sub(self, a: NodeId, b: NodeId) -> NodeId:
-        """
-        sub(a, b) -> int: records the node sub(a, b) and returns its id (scalars are rounded once to the dtype).
-        Inputs: ids of one shape and dtype on this tape. VJP (the spec's staging, fused into one kernel): da = copy(g); ws z = full(+0); db = z - g
+        add(a, b) -> Node: records the node add(a, b) and returns it (scalars are rounded once to the dtype).
+        Inputs: nodes of one shape and dtype on this tape. VJP (the spec's staging, fused into one kernel): da = copy(g); db = copy(g)
         """
 
-    def mul(self, a: NodeId, b: NodeId) -> NodeId:
+    def sub(self, a: NodeId, b: NodeId) -> Node:
         """
-        mul(a, b) -> int: records the node mul(a, b) and returns its id (scalars are rounded once to the dtype).
-        Inputs: ids of one shape and dtype on this tape. VJP (the spec's staging, fused into one kernel): da = g * b; db = g * a
-        """
-
-    def neg(self, x: NodeId) -> NodeId:
-        """
-        neg(x) -> int: records the node neg(x) and returns its id (scalars are rounded once to the dtype).
-        Inputs: ids of one shape and dtype on this tape. VJP (the spec's staging, fused into one kernel): dx = -g
+        sub(a, b) -> Node: records the node sub(a, b) and returns it (scalars are rounded once to the dtype).
+        Inputs: nodes of one shape and dtype on this tape. VJP (the spec's staging, fused into one kernel): da = copy(g); ws z = full(+0); db = z - g
         """
 
-    def scale(self, x: NodeId, c: float) -> NodeId:
+    def mul(self, a: NodeId, b: NodeId) -> Node:
         """
-        scale(x, c) -> int: records the node scale(x, c) and returns its id (scalars are rounded once to the dtype).
-        Inputs: ids of one shape and dtype on this tape. VJP (the spec's staging, fused into one kernel): dx = g * R(c)
-        """
-
-    def abs(self, x: NodeId) -> NodeId:
-        """
-        abs(x) -> int: records the node abs(x) and returns its id (scalars are rounded once to the dtype).
-        Inputs: ids of one shape and dtype on this tape. VJP (the spec's staging, fused into one kernel): native: dx = sign(x) * g, sign(+-0) = sign(NaN) = 0
+        mul(a, b) -> Node: records the node mul(a, b) and returns it (scalars are rounded once to the dtype).
+        Inputs: nodes of one shape and dtype on this tape. VJP (the spec's staging, fused into one kernel): da = g * b; db = g * a
         """
 
-    def sqrt(self, x: NodeId) -> NodeId:
+    def neg(self, x: NodeId) -> Node:
         """
-        sqrt(x) -> int: records the node sqrt(x) and returns its id (scalars are rounded once to the dtype).
-        Inputs: ids of one shape and dtype on this tape. VJP (the spec's staging, fused into one kernel): native: dx = x > 0 ? g * (1 / (sqrt(x) * 2)) : +0
-        """
-
-    def clamp(self, x: NodeId, lo: float, hi: float) -> NodeId:
-        """
-        clamp(x, lo, hi) -> int: records the node clamp(x, lo, hi) and returns its id (scalars are rounded once to the dtype).
-        Inputs: ids of one shape and dtype on this tape. VJP (the spec's staging, fused into one kernel): native: dx = R(lo) < x && x < R(hi) ? g : +0
+        neg(x) -> Node: records the node neg(x) and returns it (scalars are rounded once to the dtype).
+        Inputs: nodes of one shape and dtype on this tape. VJP (the spec's staging, fused into one kernel): dx = -g
         """
 
-    def max(self, a: NodeId, b: NodeId) -> NodeId:
+    def scale(self, x: NodeId, c: float) -> Node:
         """
-        max(a, b) -> int: records the node max(a, b) and returns its id (scalars are rounded once to the dtype).
-        Inputs: ids of one shape and dtype on this tape. VJP (the spec's staging, fused into one kernel): native: a > b: (g, +0); b > a: (+0, g); else (g * 0.5, g * 0.5)
-        """
-
-    def min(self, a: NodeId, b: NodeId) -> NodeId:
-        """
-        min(a, b) -> int: records the node min(a, b) and returns its id (scalars are rounded once to the dtype).
-        Inputs: ids of one shape and dtype on this tape. VJP (the spec's staging, fused into one kernel): native: a < b: (g, +0); b < a: (+0, g); else (g * 0.5, g * 0.5)
+        scale(x, c) -> Node: records the node scale(x, c) and returns it (scalars are rounded once to the dtype).
+        Inputs: nodes of one shape and dtype on this tape. VJP (the spec's staging, fused into one kernel): dx = g * R(c)
         """
 
-    def div(self, a: NodeId, b: NodeId) -> NodeId:
+    def abs(self, x: NodeId) -> Node:
         """
-        div(a, b) -> int: records the node div(a, b) and returns its id (scalars are rounded once to the dtype).
-        Inputs: ids of one shape and dtype on this tape. VJP (the spec's staging, fused into one kernel): da = g / b; ws q1 = a / b; ws q2 = q1 / b; ws t = g * q2; ws z = full(+0); db = z - t
-        """
-
-    def relu(self, x: NodeId) -> NodeId:
-        """
-        relu(x) -> int: records the node relu(x) and returns its id (scalars are rounded once to the dtype).
-        Inputs: ids of one shape and dtype on this tape. VJP (the spec's staging, fused into one kernel): native: dx = x > 0 ? g : +0
+        abs(x) -> Node: records the node abs(x) and returns it (scalars are rounded once to the dtype).
+        Inputs: nodes of one shape and dtype on this tape. VJP (the spec's staging, fused into one kernel): native: dx = sign(x) * g, sign(+-0) = sign(NaN) = 0
         """
 
-    def exp(self, x: NodeId) -> NodeId:
+    def sqrt(self, x: NodeId) -> Node:
         """
-        exp(x) -> int: records the node exp(x) and returns its id (scalars are rounded once to the dtype).
-        Inputs: ids of one shape and dtype on this tape. VJP (the spec's staging, fused into one kernel): ws e = exp(x); dx = g * e
-        """
-
-    def sin(self, x: NodeId) -> NodeId:
-        """
-        sin(x) -> int: records the node sin(x) and returns its id (scalars are rounded once to the dtype).
-        Inputs: ids of one shape and dtype on this tape. VJP (the spec's staging, fused into one kernel): ws c = cos(x); dx = c * g
+        sqrt(x) -> Node: records the node sqrt(x) and returns it (scalars are rounded once to the dtype).
+        Inputs: nodes of one shape and dtype on this tape. VJP (the spec's staging, fused into one kernel): native: dx = x > 0 ? g * (1 / (sqrt(x) * 2)) : +0
         """
 
-    def cos(self, x: NodeId) -> NodeId:
+    def clamp(self, x: NodeId, lo: float, hi: float) -> Node:
         """
-        cos(x) -> int: records the node cos(x) and returns its id (scalars are rounded once to the dtype).
-        Inputs: ids of one shape and dtype on this tape. VJP (the spec's staging, fused into one kernel): ws s = sin(x); ws d = s * (-1); dx = d * g
-        """
-
-    def log(self, x: NodeId) -> NodeId:
-        """
-        log(x) -> int: records the node log(x) and returns its id (scalars are rounded once to the dtype).
-        Inputs: ids of one shape and dtype on this tape. VJP (the spec's staging, fused into one kernel): ws r = 1 / x; dx = g * r
+        clamp(x, lo, hi) -> Node: records the node clamp(x, lo, hi) and returns it (scalars are rounded once to the dtype).
+        Inputs: nodes of one shape and dtype on this tape. VJP (the spec's staging, fused into one kernel): native: dx = R(lo) < x && x < R(hi) ? g : +0
         """
 
-    def inv(self, x: NodeId) -> NodeId:
+    def max(self, a: NodeId, b: NodeId) -> Node:
         """
-        inv(x) -> int: records the node inv(x) and returns its id (scalars are rounded once to the dtype).
-        Inputs: ids of one shape and dtype on this tape. VJP (the spec's staging, fused into one kernel): ws r = 1 / x; ws r2 = r * r; ws p = g * r2; dx = p * (-1)
-        """
-
-    def safeLog(self, x: NodeId, eps: float) -> NodeId:
-        """
-        safeLog(x, eps) -> int: records the node safeLog(x, eps) and returns its id (scalars are rounded once to the dtype).
-        Inputs: ids of one shape and dtype on this tape. VJP (the spec's staging, fused into one kernel): ws E = full(R(eps)); ws sp = softplus(x); ws den = sp + E; ws sig = sigmoid(x); ws dl = sig / den; dx = g * dl
+        max(a, b) -> Node: records the node max(a, b) and returns it (scalars are rounded once to the dtype).
+        Inputs: nodes of one shape and dtype on this tape. VJP (the spec's staging, fused into one kernel): native: a > b: (g, +0); b > a: (+0, g); else (g * 0.5, g * 0.5)
         """
 
-    def sigmoid(self, x: NodeId) -> NodeId:
+    def min(self, a: NodeId, b: NodeId) -> Node:
         """
-        sigmoid(x) -> int: records the node sigmoid(x) and returns its id (scalars are rounded once to the dtype).
-        Inputs: ids of one shape and dtype on this tape. VJP (the spec's staging, fused into one kernel): ws y = sigmoid(x); ws o = full(1); ws omy = o - y; ws dy = y * omy; dx = g * dy
-        """
-
-    def tanh(self, x: NodeId) -> NodeId:
-        """
-        tanh(x) -> int: records the node tanh(x) and returns its id (scalars are rounded once to the dtype).
-        Inputs: ids of one shape and dtype on this tape. VJP (the spec's staging, fused into one kernel): ws y = tanh(x); ws o = full(1); ws y2 = y * y; ws dy = o - y2; dx = g * dy
+        min(a, b) -> Node: records the node min(a, b) and returns it (scalars are rounded once to the dtype).
+        Inputs: nodes of one shape and dtype on this tape. VJP (the spec's staging, fused into one kernel): native: a < b: (g, +0); b < a: (+0, g); else (g * 0.5, g * 0.5)
         """
 
-    def silu(self, x: NodeId) -> NodeId:
+    def div(self, a: NodeId, b: NodeId) -> Node:
         """
-        silu(x) -> int: records the node silu(x) and returns its id (scalars are rounded once to the dtype).
-        Inputs: ids of one shape and dtype on this tape. VJP (the spec's staging, fused into one kernel): ws s = sigmoid_split(x); ws xs = x * s; ws o = full(1); ws oms = o - s; ws t = xs * oms; ws d = s + t; dx = g * d
-        """
-
-    def gelu(self, x: NodeId) -> NodeId:
-        """
-        gelu(x) -> int: records the node gelu(x) and returns its id (scalars are rounded once to the dtype).
-        Inputs: ids of one shape and dtype on this tape. VJP (the spec's staging, fused into one kernel): ws t = tanh((x + ((x*c)*x)*x) * k) [6 ws]; ws tt = t * t; ws sech = 1 - tt; ws q = (x*c3)*x; ws id = (q + 1) * k; ws dt = (x*sech) * id; ws num = (t + 1) + dt; dx = (num * 0.5) * g
+        div(a, b) -> Node: records the node div(a, b) and returns it (scalars are rounded once to the dtype).
+        Inputs: nodes of one shape and dtype on this tape. VJP (the spec's staging, fused into one kernel): da = g / b; ws q1 = a / b; ws q2 = q1 / b; ws t = g * q2; ws z = full(+0); db = z - t
         """
 
-    def softplus(self, x: NodeId) -> NodeId:
+    def relu(self, x: NodeId) -> Node:
         """
-        softplus(x) -> int: records the node softplus(x) and returns its id (scalars are rounded once to the dtype).
-        Inputs: ids of one shape and dtype on this tape. VJP (the spec's staging, fused into one kernel): ws s = sigmoid(x); dx = g * s
+        relu(x) -> Node: records the node relu(x) and returns it (scalars are rounded once to the dtype).
+        Inputs: nodes of one shape and dtype on this tape. VJP (the spec's staging, fused into one kernel): native: dx = x > 0 ? g : +0
         """
 
-    def safe_log(self, x: NodeId, eps: float) -> NodeId:
+    def exp(self, x: NodeId) -> Node:
+        """
+        exp(x) -> Node: records the node exp(x) and returns it (scalars are rounded once to the dtype).
+        Inputs: nodes of one shape and dtype on this tape. VJP (the spec's staging, fused into one kernel): ws e = exp(x); dx = g * e
+        """
+
+    def sin(self, x: NodeId) -> Node:
+        """
+        sin(x) -> Node: records the node sin(x) and returns it (scalars are rounded once to the dtype).
+        Inputs: nodes of one shape and dtype on this tape. VJP (the spec's staging, fused into one kernel): ws c = cos(x); dx = c * g
+        """
+
+    def cos(self, x: NodeId) -> Node:
+        """
+        cos(x) -> Node: records the node cos(x) and returns it (scalars are rounded once to the dtype).
+        Inputs: nodes of one shape and dtype on this tape. VJP (the spec's staging, fused into one kernel): ws s = sin(x); ws d = s * (-1); dx = d * g
+        """
+
+    def log(self, x: NodeId) -> Node:
+        """
+        log(x) -> Node: records the node log(x) and returns it (scalars are rounded once to the dtype).
+        Inputs: nodes of one shape and dtype on this tape. VJP (the spec's staging, fused into one kernel): ws r = 1 / x; dx = g * r
+        """
+
+    def inv(self, x: NodeId) -> Node:
+        """
+        inv(x) -> Node: records the node inv(x) and returns it (scalars are rounded once to the dtype).
+        Inputs: nodes of one shape and dtype on this tape. VJP (the spec's staging, fused into one kernel): ws r = 1 / x; ws r2 = r * r; ws p = g * r2; dx = p * (-1)
+        """
+
+    def safeLog(self, x: NodeId, eps: float) -> Node:
+        """
+        safeLog(x, eps) -> Node: records the node safeLog(x, eps) and returns it (scalars are rounded once to the dtype).
+        Inputs: nodes of one shape and dtype on this tape. VJP (the spec's staging, fused into one kernel): ws E = full(R(eps)); ws sp = softplus(x); ws den = sp + E; ws sig = sigmoid(x); ws dl = sig / den; dx = g * dl
+        """
+
+    def sigmoid(self, x: NodeId) -> Node:
+        """
+        sigmoid(x) -> Node: records the node sigmoid(x) and returns it (scalars are rounded once to the dtype).
+        Inputs: nodes of one shape and dtype on this tape. VJP (the spec's staging, fused into one kernel): ws y = sigmoid(x); ws o = full(1); ws omy = o - y; ws dy = y * omy; dx = g * dy
+        """
+
+    def tanh(self, x: NodeId) -> Node:
+        """
+        tanh(x) -> Node: records the node tanh(x) and returns it (scalars are rounded once to the dtype).
+        Inputs: nodes of one shape and dtype on this tape. VJP (the spec's staging, fused into one kernel): ws y = tanh(x); ws o = full(1); ws y2 = y * y; ws dy = o - y2; dx = g * dy
+        """
+
+    def silu(self, x: NodeId) -> Node:
+        """
+        silu(x) -> Node: records the node silu(x) and returns it (scalars are rounded once to the dtype).
+        Inputs: nodes of one shape and dtype on this tape. VJP (the spec's staging, fused into one kernel): ws s = sigmoid_split(x); ws xs = x * s; ws o = full(1); ws oms = o - s; ws t = xs * oms; ws d = s + t; dx = g * d
+        """
+
+    def gelu(self, x: NodeId) -> Node:
+        """
+        gelu(x) -> Node: records the node gelu(x) and returns it (scalars are rounded once to the dtype).
+        Inputs: nodes of one shape and dtype on this tape. VJP (the spec's staging, fused into one kernel): ws t = tanh((x + ((x*c)*x)*x) * k) [6 ws]; ws tt = t * t; ws sech = 1 - tt; ws q = (x*c3)*x; ws id = (q + 1) * k; ws dt = (x*sech) * id; ws num = (t + 1) + dt; dx = (num * 0.5) * g
+        """
+
+    def softplus(self, x: NodeId) -> Node:
+        """
+        softplus(x) -> Node: records the node softplus(x) and returns it (scalars are rounded once to the dtype).
+        Inputs: nodes of one shape and dtype on this tape. VJP (the spec's staging, fused into one kernel): ws s = sigmoid(x); dx = g * s
+        """
+
+    def safe_log(self, x: NodeId, eps: float) -> Node:
         """Alias of safeLog."""
 
 class Gradients:
     """
-    The gradients of one backward pass, by node id: grads[id], grads.get(id), id in grads. Each array
+    The gradients of one backward pass, by node: grads[x], grads.get(x), x in grads (a Node of the tape,
+    or its id; a node of another tape raises InvalidNodeIdError naming both tapes, and is never in them). Each array
     (a numpy array on the CPU backend, a DLPack object on CUDA) is exported without a copy, is
     writable, and shares its memory with the gradient's Buffer (grads.buffer(id)):
     the memory lives while either does, so it outlives this object. Releasing
@@ -567,15 +619,15 @@ class Gradients:
     def __len__(self) -> int:
         """How many nodes have a gradient."""
 
-    def __iter__(self) -> Iterator[NodeId]:
+    def __iter__(self) -> Iterator[Node]:
         """The ids with a gradient, ascending."""
 
-    def ids(self) -> list[NodeId]:
+    def ids(self) -> list[Node]:
         """The ids with a gradient, ascending."""
 
     @property
     def slots(self) -> int:
-        """The tape's node count at the backward pass (ids 0 .. slots-1)."""
+        """The tape's node count at the backward pass (positions 0 .. slots-1)."""
 
 def ops() -> list[tuple[OpName, int, list[str]]]:
     """

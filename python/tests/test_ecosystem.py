@@ -16,22 +16,24 @@ def pointer(a: np.ndarray) -> int:
 
 def test_tape_repr_names_backend_nodes_and_pending():
     tape = tapewise.Tape(tapewise.cpu())
-    assert repr(tape) == "<tapewise.Tape on cpu: 0 nodes, 0 pending>"
+    s = tape.serial
+    assert repr(tape) == f"<tapewise.Tape {s} on cpu: 0 nodes, 0 pending>"
     x = tape.leaf(np.ones(3))
     tape.sin(x)
-    assert repr(tape) == f"<tapewise.Tape on cpu: 2 nodes, {tape.pending} pending>"
+    assert repr(tape) == f"<tapewise.Tape {s} on cpu: 2 nodes, {tape.pending} pending>"
     tape.flush()
-    assert repr(tape) == "<tapewise.Tape on cpu: 2 nodes, 0 pending>"
+    assert repr(tape) == f"<tapewise.Tape {s} on cpu: 2 nodes, 0 pending>"
     assert repr(tape.backend).startswith("<tapewise.Backend cpu: ")
 
 
-def test_gradients_repr_names_ids_dtype_and_shape():
+def test_gradients_repr_names_tape_nodes_dtype_and_shape():
     tape = tapewise.Tape(tapewise.cpu())
     x = tape.leaf(np.ones(3, np.float32))
     grads = tape.backward(tape.exp(x))
-    assert repr(grads) == "<tapewise.Gradients 2 of 2 nodes: ids [0, 1], float32 (3,)>"
+    s = tape.serial
+    assert repr(grads) == f"<tapewise.Gradients of tape {s}, 2 of 2 nodes: [#0, #1], float32 (3,)>"
     grads.buffer(x).release()
-    assert repr(grads) == "<tapewise.Gradients 1 of 2 nodes: ids [1], float32 (3,)>"
+    assert repr(grads) == f"<tapewise.Gradients of tape {s}, 1 of 2 nodes: [#1], float32 (3,)>"
 
 
 def test_gradients_repr_abbreviates_many_ids_and_omits_mixed_dtypes():
@@ -41,11 +43,11 @@ def test_gradients_repr_abbreviates_many_ids_and_omits_mixed_dtypes():
     for x in leaves[1:]:
         total = tape.add(total, x)
     assert repr(tape.backward(total)) == (
-        "<tapewise.Gradients 23 of 23 nodes: ids [0, 1, 2, ..., 20, 21, 22], float64 (2, 2)>")
+        f"<tapewise.Gradients of tape {tape.serial}, 23 of 23 nodes: [#0, #1, #2, ..., #20, #21, #22], float64 (2, 2)>")
     mixed = tapewise.Tape(tapewise.cpu())
     a, b = mixed.leaf(np.ones(2)), mixed.leaf(np.ones(2, np.float32))
     mixed.sin(b)
-    assert repr(mixed.backward_dense(a)) == "<tapewise.Gradients 3 of 3 nodes: ids [0, 1, 2]>"
+    assert repr(mixed.backward_dense(a)) == f"<tapewise.Gradients of tape {mixed.serial}, 3 of 3 nodes: [#0, #1, #2]>"
 
 
 def test_buffer_repr_names_shape_dtype_device_ownership_access_and_release():

@@ -75,8 +75,9 @@ def hostile_arrays(draw):
     return kind, a
 
 
-# Node ids a caller should not pass: out of range, of the wrong kind, bool.
-BAD_IDS = st.one_of(st.integers(-3, -1), st.integers(40, 50), st.booleans(),
+# Node ids a caller should not pass: bare numbers no tape handed out (a node's position among them), of
+# the wrong kind, bool; a node of another tape is drawn by PythonSurface.node_id.
+BAD_IDS = st.one_of(st.integers(-3, -1), st.integers(0, 3), st.integers(40, 50), st.booleans(),
                     st.sampled_from([2**40, -(2**40), 2**70, 1.0, "0", None, np.float64(0.0)]))
 SCALARS = st.lists(st.one_of(st.floats(allow_nan=True), st.sampled_from([0.5, -1.0, 1e-6]), st.just("1")), max_size=3)
 EXPECTED_ERRORS = (tapewise.TapewiseError, TypeError)
@@ -97,6 +98,8 @@ class PythonSurface(RuleBasedStateMachine):
         super().__init__()
         self.backend = tapewise.cpu()
         self.tape = tapewise.Tape(self.backend)
+        self.other = tapewise.Tape(self.backend)  # its nodes are refused by self.tape and its gradients
+        self.other_node = self.other.leaf(np.ones(3))
         self.known = []        # per node: its value's bits once read, else None
         self.writable = []     # per node: whether value(id) may be written (a zero-copy writable leaf)
         self.gradients = []    # the latest Gradients objects
@@ -118,8 +121,8 @@ class PythonSurface(RuleBasedStateMachine):
 
     def check_values(self):
         """Every value read before still has its bits; values not read yet are read now."""
-        for i in range(len(self.tape)):
-            now = bits(self.tape.host(i)).copy()
+        for i, node in enumerate(self.tape.nodes()):
+            now = bits(self.tape.host(node)).copy()
             if self.known[i] is None:
                 self.known[i] = now
             else:
@@ -130,17 +133,17 @@ class PythonSurface(RuleBasedStateMachine):
         self.writable.append(writable)
 
     def node_id(self, data, bad_one_in=6):
-        """Mostly an id on the tape (as int or numpy integer), sometimes a bad one."""
+        """Mostly a node of the tape (a Node, or its id as int or numpy integer), sometimes a bad one."""
         if not len(self.tape) or data.draw(st.integers(0, bad_one_in - 1)) == 0:
-            return data.draw(BAD_IDS)
-        good = data.draw(st.integers(0, len(self.tape) - 1))
-        return data.draw(st.sampled_from([good, good, good, np.int64(good), np.int32(good)]))
+            return data.draw(st.one_of(BAD_IDS, st.just(self.other_node), st.just(int(self.other_node))))
+        good = self.tape.nodes()[data.draw(st.integers(0, len(self.tape) - 1))]
+        return data.draw(st.sampled_from([good, good, good, int(good), np.int64(int(good))]))
 
     @initialize(values=st.lists(float_arrays(shape=(3,)), min_size=1, max_size=3))
     def first_leaves(self, values):
         for v in values:
             self.record(writable=True)
-            self.known[self.tape.leaf(v)] = bits(v).copy()
+            self.known[self.tape.leaf(v).index] = bits(v).copy()
 
     @rule(source=hostile_arrays(), requires_grad=st.booleans(), copy=st.booleans())
     def leaf(self, source, requires_grad, copy):
@@ -151,11 +154,11 @@ class PythonSurface(RuleBasedStateMachine):
             return
         if kind in ("list", "python_float"):  # numbers are always copied, as float32 (the default), read-only
             self.record(writable=False)
-            self.known[node] = bits(np.array(obj, np.float32)).copy()
+            self.known[node.index] = bits(np.array(obj, np.float32)).copy()
             return
         assert a_float_array(obj) and (copy or obj.flags.c_contiguous), f"took a {kind} leaf in place"
         self.record(writable=not copy and obj.flags.writeable)
-        self.known[node] = bits(before).copy()
+        self.known[node.index] = bits(before).copy()
 
     @rule(node=st.sampled_from(NODES), data=st.data(), by_method=st.booleans())
     def record_node(self, node, data, by_method):
@@ -173,7 +176,8 @@ class PythonSurface(RuleBasedStateMachine):
         if ok:  # by method, positions decide: the first `arity` arguments are the ids
             assert len(args) == arity + len(scalar_names) and (by_method or len(parents) == arity)
             ids = args[:arity]
-            assert all(type(p) is not bool and 0 <= int(p) < node_id for p in ids)
+            assert node_id.tape is self.tape
+            assert all(type(p) is not bool and int(p) >> 32 == self.tape.serial and int(p) < node_id.id for p in ids)
             assert self.tape.shape(node_id) == self.tape.shape(int(ids[0]))
             self.record()
 
@@ -195,7 +199,7 @@ class PythonSurface(RuleBasedStateMachine):
         run = self.tape.backward_dense if dense else self.tape.backward
         ok, grads = self.attempt(lambda: run(out, make_seed(), path=path), may_flush=True)
         if ok:
-            assert path in ("fused", "staged") and 0 <= int(out) < len(self.tape)
+            assert path in ("fused", "staged") and int(out) >> 32 == self.tape.serial
             for i in grads:
                 assert grads.host(i).shape == self.tape.shape(i)
             other = run(out, make_seed(), path="staged" if path == "fused" else "fused")
@@ -240,7 +244,7 @@ class PythonSurface(RuleBasedStateMachine):
         if not ok:
             return
         if value.size:  # numpy makes an empty array of its own, writable, whatever the export says
-            assert value.flags.writeable == self.writable[int(node)]
+            assert value.flags.writeable == self.writable[int(node) & 0xFFFFFFFF]
         if not value.flags.writeable and value.size:
             with pytest.raises(ValueError, match="read-only"):
                 value.reshape(-1)[0] = 0.0

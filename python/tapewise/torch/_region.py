@@ -45,7 +45,7 @@ class _Value(tapewise._tapewise._RegionValue):
     def __repr__(self):
         tape = self._region.tape
         where = f"{tuple(tape.shape(self._id))} {tape.dtype(self._id)}" if tape is not None else "finished"
-        return f"<tapewise.torch region value: node {self._id} of region {self._region.name}, {where}>"
+        return f"<tapewise.torch region value: node {self._index} of region {self._region.name}, {where}>"
 
     def __bool__(self):
         raise TypeError("tapewise.torch.region: a region's values are computed when it returns, so Python control "
