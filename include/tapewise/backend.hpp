@@ -255,7 +255,6 @@ class TAPEWISE_API Backend : public std::enable_shared_from_this<Backend> {
   std::int64_t fail_countdown_ = 0;  ///< the engine's test hook: the allocation that fails
 };
 
-/// The CPU backend's options.
 /// The instruction set the CPU backend's element loops are compiled for. The same code in each, every
 /// operation rounded once (no contraction, no fast-math), so results never depend on it; the wider sets
 /// run fma as one instruction and several elements per vector register. x86_64_v3 is AVX2 with FMA,
@@ -263,12 +262,13 @@ class TAPEWISE_API Backend : public std::enable_shared_from_this<Backend> {
 enum class CpuIsa {
   automatic,  ///< TAPEWISE_CPU_ISA, else the widest this processor runs
   baseline,   ///< the build's target (x86-64: SSE2)
-  x86_64_v3,
-  x86_64_v4,
+  x86_64_v3,  ///< AVX2 with FMA (x86-64-v3)
+  x86_64_v4,  ///< AVX-512 (x86-64-v4)
 };
 /// "automatic", "baseline", "x86-64-v3", "x86-64-v4".
 TAPEWISE_API const char* cpu_isa_name(CpuIsa isa);
 
+/// The CPU backend's options.
 struct CpuOptions {
   /// Threads for large tensors, the calling thread included (a tensor of at most 2^15 elements runs on
   /// the calling thread alone). 0 takes TAPEWISE_CPU_THREADS, else the CPUs this process may run on (at
