@@ -1,7 +1,7 @@
 // proptest/cpu_isa_test.cpp — the CPU backend's instruction sets: the element loops compiled for
 // x86-64-v3 (AVX2, FMA) and x86-64-v4 (AVX-512) give the baseline build's bits on every node, forward
 // and both VJP paths, float32 and float64, over float32 bit patterns spread across all 2^32 (every
-// TAPEWISE_ISA_STRIDE-th, default 4099; 1 runs every input) and random pairs of bit patterns, and as
+// TAPEWISE_ISA_STRIDE-th, default 4099: about a million inputs a node) and random pairs of bit patterns, and as
 // tape programs; the choice is checked and reported.
 #include <cstdint>
 #include <cstdlib>

@@ -30,7 +30,7 @@ def test_kept_one_element_gradients_do_not_pin_their_tapes_slabs(backend):
         tape = chain(backend, 20)
         x = leaf(tape, np.array([0.25], dtype=np.float32))
         kept.append(tape.backward(tape.sin(x), np.ones(1, dtype=np.float32))[x])
-        del tape
+        del tape, x  # a Node holds its tape
     gc.collect()
     memory = backend.memory_stats()
     assert memory["live_bytes"] >= 300 * 4

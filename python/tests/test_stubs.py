@@ -49,14 +49,15 @@ def test_the_literal_types_name_what_the_module_takes():
 
 
 def test_node_methods_take_and_return_node_ids():
-    assert ast.unparse(aliases()["NodeId"]) == "int"  # until node ids become objects: change it there
+    # What the node methods take: a Node, or its int id; what they return: a Node.
+    assert ast.unparse(aliases()["NodeId"]) == "Union['Node', int]"
     methods = stub_methods("Tape")
     for name, arity, scalars in tapewise.ops():
         method = methods[name]
-        assert ast.unparse(method.returns) == "NodeId", name
+        assert ast.unparse(method.returns) == "Node", name
         parameters = [a for a in method.args.args if a.arg != "self"]
         assert [ast.unparse(a.annotation) for a in parameters] == ["NodeId"] * arity + ["float"] * len(scalars), name
-    assert ast.unparse(methods["leaf"].returns) == ast.unparse(methods["apply"].returns) == "NodeId"
+    assert ast.unparse(methods["leaf"].returns) == ast.unparse(methods["apply"].returns) == "Node"
     assert ast.unparse(methods["dtype"].returns) == "DTypeName"
     for backward in ("backward", "backward_dense"):
         annotations = {a.arg: ast.unparse(a.annotation) for a in methods[backward].args.args if a.annotation}
