@@ -80,7 +80,8 @@ MUTABLE_TUS = ["prove/forms.cpp", "cuda/backends/backend.cpp", "cuda/backends/cp
 FIXED_TUS = ["prove/main.cpp", "prove/prover.cpp", "prove/frameworks.cpp", "cuda/core/core.cpp", "cuda/core/log.cpp",
              "cuda/tape/backward.cpp", "cuda/tape/backward_program.cpp", "cuda/tape/staged_vjp.cpp",
              "cuda/backends/cuda_backend_absent.cpp"]
-FLAGS = ["-std=c++20", "-O1", "-ffp-contract=off", "-fno-fast-math", "-w"]
+# TAPEWISE_NO_ISA_CLONES: the CPU backend's baseline loops alone (the kernels' math is what a mutant changes).
+FLAGS = ["-std=c++20", "-O1", "-ffp-contract=off", "-fno-fast-math", "-w", "-DTAPEWISE_NO_ISA_CLONES"]
 
 
 def copy_sources(dest):

@@ -27,8 +27,11 @@
 #include "kernels/dispatch.hpp"
 #include "kernels/interpreter.hpp"
 
-// GCC on x86-64 compiles the element loops also for x86-64-v3 (AVX2, FMA) and x86-64-v4 (AVX-512).
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+// GCC on x86-64 compiles the element loops also for x86-64-v3 (AVX2, FMA): an optimized build's second
+// copy. Sanitizer builds and TAPEWISE_NO_ISA_CLONES (prove/mutants.py's builds) compile the baseline
+// alone: the copy inlines every node's code once more, which costs minutes of compilation there.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && \
+    !defined(__SANITIZE_THREAD__) && !defined(TAPEWISE_NO_ISA_CLONES)
 #define TW_CPU_X86_CLONES 1
 #else
 #define TW_CPU_X86_CLONES 0
@@ -37,29 +40,22 @@
 namespace tapewise {
 namespace {
 
-// body() compiled for one instruction set: flatten inlines everything it calls (the element loop, the
-// node's per-element code, tapewise's own math) into the copy for that set. The code is the same in
-// each and the build never contracts (-ffp-contract=off), so every operation rounds once in each and
-// the bits are the same; the wider sets run fma as one instruction and may put several elements in one
-// vector register.
+// body() in the chosen instruction set. For x86-64-v3, flatten inlines everything body calls (the
+// element loop, the node's per-element code, tapewise's own math) into a copy compiled for that set.
+// The code is the same in both and the build never contracts (-ffp-contract=off), so every operation
+// rounds once in each and the bits are the same; x86-64-v3 runs fma as one instruction instead of a
+// call into libm, and may put several elements in one vector register.
 #if TW_CPU_X86_CLONES
-template <class Body>
-[[gnu::target("arch=x86-64-v4"), gnu::flatten]] void run_x86_64_v4(const Body& body) { body(); }
 template <class Body>
 [[gnu::target("arch=x86-64-v3"), gnu::flatten]] void run_x86_64_v3(const Body& body) { body(); }
 #endif
-template <class Body>
-[[gnu::flatten]] void run_baseline(const Body& body) { body(); }
 
 template <class Body>
-void run_in(CpuIsa isa, const Body& body) {
-  switch (isa) {
+void run_in([[maybe_unused]] CpuIsa isa, const Body& body) {
 #if TW_CPU_X86_CLONES
-    case CpuIsa::x86_64_v4: return run_x86_64_v4(body);
-    case CpuIsa::x86_64_v3: return run_x86_64_v3(body);
+  if (isa == CpuIsa::x86_64_v3) return run_x86_64_v3(body);
 #endif
-    default: return run_baseline(body);
-  }
+  body();
 }
 
 // The per-node kernels' runner on the host: the elements in chunks over the pool; each element is
@@ -121,7 +117,6 @@ Result<int> resolve_threads(int requested) {
 bool cpu_runs(CpuIsa isa) {
   switch (isa) {
 #if TW_CPU_X86_CLONES
-    case CpuIsa::x86_64_v4: return __builtin_cpu_supports("x86-64-v4");
     case CpuIsa::x86_64_v3: return __builtin_cpu_supports("x86-64-v3");
 #endif
     case CpuIsa::baseline: return true;
@@ -130,7 +125,7 @@ bool cpu_runs(CpuIsa isa) {
 }
 
 Result<CpuIsa> isa_named(std::string_view name, const char* source) {
-  for (CpuIsa isa : {CpuIsa::baseline, CpuIsa::x86_64_v3, CpuIsa::x86_64_v4}) {
+  for (CpuIsa isa : {CpuIsa::baseline, CpuIsa::x86_64_v3}) {
     if (name != cpu_isa_name(isa)) continue;
     if (!cpu_runs(isa))
       return fail(ErrorCode::InvalidArgument, std::string("make_cpu_backend: ") + source + " " + cpu_isa_name(isa) +
@@ -138,7 +133,7 @@ Result<CpuIsa> isa_named(std::string_view name, const char* source) {
     return isa;
   }
   return fail(ErrorCode::InvalidArgument, std::string("make_cpu_backend: ") + source + " '" + std::string(name) +
-                                              "' is not baseline, x86-64-v3 or x86-64-v4");
+                                              "' is not baseline or x86-64-v3");
 }
 
 // CpuOptions::isa as the backend uses it: the one given, else TAPEWISE_CPU_ISA, else the widest this
@@ -146,9 +141,7 @@ Result<CpuIsa> isa_named(std::string_view name, const char* source) {
 Result<CpuIsa> resolve_isa(CpuIsa requested) {
   if (requested != CpuIsa::automatic) return isa_named(cpu_isa_name(requested), "instruction set");
   if (const char* env = std::getenv("TAPEWISE_CPU_ISA"); env && *env) return isa_named(env, "TAPEWISE_CPU_ISA");
-  for (CpuIsa isa : {CpuIsa::x86_64_v4, CpuIsa::x86_64_v3})
-    if (cpu_runs(isa)) return isa;
-  return CpuIsa::baseline;
+  return cpu_runs(CpuIsa::x86_64_v3) ? CpuIsa::x86_64_v3 : CpuIsa::baseline;
 }
 
 class CpuBackend final : public detail::Engine {
@@ -291,7 +284,6 @@ const char* cpu_isa_name(CpuIsa isa) {
     case CpuIsa::automatic: return "automatic";
     case CpuIsa::baseline: return "baseline";
     case CpuIsa::x86_64_v3: return "x86-64-v3";
-    case CpuIsa::x86_64_v4: return "x86-64-v4";
   }
   return "unknown";
 }

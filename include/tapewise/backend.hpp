@@ -256,16 +256,15 @@ class TAPEWISE_API Backend : public std::enable_shared_from_this<Backend> {
 };
 
 /// The instruction set the CPU backend's element loops are compiled for. The same code in each, every
-/// operation rounded once (no contraction, no fast-math), so results never depend on it; the wider sets
-/// run fma as one instruction and several elements per vector register. x86_64_v3 is AVX2 with FMA,
-/// x86_64_v4 AVX-512; both exist in builds by GCC for x86-64, elsewhere baseline only.
+/// operation rounded once (no contraction, no fast-math), so results never depend on it (up to NaN
+/// payload); x86_64_v3 runs fma as one instruction and several elements per vector register. It exists
+/// in optimized builds by GCC for x86-64 without sanitizers; elsewhere baseline only.
 enum class CpuIsa {
   automatic,  ///< TAPEWISE_CPU_ISA, else the widest this processor runs
   baseline,   ///< the build's target (x86-64: SSE2)
   x86_64_v3,  ///< AVX2 with FMA (x86-64-v3)
-  x86_64_v4,  ///< AVX-512 (x86-64-v4)
 };
-/// "automatic", "baseline", "x86-64-v3", "x86-64-v4".
+/// "automatic", "baseline", "x86-64-v3".
 TAPEWISE_API const char* cpu_isa_name(CpuIsa isa);
 
 /// The CPU backend's options.
@@ -274,7 +273,7 @@ struct CpuOptions {
   /// the calling thread alone). 0 takes TAPEWISE_CPU_THREADS, else the CPUs this process may run on (at
   /// most 64); 1 runs everything on the calling thread. At most 256. Results never depend on it.
   int threads = 0;
-  /// The element loops' instruction set. Results never depend on it.
+  /// The element loops' instruction set. Results never depend on it (up to NaN payload).
   CpuIsa isa = CpuIsa::automatic;
 };
 /// The CPU backend (the production per-element code compiled for the host). InvalidArgument for a
