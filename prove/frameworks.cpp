@@ -181,10 +181,21 @@ json frameworks_audit(const std::vector<DType>& dtypes, const ProveFn& prove) {
         rows.push_back(row);
         continue;
       }
+      // Inputs on which the two formulas, executed, differ refute the row by themselves: the solver
+      // is asked only where none does (on a loaded machine it has run out of time on such a row, and
+      // an answer already in hand became "no verdict").
+      const json executed = d == DType::float32 ? census<float>(aten, spec_dx) : census<double>(aten, spec_dx);
+      if (executed.value("random_inputs_differing", 0) > 0 || !executed.value("special_inputs_differing", json::array()).empty()) {
+        row["status"] = "refuted";
+        row["refuted_by"] = "executed inputs";
+        row.update(executed);
+        rows.push_back(row);
+        continue;
+      }
       json verdict;
       const bool equal = prove(aten, spec_dx, &verdict);
       row.update(verdict);
-      if (!equal) row.update(d == DType::float32 ? census<float>(aten, spec_dx) : census<double>(aten, spec_dx));
+      if (!equal) row.update(executed);
       rows.push_back(row);
     }
   }
