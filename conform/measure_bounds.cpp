@@ -190,10 +190,10 @@ std::array<std::vector<double>, 3> produce(Backend& be, const OpInfo& info, DTyp
 }
 
 // Checks elements [begin, end) of a batch against the reference.
-void check_range(const OpInfo& info, DType d, const Batch& bt, const std::array<std::vector<double>, 3>& out,
+void check_range(const OpInfo& info, DType d, MathMode math, const Batch& bt, const std::array<std::vector<double>, 3>& out,
                  std::size_t begin, std::size_t end, Stats& fwd, Stats& vjp_stats) {
   ensure_precision();
-  const Bound fb = forward_bound(info.op, d), vb = vjp_bound(info.op, d);
+  const Bound fb = forward_bound(info.op, d, math), vb = vjp_bound(info.op, d, math);
   const auto n_in = static_cast<std::size_t>(info.arity);
   for (std::size_t i = begin; i < end; ++i) {
     const Real in[2] = {real(bt.a[i]), real(bt.b[i])};
@@ -220,7 +220,7 @@ void measure_random(Backend& be, const OpInfo& info, DType d, const Options& opt
     std::vector<std::thread> pool;
     const std::size_t n = bt.a.size(), chunk = (n + f.size() - 1) / f.size();
     for (std::size_t t = 0; t < f.size(); ++t)
-      pool.emplace_back(check_range, std::cref(info), d, std::cref(bt), std::cref(out), std::min(n, t * chunk),
+      pool.emplace_back(check_range, std::cref(info), d, math_mode(be), std::cref(bt), std::cref(out), std::min(n, t * chunk),
                         std::min(n, (t + 1) * chunk), std::ref(f[t]), std::ref(v[t]));
     for (std::size_t t = 0; t < pool.size(); ++t) pool[t].join(), fwd.merge(f[t]), vjp_stats.merge(v[t]);
   }
@@ -321,11 +321,11 @@ UnaryExact unary_exact(const OpInfo& info, DType d, const Scalars& s, const std:
 }
 
 // Grades one batch of a unary node: x = xs[i] with cotangent g[i]; the forward only when asked.
-void grade_unary(const OpInfo& info, DType d, const Scalars& s, const std::vector<double>& xs, const UnaryExact& e,
+void grade_unary(const OpInfo& info, DType d, MathMode math, const Scalars& s, const std::vector<double>& xs, const UnaryExact& e,
                  const Batch& bt, const std::array<std::vector<double>, 3>& out, bool forward_too, std::size_t begin,
                  std::size_t end, Stats& fwd, Stats& vjp_stats, std::int64_t& disagreements) {
   ensure_precision();
-  const Bound fb = forward_bound(info.op, d), vb = vjp_bound(info.op, d);
+  const Bound fb = forward_bound(info.op, d, math), vb = vjp_bound(info.op, d, math);
   for (std::size_t i = begin; i < end; ++i) {
     const Where where{xs[i], 0.0, bt.g[i], s.s0};
     if (forward_too) fwd.add(check(e.y[i], out[0][i], d, fb, e.w_fwd[i]), fb, where);
@@ -369,7 +369,7 @@ void measure_unary_16bit(Backend& be, const OpInfo& info, DType d, const Options
       std::vector<std::thread> pool;
       const std::size_t n = xs.size(), chunk = (n + f.size() - 1) / f.size();
       for (std::size_t t = 0; t < f.size(); ++t)
-        pool.emplace_back(grade_unary, std::cref(info), d, std::cref(s), std::cref(xs), std::cref(e), std::cref(bt),
+        pool.emplace_back(grade_unary, std::cref(info), d, math_mode(be), std::cref(s), std::cref(xs), std::cref(e), std::cref(bt),
                           std::cref(out), j == 0, std::min(n, t * chunk), std::min(n, (t + 1) * chunk), std::ref(f[t]),
                           std::ref(v[t]), std::ref(dis[t]));
       for (std::size_t t = 0; t < pool.size(); ++t) pool[t].join(), fwd.merge(f[t]), vjp_stats.merge(v[t]), disagreements += dis[t];
@@ -393,7 +393,7 @@ void measure_binary_16bit(Backend& be, const OpInfo& info, DType d, const Option
     std::vector<std::thread> pool;
     const std::size_t n = as.size(), chunk = (n + f.size() - 1) / f.size();
     for (std::size_t t = 0; t < f.size(); ++t)
-      pool.emplace_back(check_range, std::cref(info), d, std::cref(bt), std::cref(out), std::min(n, t * chunk),
+      pool.emplace_back(check_range, std::cref(info), d, math_mode(be), std::cref(bt), std::cref(out), std::min(n, t * chunk),
                         std::min(n, (t + 1) * chunk), std::ref(f[t]), std::ref(v[t]));
     for (std::size_t t = 0; t < pool.size(); ++t) pool[t].join(), fwd.merge(f[t]), vjp_stats.merge(v[t]);
   }
@@ -470,8 +470,8 @@ int main(int argc, char** argv) {
       if (is_16bit(d) && info.arity == 1) measure_unary_16bit(*be, info, d, opt, sampler, fwd, vjp_stats, disagreements);
       else if (is_16bit(d)) measure_binary_16bit(*be, info, d, opt, sampler, fwd, vjp_stats);
       else measure_random(*be, info, d, opt, sampler, fwd, vjp_stats);
-      report(info.name, d, "fwd", fwd, forward_bound(info.op, d));
-      report(info.name, d, "vjp", vjp_stats, vjp_bound(info.op, d));
+      report(info.name, d, "fwd", fwd, forward_bound(info.op, d, math_mode(*be)));
+      report(info.name, d, "vjp", vjp_stats, vjp_bound(info.op, d, math_mode(*be)));
       if (disagreements != 0)
         std::printf("# %s %s: the double-arithmetic check disagreed with reference::check %lld times\n", info.name,
                     dtype_name(d), static_cast<long long>(disagreements));

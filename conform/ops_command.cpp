@@ -161,8 +161,9 @@ std::vector<std::string> node_names() {
 
 }  // namespace
 
-// spec/bounds.def's rows, one per node and dtype, with the dtype's eps (the formula's abs unit): the
-// table beside the op rows, so that an outside grader reads the bounds rather than a copy of them.
+// spec/bounds.def's rows, one per node and dtype, with the dtype's eps (the formula's abs unit), and
+// under "exact" the bounds in exact mode: the table beside the op rows, so that an outside grader
+// reads the bounds rather than a copy of them.
 Json bounds_json() {
   Json rows = Json::array();
   auto bound = [](const reference::Bound& b) { return Json{{"ulp", b.ulp}, {"abs", b.abs}}; };
@@ -171,8 +172,10 @@ Json bounds_json() {
       rows.push_back(Json{{"op", info.name},
                           {"dtype", dtype_name(d)},
                           {"eps", reference::dtype_eps(d)},
-                          {"forward", bound(reference::forward_bound(info.op, d))},
-                          {"vjp", bound(reference::vjp_bound(info.op, d))}});
+                          {"forward", bound(reference::forward_bound(info.op, d, MathMode::aten))},
+                          {"vjp", bound(reference::vjp_bound(info.op, d, MathMode::aten))},
+                          {"exact", Json{{"forward", bound(reference::forward_bound(info.op, d, MathMode::exact))},
+                                         {"vjp", bound(reference::vjp_bound(info.op, d, MathMode::exact))}}}});
   return rows;
 }
 

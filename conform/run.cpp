@@ -65,7 +65,7 @@ void run_special_points(const ChosenBackend& be, const SpecialPoints& spec, Row&
 Row run_row(const ChosenBackend& be, Op op, DType dtype, const RunOptions& options, const SpecialPoints& spec,
             Progress& progress) {
   Backend& backend = *be.backend;
-  Row row = make_row(op, dtype);
+  Row row = make_row(op, dtype, math_mode(backend));
   row.fused_vs_staged.emplace();
   row.leaks.emplace();
   const MemoryStats at_start = backend.stats();

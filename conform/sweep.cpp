@@ -93,7 +93,7 @@ int sweep_command(const SweepOptions& o) {
     return kUsageError;
   }
   const std::int64_t chunk = o.chunk > 0 ? o.chunk : default_chunk(w);
-  const std::vector<Plan> plans = make_plans(o);
+  const std::vector<Plan> plans = make_plans(o, math_mode(*w.backends.front()));
   if (auto empty = require_cases(plans, o); !empty) {
     std::cerr << "tapewise-conform sweep: " << empty.error().message << "\n";
     return kUsageError;

@@ -93,17 +93,18 @@ class HostEngine final : public ChunkEngine {
 
 double second_g(DType dtype) { return round_to(dtype, kSecondG); }
 
-std::vector<OutputRequest> output_requests(Op op, DType dtype) {
+std::vector<OutputRequest> output_requests(Op op, DType dtype, MathMode math) {
   std::vector<OutputRequest> out;
-  out.push_back({kY, 1.0, Bound{reference::forward_bound(op, dtype).ulp, reference::forward_bound(op, dtype).abs}});
-  const reference::Bound vb = reference::vjp_bound(op, dtype);
+  const reference::Bound fb = reference::forward_bound(op, dtype, math);
+  out.push_back({kY, 1.0, Bound{fb.ulp, fb.abs}});
+  const reference::Bound vb = reference::vjp_bound(op, dtype, math);
   for (double g : {1.0, second_g(dtype)})
     for (int k = 1; k <= op_info(op).arity; ++k) out.push_back({k, g, Bound{vb.ulp, vb.abs}});
   return out;
 }
 
 // One sweep of a node at one of its scalar sets (spec/ops.def's run_scalars: one batch each).
-Plan make_plan(Op op, DType dtype, const Scalars& scalars, const SweepOptions& o) {
+Plan make_plan(Op op, DType dtype, const Scalars& scalars, const SweepOptions& o, MathMode math) {
   const OpInfo& info = op_info(op);
   Plan p;
   p.op = op;
@@ -145,7 +146,7 @@ Plan make_plan(Op op, DType dtype, const Scalars& scalars, const SweepOptions& o
   p.hi = device && o.range_given ? std::min(o.range_hi, count) : count;
   j.case_lo = static_cast<std::uint32_t>(p.lo);
   j.case_stride = device ? o.stride : 1;
-  p.outputs = output_requests(op, dtype);
+  p.outputs = output_requests(op, dtype, math);
   return p;
 }
 
@@ -388,12 +389,13 @@ constexpr std::uint64_t kCalibrationCases = 2048;
                   "it on CUDA, or give --allow-long");
 }
 
-// One sweep per dtype, node and run scalar set, dtypes first.
-std::vector<Plan> make_plans(const SweepOptions& o) {
+// One sweep per dtype, node and run scalar set, dtypes first, graded against the bounds of the
+// backends' math mode.
+std::vector<Plan> make_plans(const SweepOptions& o, MathMode math) {
   std::vector<Plan> plans;
   for (DType d : o.dtypes)
     for (Op op : o.ops)
-      for (const Scalars& s : default_scalar_sets(op)) plans.push_back(make_plan(op, d, s, o));
+      for (const Scalars& s : default_scalar_sets(op)) plans.push_back(make_plan(op, d, s, o, math));
   return plans;
 }
 

@@ -119,7 +119,7 @@ struct Validation {
 
 // sweep_engine.cpp
 [[nodiscard]] Result<Workers> open_backends(const SweepOptions& o);
-std::vector<Plan> make_plans(const SweepOptions& o);
+std::vector<Plan> make_plans(const SweepOptions& o, MathMode math);
 std::int64_t default_chunk(const Workers& w);
 [[nodiscard]] Result<void> check_cpu_duration(Workers& w, const std::vector<Plan>& plans, const SweepOptions& o);
 std::vector<NodeResult> sweep_plans(Workers& w, const std::vector<Plan>& plans, std::int64_t chunk);

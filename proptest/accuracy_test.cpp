@@ -51,7 +51,7 @@ void check_against_reference(Backend& be, Op op) {
     const std::span<const ref::Real> in_span(in, static_cast<std::size_t>(info.arity));
     const ref::Real gi = ref::real(g[i]);
     const ref::Real y_exact = ref::forward(op, dtype, s, in_span);
-    const auto fwd = ref::check(y_exact, value.at<T>(at), dtype, ref::forward_bound(op, dtype),
+    const auto fwd = ref::check(y_exact, value.at<T>(at), dtype, ref::forward_bound(op, dtype, math_mode(be)),
                                 ref::abs_weight(op, dtype, s, in_span, gi, false));
     if (!fwd.within) {
       RC_LOG() << op_name(op) << " forward at x=" << a[i] << " b=" << b[i] << ": produced " << value.at<T>(at)
@@ -63,7 +63,7 @@ void check_against_reference(Backend& be, Op op) {
     const double w = ref::abs_weight(op, dtype, s, in_span, gi, true);
     for (int k = 0; k < info.arity; ++k) {
       const T produced = (k == 0 ? da : db).template at<T>(at);
-      const auto c = ref::check(d_exact[static_cast<std::size_t>(k)], produced, dtype, ref::vjp_bound(op, dtype), w);
+      const auto c = ref::check(d_exact[static_cast<std::size_t>(k)], produced, dtype, ref::vjp_bound(op, dtype, math_mode(be)), w);
       if (!c.within) {
         RC_LOG() << op_name(op) << " vjp " << k << " at x=" << a[i] << " b=" << b[i] << " g=" << g[i] << ": produced "
                  << produced << ", exact " << ref::round_to_dtype(d_exact[static_cast<std::size_t>(k)], dtype) << ", "

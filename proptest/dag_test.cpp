@@ -154,7 +154,7 @@ void all_node_dag_is_consistent_with_reference(std::shared_ptr<Backend> be) {
       const std::span<const ref::Real> in_span(in, static_cast<std::size_t>(n.arity));
       const bool once = n.arity == 2 && n.parents[0] == n.parents[1] && op_info(*n.op).same_parent == SameParent::once;
       const auto contributions = once ? std::array<ref::Real, 2>{g, ref::real(0)} : ref::vjp(*n.op, dtype, n.s, in_span, g);
-      const ref::Bound bound = once ? ref::Bound{} : ref::vjp_bound(*n.op, dtype);
+      const ref::Bound bound = once ? ref::Bound{} : ref::vjp_bound(*n.op, dtype, math_mode(*be));
       const double w = ref::abs_weight(*n.op, dtype, n.s, in_span, g, true);
       for (int k = 0; k < (once ? 1 : n.arity); ++k) {
         const auto p = static_cast<std::size_t>(n.parents[static_cast<std::size_t>(k)]);

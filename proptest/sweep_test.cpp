@@ -421,7 +421,7 @@ TEST(SweepReference, Float64TinyResultsAreRoundedAndGradedExactly) {
 TEST(SweepReference, GradingMatchesTheReferenceCheck) {
   const Op op = Op::exp;
   const sw::Job j = job_for(op, DType::float32, 0, 0);
-  const ref::Bound b = ref::forward_bound(op, DType::float32);
+  const ref::Bound b = ref::forward_bound(op, DType::float32, MathMode::aten);
   for (std::uint32_t k = 0; k < 2000; ++k) {
     const float x = static_cast<float>(-80.0 + 0.08 * k);
     const sw::Inputs in{x, 0};
@@ -524,7 +524,8 @@ TEST(SweepCauses, EveryAcceptedCauseHasAWitnessAboveItsBoundWithThatCause) {
     const sw::Job j = job_for(w.op, w.dtype, s.s0, s.s1);
     const sw::Inputs in{w.a, w.b};
     const char* where = op_name(w.op);
-    const ref::Bound bound = w.output == sw::kY ? ref::forward_bound(w.op, w.dtype) : ref::vjp_bound(w.op, w.dtype);
+    const ref::Bound bound = w.output == sw::kY ? ref::forward_bound(w.op, w.dtype, MathMode::aten)
+                                                 : ref::vjp_bound(w.op, w.dtype, MathMode::aten);
     const double produced = produced_on_cpu(w, s);
     EXPECT_FALSE(sw::in_domain(j, in)) << where;
     const sw::ElementVerdict v = sw::grade_element(j, w.output, w.g, sw::Bound{bound.ulp, bound.abs}, in, produced);
@@ -804,7 +805,8 @@ bool check_report_nodes(const nlohmann::json& j) {
       any_violation = any_violation || !o.at("causes_conform").get<bool>();
       const int output = o.at("output") == "y" ? 0 : o.at("output") == "db" ? 2 : 1;
       const double g = o.at("g").is_null() ? 1.0 : o.at("g").get<double>();
-      const ref::Bound bound = output == 0 ? ref::forward_bound(op, d) : ref::vjp_bound(op, d);
+      // The sweep ran the CUDA backend in aten mode (its evidence names no other).
+      const ref::Bound bound = output == 0 ? ref::forward_bound(op, d, MathMode::aten) : ref::vjp_bound(op, d, MathMode::aten);
       EXPECT_EQ(o.at("bound").at("ulp").get<double>(), bound.ulp);
       for (const auto& w : o.at("worst")) {
         EXPECT_TRUE(w.at("reference_agrees").get<bool>()) << w.dump();

@@ -24,8 +24,9 @@ struct SweptRow {
   std::optional<Swept> swept;  // none: TAPEWISE_NOT_SWEPT
 };
 
-// spec/bounds.def holds four kinds of rows; each pass below reads one or two kinds and skips the
+// spec/bounds.def holds five kinds of rows; each pass below reads one or two kinds and skips the
 // others.
+#define TAPEWISE_BOUND_EXACT(op, dtype, fwd_ulp, fwd_abs, vjp_ulp, vjp_abs)
 #define TAPEWISE_SWEPT_SOURCE(path)
 #define TAPEWISE_SWEPT(op, dtype, evidence, y, vjp_g1, vjp_g07, outside)
 #define TAPEWISE_NOT_SWEPT(op, dtype)
@@ -54,6 +55,17 @@ constexpr SweptRow kSwept[] = {
 #define TAPEWISE_SWEPT_SOURCE(path) constexpr const char* kSweptSource = path;
 #include "../spec/bounds.def"
 #undef TAPEWISE_SWEPT_SOURCE
+#undef TAPEWISE_BOUND_EXACT
+
+// Exact mode's rows: the nodes whose bound exact mode tightens.
+#define TAPEWISE_SWEPT_SOURCE(path)
+#define TAPEWISE_BOUND_EXACT(op, dtype, fwd_ulp, fwd_abs, vjp_ulp, vjp_abs) \
+  BoundRow{Op::op, DType::dtype, Bound{fwd_ulp, fwd_abs}, Bound{vjp_ulp, vjp_abs}},
+constexpr BoundRow kExactBounds[] = {
+#include "../spec/bounds.def"
+};
+#undef TAPEWISE_BOUND_EXACT
+#undef TAPEWISE_SWEPT_SOURCE
 #undef TAPEWISE_NOT_SWEPT
 #undef TAPEWISE_SWEPT
 #undef TAPEWISE_BOUND
@@ -67,6 +79,7 @@ constexpr SweptRow kSwept[] = {
 namespace bounds_rule {
 template <Op op, DType dtype> void one_bound_row_per_node_and_dtype();
 template <Op op, DType dtype> void one_sweep_record_per_node_and_dtype();
+template <Op op, DType dtype> void at_most_one_exact_mode_row_per_node_and_dtype();
 
 template <class Row, std::size_t n>
 constexpr int rows_for(const Row (&rows)[n], Op op, DType dtype) {
@@ -80,6 +93,7 @@ constexpr bool node_has_its_rows() {
   constexpr Op op = kOps[i].op;
   if constexpr (rows_for(kBounds, op, dtype) != 1) one_bound_row_per_node_and_dtype<op, dtype>();
   if constexpr (rows_for(kSwept, op, dtype) != 1) one_sweep_record_per_node_and_dtype<op, dtype>();
+  if constexpr (rows_for(kExactBounds, op, dtype) > 1) at_most_one_exact_mode_row_per_node_and_dtype<op, dtype>();
   return true;
 }
 
@@ -114,8 +128,17 @@ DomainLog2 bounds_domain(const OpInfo& info, DType dtype) {
   return {std::max(info.domain_log2_lo, kFloat16Lo), std::min(info.domain_log2_hi, kFloat16Hi)};
 }
 
-Bound forward_bound(Op op, DType dtype) { return row(kBounds, op, dtype, "TAPEWISE_BOUND").forward; }
-Bound vjp_bound(Op op, DType dtype) { return row(kBounds, op, dtype, "TAPEWISE_BOUND").vjp; }
+namespace {
+const BoundRow& bound_row(Op op, DType dtype, MathMode math) {
+  if (math == MathMode::exact)
+    for (const BoundRow& r : kExactBounds)
+      if (r.op == op && r.dtype == dtype) return r;
+  return row(kBounds, op, dtype, "TAPEWISE_BOUND");
+}
+}  // namespace
+
+Bound forward_bound(Op op, DType dtype, MathMode math) { return bound_row(op, dtype, math).forward; }
+Bound vjp_bound(Op op, DType dtype, MathMode math) { return bound_row(op, dtype, math).vjp; }
 std::optional<Swept> swept(Op op, DType dtype) {
   return row(kSwept, op, dtype, "TAPEWISE_SWEPT or TAPEWISE_NOT_SWEPT").swept;
 }

@@ -5,6 +5,7 @@
 
 #include <optional>
 
+#include "tapewise/backend.hpp"  // MathMode
 #include "tapewise/core.hpp"
 #include "tapewise/op.hpp"
 
@@ -16,8 +17,10 @@ struct Bound {
   double abs = 0.0;
 };
 
-Bound forward_bound(Op op, DType dtype);
-Bound vjp_bound(Op op, DType dtype);
+// The bound of a node's forward and VJP in a math mode: exact mode's TAPEWISE_BOUND_EXACT row where
+// the node and dtype have one, else the TAPEWISE_BOUND row (the only one in aten mode).
+Bound forward_bound(Op op, DType dtype, MathMode math);
+Bound vjp_bound(Op op, DType dtype, MathMode math);
 
 // The magnitudes [2^lo, 2^hi) of inputs and cotangents a dtype's bounds are stated for (and the
 // runner and conform/measure_bounds.cpp draw from): spec/ops.def's domain for float32, float64 and

@@ -90,12 +90,12 @@ bool accepted_above_bound(Op op, DType dtype, int output, double a, double b, do
   return cause_accepted(op, dtype, cause_above_bound(op, dtype, output, a, b, g));
 }
 
-Row make_row(Op op, DType dtype) {
+Row make_row(Op op, DType dtype, MathMode math) {
   Row row;
   row.op = op;
   row.dtype = dtype;
-  row.forward.bound = reference::forward_bound(op, dtype);
-  row.vjp.bound = reference::vjp_bound(op, dtype);
+  row.forward.bound = reference::forward_bound(op, dtype, math);
+  row.vjp.bound = reference::vjp_bound(op, dtype, math);
   return row;
 }
 

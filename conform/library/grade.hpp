@@ -87,7 +87,8 @@ struct Row {
   std::string missing_evidence(bool special_points_graded) const;
 };
 
-Row make_row(Op op, DType dtype);
+// An empty row of a node and dtype, with the bounds of spec/bounds.def for that math mode.
+Row make_row(Op op, DType dtype, MathMode math);
 
 // Grades a batch's produced forward values and gradients against the reference and the bounds
 // of spec/bounds.def, adding to row.forward, row.vjp and row.cases. `produced.grads` may be

@@ -611,6 +611,7 @@ bool slot_expected(const Graph& g, const Walk& w, std::int64_t id, bool dense) {
   auto grads = o.dense ? tape.backward_dense(output, seed, o.path) : tape.backward(output, seed, o.path);
   TAPEWISE_CHECK(grads);
   Production p;
+  p.math = math_mode(backend);
   p.contributions.resize(g.nodes.size());
   for (std::size_t id = 0; id < g.nodes.size(); ++id) {
     TAPEWISE_TRY(value, tape.value(tape.id_at(id)));
@@ -684,7 +685,7 @@ double parent_value(const GraphNode& n, const Production& p, int k, std::size_t 
 
 LocalCheck grade_forward(const Graph& g, const GraphNode& n, const Production& p, std::int64_t id, NodeCheck& row) {
   LocalCheck check;
-  check.bound = ref::forward_bound(*n.op, g.dtype);
+  check.bound = ref::forward_bound(*n.op, g.dtype, p.math);
   const Values& y = p.values[static_cast<std::size_t>(id)];
   for (std::size_t e = 0; e < y.size(); ++e) {
     const auto in = inputs_at(n, p, e);
@@ -704,7 +705,7 @@ LocalCheck grade_forward(const Graph& g, const GraphNode& n, const Production& p
 // The contributions node `n` sent, each against the reference's VJP at the tape's inputs and slot.
 LocalCheck grade_vjp(const Graph& g, const GraphNode& n, const Production& p, std::int64_t id, NodeCheck& row) {
   LocalCheck check;
-  check.bound = ref::vjp_bound(*n.op, g.dtype);
+  check.bound = ref::vjp_bound(*n.op, g.dtype, p.math);
   const Values& upstream = *p.slots[static_cast<std::size_t>(id)];
   const auto& sent = p.contributions[static_cast<std::size_t>(id)];
   for (std::size_t e = 0; e < upstream.size(); ++e) {

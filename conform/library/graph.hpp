@@ -110,6 +110,7 @@ struct Production {
   std::vector<std::vector<double>> values;                     // per node
   std::vector<std::optional<std::vector<double>>> slots;       // per node; nullopt: no slot
   std::vector<std::vector<std::vector<double>>> contributions; // per node, per parent; empty if not run
+  MathMode math = MathMode::aten;  // the producing backend's: which rows of spec/bounds.def grade it
 };
 
 struct GraphCheckOptions {

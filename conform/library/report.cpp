@@ -125,8 +125,9 @@ void print_table_row(std::ostream& out, const Row& row, bool first_of_node, cons
 
 void print_table_legend(std::ostream& out, bool with_backend) {
   out << "fwd/vjp ulp: the largest error against the MPFR reference, in ULPs of the correctly rounded value;\n"
-         "bound: spec/bounds.def, N ulp [+ M eps*w] with w = 1 (forward) or |g| (VJP); used: the worst\n"
-         "error over forward and VJP as a share of its allowance (<= 100% conforms); special: spec/special_points\n";
+         "bound: spec/bounds.def (in exact mode its exact-mode rows), N ulp [+ M eps*w] with w = 1 (forward)\n"
+         "or |g| (VJP); used: the worst error over forward and VJP as a share of its allowance (<= 100%\n"
+         "conforms); special: spec/special_points\n";
   if (with_backend) {
     out << "rows matching bit for bit on both VJP paths; fused!=staged: bitwise mismatches of the two paths\n"
            "(NaN matches NaN) on domain, bit-pattern and special inputs; leaks: staged VJPs that left workspace\n"
