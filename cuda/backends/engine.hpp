@@ -33,6 +33,11 @@ class Engine : public Backend {
   /// allocate for a buffer of like's shape and dtype (a shape a buffer holds is valid, so it is not
   /// checked again: the tape allocates one per node).
   [[nodiscard]] Result<Buffer> allocate_like(const Buffer& like, AllocTag tag) { return allocate_same(like, tag); }
+  /// allocate_like into `out`, an empty buffer (left empty on failure): a tape makes each node's value
+  /// inside the node.
+  [[nodiscard]] Result<void> allocate_like_into(const Buffer& like, AllocTag tag, Buffer& out) {
+    return allocate_same_into(like, tag, out);
+  }
   /// allocate_many into `buffers` (cleared first): a caller that allocates many buffers per call (a
   /// backward's slots) reuses the vector's memory rather than allocating a large one each time.
   [[nodiscard]] Result<void> allocate_many_into(std::span<const BufferSpec> parts, AllocTag tag, std::vector<Buffer>& buffers) {
