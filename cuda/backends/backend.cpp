@@ -231,13 +231,10 @@ Result<Buffer> Backend::allocate(const Shape& shape, DType dtype, AllocTag tag) 
 }
 
 Result<Buffer> Backend::allocate_same(const Buffer& like, AllocTag tag) {
-  if (like.owner_.get() == this) return allocate_valid(like.owner_, like.shape(), like.numel(), like.dtype(), tag);
+  // A tape's value does not count itself an owner (Engine::allocate_value_into): never copied from.
+  if (like.owner_.get() == this && like.owner_.use_count() > 0)
+    return allocate_valid(like.owner_, like.shape(), like.numel(), like.dtype(), tag);
   return allocate_valid(shared_from_this(), like.shape(), like.numel(), like.dtype(), tag);
-}
-
-Result<void> Backend::allocate_same_into(const Buffer& like, AllocTag tag, Buffer& out) {
-  if (like.owner_.get() == this) return allocate_valid_into(like.owner_, like.shape(), like.numel(), like.dtype(), tag, out);
-  return allocate_valid_into(shared_from_this(), like.shape(), like.numel(), like.dtype(), tag, out);
 }
 
 Result<Buffer> Backend::allocate_valid(const std::shared_ptr<Backend>& owner, const Shape& shape, std::int64_t numel,

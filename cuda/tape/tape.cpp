@@ -110,9 +110,29 @@ Tape::Tape(std::shared_ptr<Backend> backend)
 
 Tape::~Tape() {
   if (!backend_) return;  // moved from
-  release_together(detail::engine_of(*backend_), nodes_, [](Node& n) -> Buffer& { return n.value; });
+  release_values();
   nodes_.clear();
   if (!spare_nodes_gone && nodes_.capacity() > spare_nodes.nodes.capacity()) nodes_.swap(spare_nodes.nodes);
+}
+
+// The values first, while backend_ still holds the backend their owner pointers do not count.
+Tape& Tape::operator=(Tape&& other) noexcept {
+  if (this != &other) {
+    if (backend_) release_values();
+    backend_ = std::move(other.backend_);
+    serial_ = other.serial_;
+    base_ = other.base_;
+    options_ = other.options_;
+    nodes_ = std::move(other.nodes_);
+    pending_ = std::move(other.pending_);
+    other.nodes_.clear();
+    other.pending_.clear();
+  }
+  return *this;
+}
+
+void Tape::release_values() {
+  release_together(detail::engine_of(*backend_), nodes_, [](Node& n) -> Buffer& { return n.value; });
 }
 
 Result<void> Tape::set_options(const TapeOptions& options) {
@@ -240,7 +260,7 @@ Result<NodeId> Tape::apply(Op op, std::span<const NodeId> parents, Scalars scala
   const bool deferred = runs_as_program(inputs[0]->numel(), options_.program_threshold);
   const std::size_t at = nodes_.size();
   Node& n = nodes_.emplace_back();  // within the capacity reserved above: inputs stay valid
-  if (auto made = detail::engine_of(*backend_).allocate_like_into(*inputs[0], AllocTag::value, n.value); !made) {
+  if (auto made = detail::engine_of(*backend_).allocate_value_into(*inputs[0], n.value); !made) {
     nodes_.pop_back();
     return tl::unexpected(std::move(made).error());
   }
