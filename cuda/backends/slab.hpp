@@ -223,8 +223,8 @@ class SlabAllocator {
 
   // The slab whose range holds p, or nullptr. A tape releases its values in the order it made them,
   // mostly a slab's worth in a row, so the last slab found is asked first; else the bases are searched,
-  // side by side in one array (a search through the Slab records cost a cache miss a step: an eighth
-  // of a tape's recording and release at one element).
+  // side by side in one array (a search through the Slab records cost a dependent load a step: an
+  // eighth of a tape's recording and release at one element).
   Slab* find(const void* p) {
     const auto* at = static_cast<const std::byte*>(p);
     if (last_found_ && holds(*last_found_, at)) return last_found_;

@@ -1,8 +1,8 @@
 // cuda/tape/tape.cpp — recording: a node's checks (ids, shapes, dtypes), its forward run now or deferred
 // to the next program (small nodes, flushed together), and the data node appended; the tape's values
-// and its teardown. Nothing is appended or mutated until every step has succeeded, so an error leaves
-// the tape unchanged, but for the one thing tape.hpp states: pending forwards that a flush before the
-// failure has run. Reverse mode is backward.cpp.
+// and its teardown. A node stays appended only once every step has succeeded (else it is taken off, its
+// value released), so an error leaves the tape unchanged, but for the one thing tape.hpp states: pending
+// forwards that a flush before the failure has run. Reverse mode is backward.cpp.
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
