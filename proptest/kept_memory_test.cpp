@@ -211,5 +211,43 @@ TEST(KeptMemory, WithoutKeptBlocksLargeBuffersGoStraightBack) {
   memory.release_all(release);
 }
 
+// Release looks for a pointer's slab among slabs side by side, asking the last slab it found first. Two
+// slabs adjacent in one arena, then a slab of another class on the address of one given back (memory
+// underneath may hand out the same bytes again): each release must land in the slab holding it, never
+// in its neighbour or in the slab given back.
+TEST(KeptMemory, ReleasesFindTheirSlabBesideANeighbourAndOnAReusedAddress) {
+  constexpr std::size_t kSmall = SlabAllocator::kAlign;      // class 0: a 4 KiB slab of 16 x 256 B
+  constexpr std::size_t kMiddle = 2 * SlabAllocator::kAlign;  // class 1: an 8 KiB slab of 16 x 512 B
+  alignas(SlabAllocator::kAlign) static std::byte arena[SlabAllocator::kSlots * (kSmall + kMiddle)];
+  std::vector<std::size_t> script = {0, SlabAllocator::kSlots * kSmall, 0};  // each new slab's offset
+  std::size_t made = 0;
+  auto raw_allocate = [&](std::size_t) -> Result<void*> { return static_cast<void*>(arena + script.at(made++)); };
+  auto raw_release = [](void*) {};
+  SlabAllocator slabs(/*host_memory=*/false);
+  using Released = SlabAllocator::Released;
+
+  void* small = *slabs.allocate(kSmall, raw_allocate);    // slab A: arena[0, 4 KiB)
+  void* middle = *slabs.allocate(kMiddle, raw_allocate);  // slab B: arena[4 KiB, 12 KiB)
+  ASSERT_EQ(middle, arena + SlabAllocator::kSlots * kSmall);
+  EXPECT_EQ(slabs.release(small), Released::slab_emptied);   // A, found last
+  EXPECT_EQ(slabs.release(middle), Released::slab_emptied);  // B's first byte, just past A
+  EXPECT_EQ(slabs.carved_bytes(), 0u);
+  EXPECT_EQ(slabs.release_kept(0, raw_release), SlabAllocator::kSlots * (kSmall + kMiddle));
+  EXPECT_EQ(slabs.slab_count(), 0u);
+
+  std::vector<void*> middles;  // slab C, of class 1, on A's old address: arena[0, 8 KiB)
+  for (std::size_t i = 0; i < SlabAllocator::kSlots; ++i) middles.push_back(*slabs.allocate(kMiddle, raw_allocate));
+  ASSERT_EQ(middles.front(), static_cast<void*>(arena));
+  EXPECT_EQ(made, 3u) << "one slab for all sixteen";
+  EXPECT_EQ(slabs.release(middles[9]), Released::slot);  // past A's old end, inside C
+  EXPECT_EQ(slabs.carved_bytes(), (SlabAllocator::kSlots - 1) * kMiddle);
+  for (std::size_t i = 0; i + 1 < SlabAllocator::kSlots; ++i) {
+    if (i != 9) EXPECT_EQ(slabs.release(middles[i]), Released::slot) << i;
+  }
+  EXPECT_EQ(slabs.release(middles.back()), Released::slab_emptied);
+  EXPECT_EQ(slabs.release(arena + sizeof arena - 1), Released::not_carved) << "B's bytes belong to no slab now";
+  slabs.release_all(raw_release);
+}
+
 }  // namespace
 }  // namespace tapewise::testing

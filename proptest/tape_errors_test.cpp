@@ -339,6 +339,46 @@ TEST_P(TapeErrors, TapesEndedInAnyOrderOrThreadReleaseEverything) {
   EXPECT_EQ(backend->stats(), empty);
 }
 
+// A recorded value does not count itself an owner of its backend: the tape holds the backend and
+// releases its values first, so recording and releasing touch no shared count. The backend's use
+// count stays put while a tape records; a tape assigned over one that held the last reference to its
+// backend releases that tape's values before the backend goes; gradients, which outlive their tapes,
+// hold their backend themselves.
+TEST_P(TapeErrors, RecordedValuesTakeNoCountOfTheBackendAndGoBeforeIt) {
+  auto fresh_backend = [&] { return GetParam() == BackendKind::cpu ? make_cpu_backend() : must(make_cuda_backend()); };
+  Gradients grads;
+  NodeId x = -1;
+  std::weak_ptr<Backend> gradients_backend;
+  {
+    std::shared_ptr<Backend> be = fresh_backend();
+    gradients_backend = be;
+    Tape t(be);
+    x = must(t.leaf(host<float>({0.5f, -1.0f, 2.0f})));
+    const long counted = be.use_count();
+    NodeId h = x;
+    for (int i = 0; i < 20; ++i) h = must(t.sin(h));
+    EXPECT_EQ(be.use_count(), counted) << "twenty values recorded, no count taken";
+    grads = must(t.backward(h, host<float>({1, 1, 1})));
+  }
+  ASSERT_FALSE(gradients_backend.expired()) << "the gradients hold their backend";
+  EXPECT_EQ(must(grads.host(x)).numel(), 3);
+  grads = Gradients();
+  EXPECT_TRUE(gradients_backend.expired());
+
+  std::weak_ptr<Backend> replaced_backend;
+  Tape assigned_over(fresh_backend());  // the only reference to its backend
+  replaced_backend = assigned_over.backend().shared_from_this();
+  NodeId h = must(assigned_over.leaf(host<float>({1, 2, 3})));
+  for (int i = 0; i < 20; ++i) h = must(assigned_over.tanh(h));
+  const MemoryStats before = backend->stats();
+  Tape replacement(backend);
+  const NodeId y = must(replacement.leaf(host<float>({4, 5, 6})));
+  assigned_over = std::move(replacement);  // 21 values released into their backend, then it goes
+  EXPECT_TRUE(replaced_backend.expired());
+  EXPECT_EQ(must(assigned_over.value(y)).bytes, host<float>({4, 5, 6}).bytes);
+  EXPECT_EQ(backend->stats().count(AllocTag::value), before.count(AllocTag::value) + 1);
+}
+
 // Shapes hold up to Dims::kInline dims in place and more on the heap; both read, copy, move and
 // compare alike, and a tape runs on either.
 TEST(ShapeDims, InlineAndSpilledDimsBehaveAlike) {

@@ -231,31 +231,46 @@ Result<Buffer> Backend::allocate(const Shape& shape, DType dtype, AllocTag tag) 
 }
 
 Result<Buffer> Backend::allocate_same(const Buffer& like, AllocTag tag) {
-  if (like.owner_.get() == this) return allocate_valid(like.owner_, like.shape(), like.numel(), like.dtype(), tag);
+  // A tape's value does not count itself an owner (Engine::allocate_value_into): never copied from.
+  if (like.owner_.get() == this && like.owner_.use_count() > 0)
+    return allocate_valid(like.owner_, like.shape(), like.numel(), like.dtype(), tag);
   return allocate_valid(shared_from_this(), like.shape(), like.numel(), like.dtype(), tag);
 }
 
 Result<Buffer> Backend::allocate_valid(const std::shared_ptr<Backend>& owner, const Shape& shape, std::int64_t numel,
                                        DType dtype, AllocTag tag) {
-  Buffer b = adopt(owner, nullptr, nullptr, shape, numel, dtype, tag);
-  const std::size_t bytes = b.bytes();
-  // One lock per buffer made: the allocator's state and the stats change together.
-  std::lock_guard lock(allocation_mutex_);
-  if (take_injected_failure()) {
-    b.owner_ = nullptr;  // never counted, so its release must not uncount it
-    return fail(ErrorCode::OutOfMemory, std::string("injected allocation failure (") + alloc_tag_name(tag) + ", " +
-                                            std::to_string(bytes) + " bytes)");
-  }
-  if (bytes > 0) {
-    auto got = engine().raw_allocate(bytes);
-    if (!got) {
-      b.owner_ = nullptr;
-      return tl::unexpected(std::move(got).error());
-    }
-    b.data_ = *got;
-  }
-  count_live(b, +1);
+  Buffer b;
+  TAPEWISE_CHECK(allocate_valid_into(owner, shape, numel, dtype, tag, b));
   return b;
+}
+
+// The memory first, then the buffer's fields in place: nothing is written to `out` on failure.
+Result<void> Backend::allocate_valid_into(const std::shared_ptr<Backend>& owner, const Shape& shape, std::int64_t numel,
+                                          DType dtype, AllocTag tag, Buffer& out) {
+  const std::size_t bytes = static_cast<std::size_t>(numel) * dtype_size(dtype);
+  void* data = nullptr;
+  {
+    // One lock per buffer made: the allocator's state and the stats change together.
+    std::lock_guard lock(allocation_mutex_);
+    if (take_injected_failure())
+      return fail(ErrorCode::OutOfMemory, std::string("injected allocation failure (") + alloc_tag_name(tag) + ", " +
+                                              std::to_string(bytes) + " bytes)");
+    if (bytes > 0) {
+      auto got = engine().raw_allocate(bytes);
+      if (!got) return tl::unexpected(std::move(got).error());
+      data = *got;
+    }
+    const int t = static_cast<int>(tag);  // count_live's, before the buffer exists
+    stats_.live_count[t] += 1;
+    stats_.live_bytes[t] += static_cast<std::int64_t>(bytes);
+  }
+  out.owner_ = owner;
+  out.data_ = data;
+  out.shape_ = shape;
+  out.dtype_ = dtype;
+  out.numel_ = numel;
+  out.tag_ = tag;
+  return {};
 }
 
 Result<std::vector<Buffer>> Backend::allocate_many(std::span<const BufferSpec> parts, AllocTag tag) {

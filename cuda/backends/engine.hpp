@@ -33,6 +33,16 @@ class Engine : public Backend {
   /// allocate for a buffer of like's shape and dtype (a shape a buffer holds is valid, so it is not
   /// checked again: the tape allocates one per node).
   [[nodiscard]] Result<Buffer> allocate_like(const Buffer& like, AllocTag tag) { return allocate_same(like, tag); }
+  /// A node's value of like's shape and dtype, made in `out` (an empty buffer, left empty on failure),
+  /// whose owner pointer is not counted: the tape holding the value holds this backend and releases
+  /// its values before letting go (Tape::backend_), so recording and releasing a node touch no shared
+  /// count, an atomic instruction each in a multi-threaded process. Only for a tape's own values,
+  /// which never leave it (read through const references); a buffer that may outlive its tape, such
+  /// as a gradient, is allocated with a counted owner.
+  [[nodiscard]] Result<void> allocate_value_into(const Buffer& like, Buffer& out) {
+    const std::shared_ptr<Backend> uncounted(std::shared_ptr<Backend>(), this);
+    return allocate_valid_into(uncounted, like.shape(), like.numel(), like.dtype(), AllocTag::value, out);
+  }
   /// allocate_many into `buffers` (cleared first): a caller that allocates many buffers per call (a
   /// backward's slots) reuses the vector's memory rather than allocating a large one each time.
   [[nodiscard]] Result<void> allocate_many_into(std::span<const BufferSpec> parts, AllocTag tag, std::vector<Buffer>& buffers) {

@@ -1,8 +1,8 @@
 // cuda/tape/tape.cpp — recording: a node's checks (ids, shapes, dtypes), its forward run now or deferred
 // to the next program (small nodes, flushed together), and the data node appended; the tape's values
-// and its teardown. Nothing is appended or mutated until every step has succeeded, so an error leaves
-// the tape unchanged, but for the one thing tape.hpp states: pending forwards that a flush before the
-// failure has run. Reverse mode is backward.cpp.
+// and its teardown. A node stays appended only once every step has succeeded (else it is taken off, its
+// value released), so an error leaves the tape unchanged, but for the one thing tape.hpp states: pending
+// forwards that a flush before the failure has run. Reverse mode is backward.cpp.
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -110,9 +110,29 @@ Tape::Tape(std::shared_ptr<Backend> backend)
 
 Tape::~Tape() {
   if (!backend_) return;  // moved from
-  release_together(detail::engine_of(*backend_), nodes_, [](Node& n) -> Buffer& { return n.value; });
+  release_values();
   nodes_.clear();
   if (!spare_nodes_gone && nodes_.capacity() > spare_nodes.nodes.capacity()) nodes_.swap(spare_nodes.nodes);
+}
+
+// The values first, while backend_ still holds the backend their owner pointers do not count.
+Tape& Tape::operator=(Tape&& other) noexcept {
+  if (this != &other) {
+    if (backend_) release_values();
+    backend_ = std::move(other.backend_);
+    serial_ = other.serial_;
+    base_ = other.base_;
+    options_ = other.options_;
+    nodes_ = std::move(other.nodes_);
+    pending_ = std::move(other.pending_);
+    other.nodes_.clear();
+    other.pending_.clear();
+  }
+  return *this;
+}
+
+void Tape::release_values() {
+  release_together(detail::engine_of(*backend_), nodes_, [](Node& n) -> Buffer& { return n.value; });
 }
 
 Result<void> Tape::set_options(const TapeOptions& options) {
@@ -212,6 +232,10 @@ Result<NodeId> Tape::apply(Op op, std::span<const NodeId> parents, Scalars scala
   if (static_cast<int>(parents.size()) != info.arity)
     return fail(ErrorCode::InvalidArgument, std::string(info.name) + ": takes " + std::to_string(info.arity) +
                                                 " inputs, got " + std::to_string(parents.size()));
+  if (nodes_.size() >= kMostNodes) [[unlikely]]  // the Result only where it fails: recording stays a compare
+    TAPEWISE_CHECK(check_room(info.name));
+  // Room for the node first: it is then appended without moving the nodes the inputs point into.
+  if (nodes_.size() == nodes_.capacity()) nodes_.reserve(std::max<std::size_t>(64, 2 * nodes_.capacity()));
   const Buffer* inputs[2] = {};
   bool requires_grad = false;
   for (std::size_t i = 0; i < parents.size(); ++i) {
@@ -230,32 +254,37 @@ Result<NodeId> Tape::apply(Op op, std::span<const NodeId> parents, Scalars scala
       return fail(ErrorCode::DTypeMismatch, std::string(info.name) + ": a " + id_str(parents[0]) + " is " +
                                                 dtype_name(a.dtype()) + ", b " + id_str(parents[1]) + " is " + dtype_name(b.dtype()));
   }
-  if (nodes_.size() >= kMostNodes) [[unlikely]]  // the Result only where it fails: recording stays a compare
-    TAPEWISE_CHECK(check_room(info.name));
-  // Allocation first: a failure then leaves even the pending list as it was.
-  auto value = detail::engine_of(*backend_).allocate_like(*inputs[0], AllocTag::value);
-  TAPEWISE_CHECK(value);
+  // The node is appended first, its value made inside it (no buffer moved in), and taken off again
+  // if anything fails: the caller sees no change. Allocation comes first, so a failure leaves even
+  // the pending list as it was.
   const bool deferred = runs_as_program(inputs[0]->numel(), options_.program_threshold);
+  const std::size_t at = nodes_.size();
+  Node& n = nodes_.emplace_back();  // within the capacity reserved above: inputs stay valid
+  if (auto made = detail::engine_of(*backend_).allocate_value_into(*inputs[0], n.value); !made) {
+    nodes_.pop_back();
+    return tl::unexpected(std::move(made).error());
+  }
+  Result<void> ran;
   if (deferred) {
-    if (pending_.size() >= static_cast<std::size_t>(options_.max_pending_nodes))
-      TAPEWISE_CHECK(flush());
+    if (pending_.size() >= static_cast<std::size_t>(options_.max_pending_nodes)) ran = flush();
   } else {
     // A larger node runs now, on its own kernel, after whatever is pending (its inputs may be
     // pending nodes when the threshold was lowered since they were recorded).
-    TAPEWISE_LOG(debug, "tape " + std::to_string(serial_) + ": " + info.name + " " + id_str(id_at(nodes_.size())) +
+    TAPEWISE_LOG(debug, "tape " + std::to_string(serial_) + ": " + info.name + " " + id_str(id_at(at)) +
                             " runs node by node, now: " + std::to_string(inputs[0]->numel()) +
                             " elements, above program_threshold " + std::to_string(options_.program_threshold));
-    TAPEWISE_CHECK(flush());
-    TAPEWISE_CHECK(backend_->forward(op, scalars, {inputs, parents.size()}, *value));
+    ran = flush();
+    if (ran) ran = backend_->forward(op, scalars, {inputs, parents.size()}, n.value);
   }
-  Node& n = nodes_.emplace_back();
+  if (!ran) {
+    nodes_.pop_back();  // releases the value made for it
+    return tl::unexpected(std::move(ran).error());
+  }
   n.op = op;
   n.scalars = scalars;
   n.arity = info.arity;
   for (std::size_t i = 0; i < parents.size(); ++i) n.parents[i] = parents[i];
   n.requires_grad = requires_grad;
-  n.value = std::move(*value);
-  const std::size_t at = nodes_.size() - 1;
   if (deferred) pending_.push_back(static_cast<NodeId>(at));  // within the reserved capacity: cannot fail
   return id_at(at);
 }

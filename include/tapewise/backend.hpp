@@ -243,8 +243,12 @@ class TAPEWISE_API Backend : public std::enable_shared_from_this<Backend> {
   [[nodiscard]] Result<Buffer> allocate_valid(const std::shared_ptr<Backend>& owner, const Shape& shape, std::int64_t numel,
                                               DType dtype, AllocTag tag);
   /// allocate of like's shape and dtype (a buffer's shape is valid). The owner is copied from `like` when this
-  /// backend owns it: shared_from_this's compare-and-swap cost more than the rest of a tape's allocation.
+  /// backend owns it and `like` counts itself an owner: shared_from_this's compare-and-swap cost more than
+  /// the rest of a tape's allocation.
   [[nodiscard]] Result<Buffer> allocate_same(const Buffer& like, AllocTag tag);
+  /// allocate_valid's work into `out` (an empty buffer, left empty on failure).
+  [[nodiscard]] Result<void> allocate_valid_into(const std::shared_ptr<Backend>& owner, const Shape& shape,
+                                                 std::int64_t numel, DType dtype, AllocTag tag, Buffer& out);
   void count_live(const Buffer& b, int sign);  ///< b in (+1) or out (-1) of stats_ (mutex held)
   Buffer adopt_borrowed(void* data, std::shared_ptr<void> keep_alive, const Shape& shape, DType dtype);
   /// Guards what every allocation and release changes: stats_, fail_countdown_, the shared

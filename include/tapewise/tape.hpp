@@ -130,7 +130,8 @@ class TAPEWISE_API Tape {
   /// The moved-from tape is left empty and without a backend: leaf and backward with a host seed
   /// are InvalidArgument, every call naming a node is InvalidNodeId; destroy it or assign to it.
   Tape(Tape&&) = default;
-  Tape& operator=(Tape&&) = default;  ///< as the move constructor
+  /// As the move constructor, after releasing this tape's own values.
+  Tape& operator=(Tape&& other) noexcept;
 
   /// How the tape runs small nodes.
   const TapeOptions& options() const { return options_; }
@@ -237,6 +238,7 @@ class TAPEWISE_API Tape {
     const NodeId ids[2] = {a, b};
     return apply(op, ids, {});
   }
+  void release_values();  ///< every node's value back to the backend (the nodes stay, their values empty)
   [[nodiscard]] Result<void> check_id(const char* what, NodeId id, const char* role = "node id") const;
   [[nodiscard]] Result<void> check_room(const char* what) const;
   [[nodiscard]] Result<void> check_has_backend(const char* what) const;
@@ -250,6 +252,8 @@ class TAPEWISE_API Tape {
   [[nodiscard]] Result<Gradients> run_plan_as_program(const detail::BackwardPlan& plan, NodeId out, const Buffer& seed,
                                         bool dense) const;
 
+  /// The backend, held for as long as any node's value: a value made by recording does not count
+  /// itself an owner of the backend (releasing the values comes first in every way a tape ends).
   std::shared_ptr<Backend> backend_;
   std::uint32_t serial_;
   NodeId base_;  ///< serial_ << 32: the id of position 0
