@@ -17,11 +17,13 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <type_traits>
 
 #include <tapewise/backend.hpp>
 
 #include "backends/engine.hpp"
 #include "backends/kept_memory.hpp"
+#include "backends/speculative_math.hpp"
 #include "backends/thread_pool.hpp"
 #include "core/log.hpp"
 #include "kernels/dispatch.hpp"
@@ -67,6 +69,13 @@ struct HostLoop {
   [[nodiscard]] Result<void> run(const Fn& fn, std::int64_t n, const T* const* in, T* const* out, const char*) {
     detail::for_each_chunk(pool, n, [&](std::int64_t lo, std::int64_t hi) {
       run_in(isa, [&] {
+        if constexpr (std::is_same_v<T, float>) {
+          // float32 nodes built on exact functions: two passes, the first vectorized (speculative_math.hpp).
+          const bool ran = detail::speculative::with_speculative(fn, [&](const auto& scalar, const auto& speculative) {
+            detail::speculative::run_two_passes(scalar, speculative, lo, hi, in, out);
+          });
+          if (ran) return;
+        }
         T x[Fn::nin > 0 ? Fn::nin : 1];
         T y[Fn::nout];
         for (std::int64_t i = lo; i < hi; ++i) {
