@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """bench/bench_cpu.py — the CPU backend beside numpy and PyTorch CPU on this machine, in one run, per
 thread count: (1) the chain sin, tanh, sigmoid, x*0.9, relu repeated (1,000 nodes at 2^12, 100 at 2^16
-and 2^20, float32): record, forward and the backward of the leaf's gradient, against the same chain in
+and 2^20, float32): record, forward and the backward of the leaf's gradient, as tape programs (the default) and
+node by node (program_threshold 0), against the same chain in
 numpy ufuncs and in torch tensor ops, each with a hand-written backward; (2) each node's forward and
 fused VJP at 2^22 elements (float32) against the peers' ops and hand-written derivatives. numpy runs on
 one thread; torch on as many as tapewise (torch.set_num_threads). Times are medians of --reps calls
@@ -38,9 +39,12 @@ def timed(fn, reps):
     return statistics.median(samples), (min(samples), max(samples))
 
 
-def chain_tapewise(backend, x, nodes):
+def chain_tapewise(backend, x, nodes, program_threshold=None):
+    """The chain on a tape; program_threshold 0 runs every node as its own kernels (no tape programs)."""
     def run():
         tape = tapewise.Tape(backend)
+        if program_threshold is not None:
+            tape.program_threshold = program_threshold
         leaf = h = tape.leaf(x)
         for i in range(nodes):
             k = i % 5
@@ -210,6 +214,7 @@ def main():
     if args.reps < 1 or any(t < 1 for t in thread_counts):
         sys.exit("bench_cpu: --reps and every thread count must be at least 1")
 
+    load_before = os.getloadavg()
     torch = import_torch()
     peers = [NumpyOps()] + ([TorchOps(torch)] if torch is not None else [])
     if torch is None:
@@ -245,6 +250,11 @@ def main():
             record("chain", f"{nodes} nodes", size, threads,
                    timed(chain_tapewise(tapewise.cpu(threads=threads), x, nodes), args.reps),
                    lambda ops: chain_peer(ops, x, nodes))
+            # The same tape with its nodes run one by one (the per-node kernels, vectorized) instead of
+            # as tape programs (the interpreter): the same results, up to NaN.
+            record("chain", f"{nodes} nodes, per-node", size, threads,
+                   timed(chain_tapewise(tapewise.cpu(threads=threads), x, nodes, program_threshold=0), args.reps),
+                   lambda ops: chain_peer(ops, x, nodes))
     x = rng.uniform(0.1, 8.0, 1 << 22).astype(F32)
     x2 = rng.uniform(0.1, 8.0, 1 << 22).astype(F32)
     g = rng.standard_normal(1 << 22).astype(F32)
@@ -261,7 +271,8 @@ def main():
             json.dump({"schema": "tapewise-bench-cpu/2", "machine": platform.machine(), "cpus": os.cpu_count(),
                        "processor": platform.processor(), "numpy": np.__version__,
                        "torch": torch.__version__ if torch is not None else None,
-                       "tapewise": tapewise.__version__, "load_average_before": os.getloadavg(),
+                       "tapewise": tapewise.__version__, "load_average_before": load_before,
+                       "load_average_after": os.getloadavg(),
                        "reps": args.reps, "rows": rows}, f, indent=1)
             f.write("\n")
 

@@ -56,6 +56,8 @@ def test_the_chains_peers_match_tapewise():
     bench = load_bench()
     x = np.random.default_rng(2).standard_normal(1 << 8).astype(np.float32)
     want = bench.chain_tapewise(tapewise.cpu(threads=1), x, 25)()
+    # Node by node instead of as tape programs: the same bits (no NaN arises here).
+    np.testing.assert_array_equal(bench.chain_tapewise(tapewise.cpu(threads=1), x, 25, program_threshold=0)(), want)
     for ops in peers(bench):
         np.testing.assert_allclose(np.asarray(bench.chain_peer(ops, x, 25)()), want, rtol=1e-3, atol=1e-6,
                                    err_msg=ops.name)
