@@ -1,7 +1,8 @@
 // proptest/cpu_vector_math_test.cpp — the CPU backend's vectorized float32 exact math (two passes,
 // cuda/backends/speculative_math.hpp) gives the scalar exact functions' bits: every node built on exp,
-// log, sin, cos or tanh, forward and both VJP paths, in both instruction sets, on 1 and 2 threads, over
-// special and hard inputs and float32 bit patterns spread across all 2^32 (every
+// log, sin, cos or tanh, forward and both VJP paths, in both instruction sets (an x86-64 build's baseline
+// copy keeps the scalar loop, its x86-64-v3 copy and builds without that copy run the two passes), on 1
+// and 2 threads, over special and hard inputs and float32 bit patterns spread across all 2^32 (every
 // TAPEWISE_VECTOR_MATH_STRIDE-th, default 2053). With TAPEWISE_VECTOR_MATH_ALL=1, one more test runs every
 // one of the 2^32 inputs of each of the five functions (minutes: evidence/performance/cpu/).
 #define TAPEWISE_MATH_EXACT 1
