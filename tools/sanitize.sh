@@ -25,8 +25,9 @@ echo "sanitize.sh: built in $((SECONDS - start)) s"
 # in case a report came from a child whose status was not looked at.
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-# The instruction-set test at a sixteenth of its inputs: under ASan at -O1 its scalar loops dominate.
+# The instruction-set and vector math tests at a fraction of their inputs: under ASan at -O1 their scalar loops dominate.
 export TAPEWISE_ISA_STRIDE=65537
+export TAPEWISE_VECTOR_MATH_STRIDE=65537  # the vector math test likewise
 work="$(mktemp -d "${TMPDIR:-/tmp}/tapewise_sanitize.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 reports='ERROR: AddressSanitizer|ERROR: LeakSanitizer|runtime error:'

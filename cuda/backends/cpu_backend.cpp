@@ -17,11 +17,13 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <type_traits>
 
 #include <tapewise/backend.hpp>
 
 #include "backends/engine.hpp"
 #include "backends/kept_memory.hpp"
+#include "backends/speculative_math.hpp"
 #include "backends/thread_pool.hpp"
 #include "core/log.hpp"
 #include "kernels/dispatch.hpp"
@@ -58,6 +60,19 @@ void run_in([[maybe_unused]] CpuIsa isa, const Body& body) {
   body();
 }
 
+// Whether the float32 exact math runs in two passes (speculative_math.hpp) in this instruction set: where
+// the first pass vectorizes, the x86-64-v3 copy. The baseline copy beside it calls libm for every fma and
+// would evaluate both of sin's and cos's polynomials, slower than the scalar loop; builds without that
+// copy (sanitizers, mutants, other compilers and processors) run the two passes, so they are checked
+// there too. The bits are the same either way.
+constexpr bool two_passes_pay([[maybe_unused]] CpuIsa isa) {
+#if TW_CPU_X86_CLONES
+  return isa == CpuIsa::x86_64_v3;
+#else
+  return true;
+#endif
+}
+
 // The per-node kernels' runner on the host: the elements in chunks over the pool; each element is
 // the same code whatever thread runs it, in the instruction set the backend chose.
 struct HostLoop {
@@ -67,6 +82,14 @@ struct HostLoop {
   [[nodiscard]] Result<void> run(const Fn& fn, std::int64_t n, const T* const* in, T* const* out, const char*) {
     detail::for_each_chunk(pool, n, [&](std::int64_t lo, std::int64_t hi) {
       run_in(isa, [&] {
+        if constexpr (std::is_same_v<T, float>) {
+          // float32 nodes built on exact functions: two passes, the first vectorized (speculative_math.hpp).
+          const bool ran = two_passes_pay(isa) &&
+                           detail::speculative::with_speculative(fn, [&](const auto& scalar, const auto& speculative) {
+                             detail::speculative::run_two_passes(scalar, speculative, lo, hi, in, out);
+                           });
+          if (ran) return;
+        }
         T x[Fn::nin > 0 ? Fn::nin : 1];
         T y[Fn::nout];
         for (std::int64_t i = lo; i < hi; ++i) {

@@ -1,0 +1,54 @@
+// proptest/exact_math_slow_inputs.hpp — the float32 inputs whose exact exp, log, sin, cos and tanh
+// (cuda/kernels/exact/) leave the fast path for the slow one (within the fast path's domain: sin and cos
+// for |x| < 2^28): the inputs the CPU backend's first pass flags for its second (speculative_math.hpp).
+// Found by running that first pass on every one of the 2^32 inputs (cpu_vector_math_test.cpp's
+// EveryInputGivesTheScalarBits lists them; evidence/performance/cpu/vector_math_all_inputs.txt).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace tapewise::testing {
+
+// 7 inputs.
+inline const std::vector<std::uint32_t> kExpSlowInputs = {
+    0x377eff81u, 0x38e69cc1u, 0x39c6be5bu, 0xb3000000u, 0xbae0e25cu, 0xbbf0edf1u, 0xc16912cdu,
+};
+
+// 32 inputs.
+inline const std::vector<std::uint32_t> kTanhSlowInputs = {
+    0x39b89ba2u, 0x3ac37de2u, 0x3adbc904u, 0x3bc8b605u, 0x3c96ae2eu, 0x3cd41b91u, 0x3d7c3055u, 0x3eee0566u,
+    0x3ef6afeeu, 0x3f20b67fu, 0x3f97fbc7u, 0x3ff8bc7eu, 0x4013cd84u, 0x40a6ef82u, 0x40acb4d0u, 0x40c5e8cau,
+    0xb9b89ba2u, 0xbac37de2u, 0xbadbc904u, 0xbbc8b605u, 0xbc96ae2eu, 0xbcd41b91u, 0xbd7c3055u, 0xbeee0566u,
+    0xbef6afeeu, 0xbf20b67fu, 0xbf97fbc7u, 0xbff8bc7eu, 0xc013cd84u, 0xc0a6ef82u, 0xc0acb4d0u, 0xc0c5e8cau,
+};
+
+// 75 inputs.
+inline const std::vector<std::uint32_t> kLogSlowInputs = {
+    0x022ae487u, 0x064cb44bu, 0x07c060fau, 0x0b265d7bu, 0x0dc8bba4u, 0x0f61ff63u, 0x111c87f8u, 0x13fcd84au,
+    0x145cb6d4u, 0x14907055u, 0x158772ebu, 0x16c5ee7au, 0x18b06f2au, 0x1a3de5e8u, 0x1a8446cbu, 0x1aac80dcu,
+    0x1b81ab52u, 0x1dc9e7c1u, 0x1f116ab8u, 0x22925ad4u, 0x22f6d580u, 0x2423c085u, 0x24a8fb14u, 0x25be734fu,
+    0x25f12e61u, 0x2758eec4u, 0x27a51454u, 0x28e3fa26u, 0x29e6126bu, 0x29fd22f8u, 0x2c4c24b7u, 0x2e492984u,
+    0x2e7a6221u, 0x3418949bu, 0x38dcbe38u, 0x39c31348u, 0x39c7b1f9u, 0x3bf86ef0u, 0x3c413d3au, 0x3e2b3421u,
+    0x3fd364d7u, 0x41178febu, 0x44bc4360u, 0x464d5b2bu, 0x4665a9a6u, 0x46ca6c75u, 0x4b77325au, 0x4bf70db3u,
+    0x4c5d65a5u, 0x4d604ebeu, 0x4e85f412u, 0x4fe4ab24u, 0x526a304fu, 0x54af989du, 0x5b98e163u, 0x5bf9890bu,
+    0x5d800341u, 0x5d8b2d5bu, 0x5ee8984eu, 0x5f64c24au, 0x62b467bau, 0x63b134d9u, 0x64e27fa3u, 0x65d890d3u,
+    0x66a8c860u, 0x66abbd63u, 0x6914cb96u, 0x6d1f23ebu, 0x6e7054f2u, 0x6f31a8ecu, 0x736cc271u, 0x7405dee8u,
+    0x74896a73u, 0x79e7ec37u, 0x7d98b8f4u,
+};
+
+// 20 inputs.
+inline const std::vector<std::uint32_t> kSinSlowInputs = {
+    0x3d0650eau, 0x3dcf5597u, 0x3ef3830fu, 0x42d44528u, 0x4371ade3u, 0x45a8abb3u, 0x46199998u, 0x4967cb9bu,
+    0x4a987933u, 0x4aa5a796u, 0xbd0650eau, 0xbdcf5597u, 0xbef3830fu, 0xc2d44528u, 0xc371ade3u, 0xc5a8abb3u,
+    0xc6199998u, 0xc967cb9bu, 0xca987933u, 0xcaa5a796u,
+};
+
+// 22 inputs.
+inline const std::vector<std::uint32_t> kCosSlowInputs = {
+    0x39800000u, 0x3a0f1bbdu, 0x3a544395u, 0x3c107fe6u, 0x3e5fa70eu, 0x42378db8u, 0x424790ceu, 0x46f85a22u,
+    0x47a0e238u, 0x4986afeeu, 0x4a01dca4u, 0xb9800000u, 0xba0f1bbdu, 0xba544395u, 0xbc107fe6u, 0xbe5fa70eu,
+    0xc2378db8u, 0xc24790ceu, 0xc6f85a22u, 0xc7a0e238u, 0xc986afeeu, 0xca01dca4u,
+};
+
+}  // namespace tapewise::testing
