@@ -82,8 +82,10 @@ class SymbolicBackend final : public detail::Engine {
     });
   }
   [[nodiscard]] Result<void> prim(Prim p, double c, std::span<const Buffer* const> inputs, Buffer& out) override {
+    if (static_cast<int>(inputs.size()) != prim_arity(p))
+      return fail(ErrorCode::InvalidArgument, std::string(prim_name(p)) + ": wrong number of inputs");
     return with_sym(out.dtype(), [&]<class T>() -> Result<void> {
-      const T* in[2] = {};
+      const T* in[3] = {};
       for (std::size_t i = 0; i < inputs.size(); ++i) in[i] = static_cast<const T*>(inputs[i]->data());
       T* o[1] = {static_cast<T*>(out.data())};
       SymRunner runner{paths_};
