@@ -48,7 +48,8 @@ TEST(StagingsFile, OpsDefStagedColumnIsTheVjpStaging) {
 // Each node's section of spec/conventions.md quotes its forward and VJP staging in backticks (line
 // breaks inside a quote count as spaces, as Markdown renders them).
 TEST(StagingsFile, ConventionsQuoteEveryStaging) {
-  const std::filesystem::path path = std::filesystem::path(special_points_path()).parent_path() / "conventions.md";
+  // TAPEWISE_SPECIAL_POINTS: the source tree's spec/special_points (proptest/CMakeLists.txt).
+  const std::filesystem::path path = std::filesystem::path(TAPEWISE_SPECIAL_POINTS).parent_path() / "conventions.md";
   std::ifstream doc(path);
   ASSERT_TRUE(doc) << path << " cannot be read";
   std::map<std::string, std::string> sections;  // node name -> its section, whitespace collapsed
