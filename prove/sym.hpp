@@ -579,8 +579,18 @@ struct Sym16 {
   }
 
   // static_cast<float>(x): exact.
+  // A select with a constant branch widens branch by branch, the constant folded (exact: widening
+  // is exact), so a select joined in 16 bits and then widened (a prim's) and one joined after the
+  // widening (inside a kernel's exploration) are one graph.
   friend Sym<float> widen(Sym16 x) {
     if (x.constant()) return Sym<float>(static_cast<float>(Storage::from_bits(x.v)));
+    const Node n = graph()[x.node()];
+    auto value = [](NodeId id) {
+      const Node& c = graph()[id];
+      return c.k == NodeKind::cst ? from_bits(static_cast<std::uint16_t>(c.bits)) : of(id);
+    };
+    if (n.k == NodeKind::ite && (graph()[n.b].k == NodeKind::cst || graph()[n.c].k == NodeKind::cst))
+      return Sym<float>::of(graph().op(NodeKind::ite, Sort::f32, n.a, widen(value(n.b)).node(), widen(value(n.c)).node()));
     return Sym<float>::of(graph().op(NodeKind::cvt, Sort::f32, x.node()));
   }
   // Storage(f): f rounded once to the format, RNE (a constant by the real conversion).
