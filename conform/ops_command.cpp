@@ -99,7 +99,7 @@ constexpr Place kPlaces[] = {
     {"proptest/c_api_test.cpp", "the released C op ids, written out (OpIdsArePinnedAndAppendOnly)", R"(\{TW_OP_NAME, "NAME"\})"},
     {"spec/conventions.md", "its section in words", R"(^### 1\.[0-9]+ NAME\b)"},
     {"cuda/kernels/op_math.cuh", "forward and fused VJP, OpMath<Op::NAME>", R"(OpMath<Op::NAME>)"},
-    {"cuda/tape/staged_vjp.cpp", "the staged VJP (case Op::NAME)", R"(case Op::NAME:)"},
+    {"spec/stagings.def", "its forward and VJP staging (TAPEWISE_STAGING)", R"(^TAPEWISE_STAGING\(NAME,)"},
     {"reference/reference.cpp", "the MPFR transcription (case Op::NAME)", R"(case Op::NAME:)"},
     {"spec/bounds.def", "its bounds (TAPEWISE_BOUND)", R"(^TAPEWISE_BOUND\(NAME,)"},
     {"spec/bounds.def", "its sweep record (TAPEWISE_SWEPT / TAPEWISE_NOT_SWEPT)", R"(^TAPEWISE_(NOT_)?SWEPT\(NAME,)"},

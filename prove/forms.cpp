@@ -53,7 +53,10 @@ struct SymRunner {
 
 class SymbolicBackend final : public detail::Engine {
  public:
-  SymbolicBackend(int lanes, std::size_t* paths) : lanes_(lanes), paths_(paths) {}
+  // every_step_runs: the interpreter's variant for pieces whose every step covers every element
+  // (compiled pieces, the CPU backend's full groups of lanes), on one lane.
+  SymbolicBackend(int lanes, std::size_t* paths, bool every_step_runs = false)
+      : lanes_(lanes), every_step_runs_(every_step_runs), paths_(paths) {}
   BackendKind kind() const override { return BackendKind::cpu; }
   // Either mode: exp, log, sin, cos and tanh are uninterpreted here, so what is proven holds in both.
   MathMode math() const override { return MathMode::aten; }
@@ -82,8 +85,10 @@ class SymbolicBackend final : public detail::Engine {
     });
   }
   [[nodiscard]] Result<void> prim(Prim p, double c, std::span<const Buffer* const> inputs, Buffer& out) override {
+    if (static_cast<int>(inputs.size()) != prim_arity(p))
+      return fail(ErrorCode::InvalidArgument, std::string(prim_name(p)) + ": wrong number of inputs");
     return with_sym(out.dtype(), [&]<class T>() -> Result<void> {
-      const T* in[2] = {};
+      const T* in[3] = {};
       for (std::size_t i = 0; i < inputs.size(); ++i) in[i] = static_cast<const T*>(inputs[i]->data());
       T* o[1] = {static_cast<T*>(out.data())};
       SymRunner runner{paths_};
@@ -108,7 +113,9 @@ class SymbolicBackend final : public detail::Engine {
         Explorer explorer;
         const std::vector<NodeId> joined = explorer.run([&] {
           for (std::size_t k = 0; k < slots.size(); ++k) *slots[k] = before[k];
-          if (lanes_ == 1)
+          if (every_step_runs_)
+            detail::run_steps_at<T, std::int32_t, 1, true>(piece.steps, piece.count, 0, 128);
+          else if (lanes_ == 1)
             detail::run_steps_at<T, std::int32_t, 1>(piece.steps, piece.count, 0, 128);
           else
             detail::run_steps_at<T, std::int64_t, 4>(piece.steps, piece.count, 0, 1);
@@ -147,6 +154,7 @@ class SymbolicBackend final : public detail::Engine {
 
  private:
   int lanes_;
+  bool every_step_runs_;
   std::size_t* paths_;
 };
 
@@ -337,10 +345,12 @@ std::vector<Claim> make_claims() {
       c.push_back({column, std::string(prefix) + ".program" + suffix, staged});
     }
   }
-  // The interpreter on four lanes (the CPU backend's loop, CUDA's large pieces) as well as one.
+  // The interpreter on four lanes (the CPU backend's loop, CUDA's large pieces) as well as one, and
+  // its EveryStepRuns variant (compiled pieces; the CPU backend's full groups of lanes) on one.
   const std::size_t n = c.size();
   for (std::size_t i = 0; i < n; ++i)
-    if (c[i].lhs.find(".program") != std::string::npos) c.push_back({c[i].column, c[i].lhs + "@4", c[i].rhs});
+    if (c[i].lhs.find(".program") != std::string::npos)
+      for (const char* variant : {"@4", "@1e"}) c.push_back({c[i].column, c[i].lhs + variant, c[i].rhs});
   return c;
 }
 
@@ -370,17 +380,22 @@ std::shared_ptr<Backend> make_symbolic_backend(int lanes) {
 Result<Extracted> extract(Op op, DType dtype, int lanes, std::size_t* paths_explored) {
   std::size_t paths = 0;
   Extracted out;
-  for (const int l : {1, 4}) {
-    if (lanes != 0 && l != lanes) continue;
-    auto be = std::make_shared<SymbolicBackend>(l, &paths);
+  struct Variant {
+    int lanes;
+    bool every_step_runs;
+    const char* suffix;  // of the program forms' names; the other forms run on the first variant only
+  };
+  for (const Variant v : {Variant{1, false, ""}, Variant{4, false, "@4"}, Variant{1, true, "@1e"}}) {
+    if (lanes != 0 && (v.lanes != lanes || v.every_step_runs)) continue;
+    auto be = std::make_shared<SymbolicBackend>(v.lanes, &paths, v.every_step_runs);
     for (const Form& f : forms()) {
       if (f.binary_only && op_info(op).arity != 2) continue;
       const bool program = f.name.find(".program") != std::string::npos;
-      if (l == 4 && !program) continue;
+      if (*v.suffix && !program) continue;
       SymEnv env(be, op);
       if (auto ok = f.run(env, op, dtype); !ok)
         return fail(ok.error().code, f.name + ": " + ok.error().message);
-      out[l == 4 ? f.name + "@4" : f.name] = env.outputs;
+      out[f.name + v.suffix] = env.outputs;
     }
   }
   if (paths_explored) *paths_explored = paths;

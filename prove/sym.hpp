@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -125,12 +126,40 @@ class Graph {
   // libm nodes; selects, predicates, variables and constants are its leaves). So a value selected
   // inside one kernel and then used (the fused path's one exploration) and the same value selected
   // by its own prim and then used (the staged path) are one node.
+  // A third, as exact: inside ite(p, t, e), p is true in t and false in e, so a select on p within t
+  // is its true branch and within e its false one (assume). A staging that selects its operand
+  // before a stage and its result after it (sqrt's where(p, x, 1), then where(p, g * f, +0)) is
+  // then the one select a kernel makes around the same stages.
   NodeId op(NodeKind k, Sort s, NodeId a, NodeId b = 0, NodeId c = 0) {
     if (k == NodeKind::ite) {
+      std::unordered_map<NodeId, NodeId> when_true, when_false;
+      b = assume(a, true, b, when_true);
+      c = assume(a, false, c, when_false);
       std::unordered_map<std::uint64_t, NodeId> memo;
       return hoist(a, b, c, memo);
     }
     return make(Node{k, s, a, b, c, 0});
+  }
+  NodeId assume(NodeId p, bool value, NodeId n, std::unordered_map<NodeId, NodeId>& memo) {
+    if (auto it = memo.find(n); it != memo.end()) return it->second;
+    const Node node = nodes_[n];
+    NodeId out = n;
+    if (node.k == NodeKind::ite && node.a == p) {
+      out = assume(p, value, value ? node.b : node.c, memo);
+    } else if (node.k != NodeKind::var && node.k != NodeKind::cst) {
+      NodeId children[3] = {node.a, node.b, node.c};
+      bool changed = false;
+      for (int i = 0; i < kind_arity(node.k); ++i) {
+        const NodeId child = assume(p, value, children[i], memo);
+        changed = changed || child != children[i];
+        children[i] = child;
+      }
+      if (changed)
+        out = node.k == NodeKind::ite ? op(NodeKind::ite, node.s, children[0], children[1], children[2])
+                                      : make(Node{node.k, node.s, children[0], children[1], children[2], node.bits});
+    }
+    memo[n] = out;
+    return out;
   }
   NodeId hoist(NodeId p, NodeId t, NodeId e, std::unordered_map<std::uint64_t, NodeId>& memo) {
     if (t == e) return t;
@@ -354,8 +383,37 @@ inline bool decide(NodeId pred) {
   if (e == nullptr) throw ModelError("a comparison of symbolic values outside an exploration");
   return e->decide(pred);
 }
+// The select of two constants n is (ite(p, c1, c0), or seen through its exact widening cvt(...)), or
+// nullptr when n is not one.
+inline const Node* select_of_constants(NodeId n) {
+  const Node* node = &graph()[n];
+  if (node->k == NodeKind::cvt) node = &graph()[node->a];
+  if (node->k != NodeKind::ite || graph()[node->b].k != NodeKind::cst || graph()[node->c].k != NodeKind::cst) return nullptr;
+  return node;
+}
+inline double constant_value(NodeId n) { return sort_value(graph()[n].s, graph()[n].bits); }
+// A comparison of a select of two constants with a constant — a comparison mask (1 or +0) read back
+// by a `where` stage of spec/stagings.def — decided on the select's own condition and folded on the
+// constant it chose. Exact (ite(p, c1, c0) == k is p ? c1 == k : c0 == k), and it leaves the graph
+// selecting on the condition itself, as a kernel's select on that comparison does.
+inline std::optional<bool> compare_select_of_constants(NodeKind k, NodeId x, NodeId y) {
+  const Node* sx = select_of_constants(x);
+  const Node* sy = select_of_constants(y);
+  const bool x_select = sx && graph()[y].k == NodeKind::cst, y_select = sy && graph()[x].k == NodeKind::cst;
+  if (!x_select && !y_select) return std::nullopt;
+  const Node select = x_select ? *sx : *sy;
+  const NodeId chosen = decide(select.a) ? select.b : select.c;
+  const double l = constant_value(x_select ? chosen : x), r = constant_value(x_select ? y : chosen);
+  switch (k) {
+    case NodeKind::eq: return l == r;
+    case NodeKind::lt: return l < r;
+    case NodeKind::le: return l <= r;
+    default: throw ModelError("a comparison of unknown kind");
+  }
+}
 template <class F>
 inline bool compare(NodeKind k, Sym<F> a, Sym<F> b) {
+  if (auto folded = compare_select_of_constants(k, a.node(), b.node())) return *folded;
   NodeId x = a.node(), y = b.node();
   if (k == NodeKind::eq && y < x) std::swap(x, y);  // a == b is b == a, exactly
   return decide(graph().op(k, Sort::b, x, y));
@@ -426,10 +484,20 @@ template <class F>
 inline Sym<F> lm_cos(Sym<F> x) { return sym_detail::unary(NodeKind::cos, x); }
 template <class F>
 inline Sym<F> lm_tanh(Sym<F> x) { return sym_detail::unary(NodeKind::tanh, x); }
-// sqrt and fabs are IEEE operations (correctly rounded / exact), folded on constants.
+// sqrt and fabs are IEEE operations (correctly rounded / exact), folded on constants. The sqrt of a
+// select with a constant branch is the select of the two sqrts, the constant one folded (exact): a
+// staging's sqrt(where(p, +0, x)) and a kernel's select around sqrt inside one exploration, whose
+// sqrt(+0) folds on its path, are then one graph.
 template <class F>
 inline Sym<F> lm_sqrt(Sym<F> x) {
   if (x.constant()) return Sym<F>(std::sqrt(x.v));
+  const Node n = graph()[x.node()];
+  auto value = [](NodeId id) {
+    const Node& c = graph()[id];
+    return c.k == NodeKind::cst ? Sym<F>(from_bits<F>(c.bits)) : Sym<F>::of(id);
+  };
+  if (n.k == NodeKind::ite && (graph()[n.b].k == NodeKind::cst || graph()[n.c].k == NodeKind::cst))
+    return Sym<F>::of(graph().op(NodeKind::ite, sort_of<F>(), n.a, lm_sqrt(value(n.b)).node(), lm_sqrt(value(n.c)).node()));
   return sym_detail::unary(NodeKind::sqrt, x);
 }
 template <class F>
@@ -511,8 +579,18 @@ struct Sym16 {
   }
 
   // static_cast<float>(x): exact.
+  // A select with a constant branch widens branch by branch, the constant folded (exact: widening
+  // is exact), so a select joined in 16 bits and then widened (a prim's) and one joined after the
+  // widening (inside a kernel's exploration) are one graph.
   friend Sym<float> widen(Sym16 x) {
     if (x.constant()) return Sym<float>(static_cast<float>(Storage::from_bits(x.v)));
+    const Node n = graph()[x.node()];
+    auto value = [](NodeId id) {
+      const Node& c = graph()[id];
+      return c.k == NodeKind::cst ? from_bits(static_cast<std::uint16_t>(c.bits)) : of(id);
+    };
+    if (n.k == NodeKind::ite && (graph()[n.b].k == NodeKind::cst || graph()[n.c].k == NodeKind::cst))
+      return Sym<float>::of(graph().op(NodeKind::ite, Sort::f32, n.a, widen(value(n.b)).node(), widen(value(n.c)).node()));
     return Sym<float>::of(graph().op(NodeKind::cvt, Sort::f32, x.node()));
   }
   // Storage(f): f rounded once to the format, RNE (a constant by the real conversion).
@@ -542,7 +620,19 @@ struct Sym16 {
   friend Sym16 lm_sin(Sym16 x) { return round(prove::lm_sin(widen(x))); }
   friend Sym16 lm_cos(Sym16 x) { return round(prove::lm_cos(widen(x))); }
   friend Sym16 lm_tanh(Sym16 x) { return round(prove::lm_tanh(widen(x))); }
-  friend Sym16 lm_sqrt(Sym16 x) { return round(prove::lm_sqrt(widen(x))); }
+  // As Sym<F>'s: the sqrt of a select with a constant branch is the select of the sqrts.
+  friend Sym16 lm_sqrt(Sym16 x) {
+    if (!x.constant()) {
+      const Node n = graph()[x.node()];
+      auto value = [](NodeId id) {
+        const Node& c = graph()[id];
+        return c.k == NodeKind::cst ? from_bits(static_cast<std::uint16_t>(c.bits)) : of(id);
+      };
+      if (n.k == NodeKind::ite && (graph()[n.b].k == NodeKind::cst || graph()[n.c].k == NodeKind::cst))
+        return of(graph().op(NodeKind::ite, sort, n.a, lm_sqrt(value(n.b)).node(), lm_sqrt(value(n.c)).node()));
+    }
+    return round(prove::lm_sqrt(widen(x)));
+  }
   // |x| clears the sign bit.
   friend Sym16 lm_fabs(Sym16 x) {
     if (x.constant()) return from_bits(static_cast<std::uint16_t>(x.v & 0x7fffu));

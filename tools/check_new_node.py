@@ -8,7 +8,7 @@ The pieces, in the order docs/adding-a-node.md fills them:
      without a contract) is refused naming the rule and the node;
   2. the C ABI has no pinned id for it (tapewise.h: TW_OP_<name>);
   3. no forward or fused VJP (op_math.cuh: OpMath<Op::<name>>), compiled for the CPU backend;
-  4. no staged VJP (staged_vjp.cpp: the switch misses the node);
+  4. no staging (spec/stagings.def: cuda/tape/staging.cpp asserts a forward and a vjp row per node);
   5. no MPFR transcription (reference.cpp: the switch misses the node);
   6. no bounds (spec/bounds.def: one TAPEWISE_BOUND row and one sweep record per node and dtype).
 The data pieces read at run time (its special points, its section of spec/conventions.md) are
@@ -49,6 +49,7 @@ def write_generated(dest, build, same_parent):
     os.makedirs(generated, exist_ok=True)
     for name in ("version.hpp", "version.h"):
         shutil.copy2(os.path.join(build, "include", "tapewise", name), generated)
+    shutil.copy2(os.path.join(ROOT, "spec", "stagings.def"), generated)
     with open(os.path.join(ROOT, "spec", "ops.def")) as f:
         table = f.read()
     for path in (os.path.join(generated, "ops.def"), os.path.join(dest, "spec", "ops.def")):
@@ -118,7 +119,7 @@ def main():
             pin_c_id(dest)
             later = {
                 "the forward and fused VJP": ("cuda/backends/cpu_backend.cpp", (f"Op::{NODE}",)),
-                "the staged VJP": ("cuda/tape/staged_vjp.cpp", (f"'{NODE}' not handled in switch",)),
+                "the staging": ("cuda/tape/staging.cpp", (f"no forward and vjp staging for {NODE}",)),
                 "the MPFR transcription": ("reference/reference.cpp", (f"'{NODE}' not handled in switch",)),
                 "the bounds": ("reference/bounds.cpp", ("one_bound_row_per_node_and_dtype", f"Op::{NODE}")),
             }

@@ -27,7 +27,8 @@ int prim_arity(Prim p) {
   switch (p) {
     case Prim::fill: return 0;
     case Prim::add: case Prim::sub: case Prim::mul: case Prim::div: case Prim::fmax:
-    case Prim::fmin: return 2;
+    case Prim::fmin: case Prim::greater: case Prim::less: case Prim::less_equal: return 2;
+    case Prim::where: return 3;
     default: return 1;
   }
 }
@@ -46,6 +47,7 @@ const char* prim_name(Prim p) {
     case Prim::sigmoid: return "sigmoid";
     case Prim::sigmoid_split: return "sigmoid_split";
     case Prim::reciprocal: return "reciprocal";
+    case Prim::sqrt: return "sqrt";
     case Prim::mul_scalar: return "mul_scalar";
     case Prim::add_scalar: return "add_scalar";
     case Prim::rsub_scalar: return "rsub_scalar";
@@ -55,6 +57,10 @@ const char* prim_name(Prim p) {
     case Prim::div: return "div";
     case Prim::fmax: return "fmax";
     case Prim::fmin: return "fmin";
+    case Prim::greater: return "greater";
+    case Prim::less: return "less";
+    case Prim::less_equal: return "less_equal";
+    case Prim::where: return "where";
     case Prim::fill: return "fill";
   }
   return "?";

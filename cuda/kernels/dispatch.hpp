@@ -65,7 +65,7 @@ struct PrimFn {
   Prim prim;
   T c;
   TW_HD void operator()(const T* in, T* out) const {
-    out[0] = math::prim_apply(prim, c, N > 0 ? in[0] : T(0), N > 1 ? in[1] : T(0));
+    out[0] = math::prim_apply(prim, c, N > 0 ? in[0] : T(0), N > 1 ? in[1] : T(0), N > 2 ? in[2] : T(0));
   }
 };
 
@@ -112,7 +112,8 @@ template <class T, class Runner>
   switch (nin) {
     case 0: return runner.run(PrimFn<T, 0>{p, cT}, n, in, out, prim_name(p));
     case 1: return runner.run(PrimFn<T, 1>{p, cT}, n, in, out, prim_name(p));
-    default: return runner.run(PrimFn<T, 2>{p, cT}, n, in, out, prim_name(p));
+    case 2: return runner.run(PrimFn<T, 2>{p, cT}, n, in, out, prim_name(p));
+    default: return runner.run(PrimFn<T, 3>{p, cT}, n, in, out, prim_name(p));
   }
 }
 
@@ -172,7 +173,7 @@ template <class Runner>
   Buffer* outs[1] = {&out};
   if (auto ok = check_operands(prim_name(p), inputs, outs); !ok) return ok;
   return with_dtype(out.dtype(), [&]<class T>() -> Result<void> {
-    const T* in[2] = {};
+    const T* in[3] = {};
     for (std::size_t i = 0; i < inputs.size(); ++i) in[i] = static_cast<const T*>(inputs[i]->data());
     T* o[1] = {static_cast<T*>(out.data())};
     return dispatch_prim<T>(runner, p, c, static_cast<int>(inputs.size()), out.numel(), in, o);

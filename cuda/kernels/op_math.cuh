@@ -218,9 +218,10 @@ struct OpMath<Op::softplus> {
   template <class T> TW_HD static T vjp(Params<T>, T x, T g) { return g * sigmoid(x); }
 };
 
-// A primitive buffer op on one element: the staged VJPs' vocabulary (include/tapewise/backend.hpp).
+// A primitive buffer op on one element: the staged forms' vocabulary (prim.hpp, spec/stagings.def).
+// A comparison's mask is 1 or +0; `where` reads its mask from a, its choices from b and m.
 template <class T>
-TW_HD T prim_apply(Prim p, T c, T a, T b) {
+TW_HD T prim_apply(Prim p, T c, T a, T b, T m = T(0)) {
   switch (p) {
     case Prim::copy: return a;
     case Prim::neg: return -a;
@@ -234,6 +235,7 @@ TW_HD T prim_apply(Prim p, T c, T a, T b) {
     case Prim::sigmoid: return sigmoid(a);
     case Prim::sigmoid_split: return sigmoid_split(a);
     case Prim::reciprocal: return T(1) / a;
+    case Prim::sqrt: return lm_sqrt(a);
     case Prim::mul_scalar: return a * c;
     case Prim::add_scalar: return a + c;
     case Prim::rsub_scalar: return c - a;
@@ -243,6 +245,10 @@ TW_HD T prim_apply(Prim p, T c, T a, T b) {
     case Prim::div: return a / b;
     case Prim::fmax: return fmax_(a, b);
     case Prim::fmin: return fmin_(a, b);
+    case Prim::greater: return a > b ? T(1) : T(0);
+    case Prim::less: return a < b ? T(1) : T(0);
+    case Prim::less_equal: return a <= b ? T(1) : T(0);
+    case Prim::where: return a != T(0) ? b : m;
     case Prim::fill: return c;
   }
   return c;
