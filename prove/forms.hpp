@@ -49,8 +49,8 @@ const std::vector<Claim>& claims();
 // The symbolic backend: buffers hold Sym<float> / Sym<double> / Sym16<BF16> / Sym16<F16> (sym.hpp);
 // forward, vjp_fused and prim run the library's dispatch (dispatch_forward / dispatch_vjp /
 // dispatch_prim) with that T, and run_program runs the tape program interpreter (run_steps_at) with
-// it on `lanes` lanes (1: the CUDA runner's small pieces; 4: the CPU backend's loop and CUDA's large
-// pieces).
+// it on `lanes` lanes (1: the CUDA runner's small pieces; 4: CUDA's large pieces and the CPU backend,
+// whose blocks of 256 lanes run the same per-lane code: docs/proof.md).
 std::shared_ptr<Backend> make_symbolic_backend(int lanes);
 
 // Runs every applicable form of `op` in `dtype` symbolically: form name -> output name -> node id.

@@ -200,19 +200,28 @@ class CpuBackend final : public detail::Engine {
   }
   // Each element runs every step in order through the interpreter the CUDA kernel runs, in the
   // same pieces (interpreter.hpp: run_steps_at; program.hpp: piece_at), so CI checks that code on the
-  // host: four neighbouring elements at a time, as the CUDA runner's lanes of a large piece (a piece's
-  // last elements then leave lanes that a step does not cover, as there). A large piece's elements are
-  // spread over the threads in chunks of whole groups of lanes, the groups one thread would make.
+  // host. The elements every step of a piece covers go kWideLanes at a time: a step's decode and the
+  // loop around its lanes then serve 256 elements, where four lanes left programs 3.2x slower than
+  // per-node loops at 2^12 (docs/performance.md, "The CPU backend"). The rest, a piece's last
+  // elements, go four at a time, as the CUDA runner's lanes of a large piece (leaving lanes that a step
+  // does not cover, as there). Lanes are independent (each runs its own element's code), so the bits
+  // do not depend on the lane count. A large piece's elements are spread over the threads in chunks
+  // of whole groups of lanes, the groups one thread would make.
   [[nodiscard]] Result<void> run_sealed_program(const detail::Program& program) override {
     constexpr int kLanes = 4;
-    static_assert(detail::kChunkElements % kLanes == 0, "a chunk holds whole groups of lanes");
+    constexpr int kWideLanes = 256;  // about 32 KiB of lane state on the stack in float64
+    static_assert(detail::kChunkElements % kWideLanes == 0 && kWideLanes % kLanes == 0,
+                  "a chunk holds whole groups of lanes");
     for (std::size_t first = 0; first < program.steps.size();) {
       const detail::Piece piece = detail::piece_at(program, first, detail::kStepsPerLaunch);
       first += static_cast<std::size_t>(piece.count);
       auto run_piece = [&]<class T>() -> Result<void> {
         detail::for_each_chunk(pool_.get(), piece.numel, [&](std::int64_t lo, std::int64_t hi) {
           run_in(isa_, [&] {
-            for (std::int64_t i = lo; i < hi; i += kLanes) {
+            std::int64_t i = lo;
+            for (; i + kWideLanes <= std::min(hi, piece.covered); i += kWideLanes)
+              detail::run_steps_at<T, std::int64_t, kWideLanes, true>(piece.steps, piece.count, i, 1);
+            for (; i < hi; i += kLanes) {
               if (i + kLanes <= piece.covered)
                 detail::run_steps_at<T, std::int64_t, kLanes, true>(piece.steps, piece.count, i, 1);
               else
