@@ -552,6 +552,23 @@ TEST_P(Programs, PendingNodesAreFlushedBeforeAnyRead) {
   EXPECT_EQ(must(t.value(h)).at<float>(2), 6.0f);
 }
 
+// A tape starts at its backend's program threshold: 16 elements on the CPU backend, where a node's own
+// loop wins from about 2^5 elements up, and TapeOptions' 2^20 on CUDA. On the CPU a 16-element node is
+// deferred and a 17-element one runs at once.
+TEST_P(Programs, ATapeStartsAtItsBackendsThreshold) {
+  Tape t(backend);
+  const bool cpu = backend->kind() == BackendKind::cpu;
+  EXPECT_EQ(t.options().program_threshold, cpu ? kCpuProgramThreshold : TapeOptions{}.program_threshold);
+  EXPECT_EQ(t.options().max_pending_nodes, TapeOptions{}.max_pending_nodes);
+  const NodeId at = must(t.leaf(host(std::vector<float>(static_cast<std::size_t>(kCpuProgramThreshold), 0.5f))));
+  const NodeId above = must(t.leaf(host(std::vector<float>(static_cast<std::size_t>(kCpuProgramThreshold) + 1, 0.5f))));
+  ASSERT_TRUE(t.sin(at));
+  EXPECT_EQ(t.pending(), 1u);
+  ASSERT_TRUE(t.flush());
+  ASSERT_TRUE(t.sin(above));
+  EXPECT_EQ(t.pending(), cpu ? 0u : 1u);
+}
+
 // TapeOptions: each tape has its own threshold and pending limit; a limit above one launch's steps
 // flushes as several launches with the same bits; an option out of range is refused by name and
 // changes nothing.

@@ -103,6 +103,7 @@ SpareNodes::~SpareNodes() { spare_nodes_gone = true; }
 
 Tape::Tape(std::shared_ptr<Backend> backend)
     : backend_(std::move(backend)), serial_(next_serial()), base_(static_cast<NodeId>(serial_) << 32) {
+  if (backend_ && backend_->kind() == BackendKind::cpu) options_.program_threshold = kCpuProgramThreshold;
   if (!spare_nodes_gone) nodes_.swap(spare_nodes.nodes);
   // Recording never reallocates the pending list, so it never fails halfway.
   pending_.reserve(static_cast<std::size_t>(options_.max_pending_nodes));

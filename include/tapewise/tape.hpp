@@ -56,12 +56,18 @@ namespace detail {
 struct BackwardPlan;  ///< the backward walk (cuda/tape/backward_plan.hpp): internal to the library
 }  // namespace detail
 
+/// The program threshold a tape on the CPU backend starts with: 16 elements. There a node's own loop
+/// (vectorized, its exact math in two passes) beats the program interpreter from about 2^5 elements
+/// up, by 2x at 2^12, while programs win on the smallest tensors (docs/performance.md).
+inline constexpr std::int64_t kCpuProgramThreshold = 16;
+
 /// How a tape runs small nodes (see the file's description); Tape::set_options checks them.
 struct TapeOptions {
   /// Nodes of at most this many elements run as programs (their forwards deferred and flushed
   /// together, their fused backward one program); 0 runs every node with its own kernels. At least 0.
-  /// The default, 2^20: up to that size a long chain runs faster as programs than node by node, and
-  /// beyond it the per-node kernels, at the copy roofline, are faster (docs/performance.md).
+  /// The default, 2^20, is CUDA's: up to that size a long chain runs faster as programs than node by
+  /// node, and beyond it the per-node kernels, at the copy roofline, are faster. A tape on the CPU
+  /// backend starts at kCpuProgramThreshold instead (docs/performance.md).
   std::int64_t program_threshold = std::int64_t{1} << 20;
   /// At most this many nodes wait for their forward; recording one more flushes first. From 1 to
   /// 65,536. The default, 448, is one CUDA launch's worth of program steps, so a full list flushes as

@@ -42,7 +42,7 @@ def test_info_names_the_path_each_backward_ran():
     assert any(line.startswith("tapewise[info] backend: CPU") for line in lines), lines
     backwards = [line for line in lines if ": backward from #" in line]
     assert len(backwards) == 3, lines
-    assert "2 VJPs as one program (fused; 8 elements, program_threshold 1048576)" in backwards[0]
+    assert "2 VJPs as one program (fused; 8 elements, program_threshold 16)" in backwards[0]
     assert "2 VJPs node by node (staged; 8 elements" in backwards[1]
     assert "3 VJPs node by node (fused; 8 elements, program_threshold 4)" in backwards[2]
 
