@@ -143,7 +143,9 @@ void check_node(Op op, void (*reference)(const Scalars&, const std::vector<float
         << info.name << " forward, " << label(c);
     const HostArray g = host(std::vector<float>(x.size(), kG));
     const Gradients fused = must(tape.backward(y, g, VjpPath::fused));
-    EXPECT_EQ(first_mismatch(must(fused.host(leaf)).to_vector<float>(), want_vjp, x, false), "")
+    // Up to NaN payload, the project's standard between two ways of running: at -O1 (the sanitizer
+    // build) cos's g * -sin(NaN) came out -NaN where the scalar reference gave +NaN (2026-12-05).
+    EXPECT_EQ(first_mismatch(must(fused.host(leaf)).to_vector<float>(), want_vjp, x, true), "")
         << info.name << " fused VJP, " << label(c);
     // The staged VJP runs prims (exp, sigmoid, ...), the fused one's value up to NaN (op_math.cuh).
     const Gradients staged = must(tape.backward(y, g, VjpPath::staged));
