@@ -4,9 +4,9 @@
 // parts through the library's internals: recording without running a forward, the forwards, the
 // backward's plan, slot allocation, program build, program run and hand-out, and the release.
 // tapewise-bench needs CUDA to build; this needs only a CPU build's static library:
-//   c++ -O3 -std=c++20 -Icuda -Iinclude -Ibuild-cpu/include -o /tmp/host_costs
+//   c++ -O3 -std=c++20 -Icuda -Iinclude -Ibuild-cpu/include -o build-cpu/host_costs
 //       evidence/performance/cpu/host_costs.cpp build-cpu/libtapewise.a    (one command, from the root)
-//   /tmp/host_costs [--per-node] [log2n ...]
+//   build-cpu/host_costs [--per-node] [log2n ...]
 // (sizes 2^0 and 2^12 by default; --per-node times the chain with program_threshold 0, node by node).
 // One thread unless TAPEWISE_CPU_THREADS is set (with a pool the process is multi-threaded, and
 // shared_ptr counts take atomic instructions). Prints, per size, each phase's median over the runs in
