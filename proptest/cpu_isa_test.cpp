@@ -1,5 +1,5 @@
 // proptest/cpu_isa_test.cpp — the CPU backend's instruction sets: the element loops compiled for
-// x86-64-v3 (AVX2, FMA) give the baseline build's bits (up to NaN payload) on every node, forward
+// x86-64-v3 (AVX2, FMA) and x86-64-v4 (AVX-512) give the baseline build's bits (up to NaN payload) on every node, forward
 // and both VJP paths, float32 and float64, over float32 bit patterns spread across all 2^32 (every
 // TAPEWISE_ISA_STRIDE-th, default 4099: about a million inputs a node) and random pairs of bit patterns, and as
 // tape programs; the choice is checked and reported.
@@ -22,7 +22,7 @@ std::shared_ptr<Backend> cpu_in(CpuIsa isa) { return must(make_cpu_backend(CpuOp
 // The instruction sets beyond baseline that this build and processor run.
 std::vector<CpuIsa> wider_isas() {
   std::vector<CpuIsa> out;
-  for (CpuIsa isa : {CpuIsa::x86_64_v3})
+  for (CpuIsa isa : {CpuIsa::x86_64_v3, CpuIsa::x86_64_v4})
     if (make_cpu_backend(CpuOptions{.threads = 0, .isa = isa})) out.push_back(isa);
   return out;
 }
@@ -123,7 +123,7 @@ TEST(CpuIsa, TheChoiceIsCheckedAndReported) {
   const CpuIsa chosen = cpu_isa(*cpu_in(CpuIsa::automatic));
   EXPECT_NE(chosen, CpuIsa::automatic);
   EXPECT_NE(cpu_in(CpuIsa::automatic)->describe().find(cpu_isa_name(chosen)), std::string::npos);
-  for (CpuIsa isa : {CpuIsa::x86_64_v3}) {
+  for (CpuIsa isa : {CpuIsa::x86_64_v3, CpuIsa::x86_64_v4}) {
     const auto be = make_cpu_backend(CpuOptions{.threads = 0, .isa = isa});
     if (be) continue;
     EXPECT_EQ(be.error().code, ErrorCode::InvalidArgument);
@@ -141,7 +141,7 @@ TEST(CpuIsa, TheEnvironmentVariableSetsTheAutomaticChoice) {
   ASSERT_EQ(setenv("TAPEWISE_CPU_ISA", "avx9", 1), 0);
   const auto refused = make_cpu_backend(CpuOptions{});
   ASSERT_FALSE(refused);
-  EXPECT_NE(refused.error().message.find("TAPEWISE_CPU_ISA 'avx9' is not baseline or x86-64-v3"), std::string::npos)
+  EXPECT_NE(refused.error().message.find("TAPEWISE_CPU_ISA 'avx9' is not baseline, x86-64-v3 or x86-64-v4"), std::string::npos)
       << refused.error().message;
   const std::shared_ptr<Backend> fallback = make_cpu_backend();
   EXPECT_EQ(cpu_isa(*fallback), CpuIsa::baseline);

@@ -1,7 +1,7 @@
 // proptest/cpu_vector_math_test.cpp — the CPU backend's vectorized float32 exact math (two passes,
 // cuda/backends/speculative_math.hpp) gives the scalar exact functions' bits: every node built on exp,
-// log, sin, cos or tanh, forward and both VJP paths, in both instruction sets (an x86-64 build's baseline
-// copy keeps the scalar loop, its x86-64-v3 copy and builds without that copy run the two passes), on 1
+// log, sin, cos or tanh, forward and both VJP paths, in every instruction set (an x86-64 build's baseline
+// copy keeps the scalar loop, its x86-64-v3 and -v4 copies and builds without them run the two passes), on 1
 // and 2 threads, over special and hard inputs and float32 bit patterns spread across all 2^32 (every
 // TAPEWISE_VECTOR_MATH_STRIDE-th, default 2053). With TAPEWISE_VECTOR_MATH_ALL=1, one more test runs every
 // one of the 2^32 inputs of each of the five functions (minutes: evidence/performance/cpu/).
@@ -91,7 +91,7 @@ struct Config {
 };
 std::vector<Config> configs() {
   std::vector<Config> out;
-  for (CpuIsa isa : {CpuIsa::baseline, CpuIsa::x86_64_v3}) {
+  for (CpuIsa isa : {CpuIsa::baseline, CpuIsa::x86_64_v3, CpuIsa::x86_64_v4}) {
     if (!make_cpu_backend(CpuOptions{.threads = 1, .isa = isa})) continue;  // not in this build or processor
     for (int threads : {1, 2}) out.push_back({isa, threads});
   }
@@ -206,14 +206,13 @@ const Function kFunctions[] = {
      [](float x) { return std::fabs(x) >= 0x1p-12f && std::fabs(x) < 10.0f; }},
 };
 
-// Every float32 input of each function through the backend (x86-64-v3 where it runs, 2 threads)
+// Every float32 input of each function through the backend (the widest instruction set it runs, 2 threads)
 // against the scalar function, in slices of 2^24; and how many inputs the first pass flagged, with the
 // flagged ones inside the fast path's domain listed (the slow path's inputs: exact_math_slow_inputs.hpp).
 TEST(CpuVectorMath, EveryInputGivesTheScalarBits) {
   const char* all = std::getenv("TAPEWISE_VECTOR_MATH_ALL");
   if (!all || std::string(all) != "1") GTEST_SKIP() << "set TAPEWISE_VECTOR_MATH_ALL=1 to run every one of the 2^32 inputs";
-  const CpuIsa isa = make_cpu_backend(CpuOptions{.threads = 1, .isa = CpuIsa::x86_64_v3}) ? CpuIsa::x86_64_v3 : CpuIsa::baseline;
-  const std::shared_ptr<Backend> backend = must(make_cpu_backend(CpuOptions{.threads = 2, .isa = isa}));
+  const std::shared_ptr<Backend> backend = must(make_cpu_backend(CpuOptions{.threads = 2}));
   constexpr std::uint64_t kSlice = std::uint64_t{1} << 24;
   for (const Function& f : kFunctions) {
     std::uint64_t differing = 0, flagged = 0, flagged_in_domain = 0;

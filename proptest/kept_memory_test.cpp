@@ -22,7 +22,7 @@ using detail::SlabAllocator;
 
 struct Fixture {
   CountingAllocator raw;
-  detail::KeptMemory memory{/*host_memory=*/true, /*keep_large_blocks=*/true};
+  detail::KeptMemory memory{/*host_memory=*/true};
   std::size_t release_kept(std::size_t keep_bytes) {
     return memory.release_kept(keep_bytes, [&](void* p) { raw.release(p); });
   }
@@ -194,9 +194,9 @@ TEST(KeptMemory, MemoryItDidNotHandOutGoesStraightBack) {
   EXPECT_TRUE(f.raw.outstanding.empty());
 }
 
-TEST(KeptMemory, WithoutKeptBlocksLargeBuffersGoStraightBack) {
+TEST(KeptMemory, UnderAKeptLimitOfZeroLargeBuffersGoStraightBack) {
   CountingAllocator raw;
-  detail::KeptMemory memory{/*host_memory=*/true, /*keep_large_blocks=*/false};
+  detail::KeptMemory memory{/*host_memory=*/true, /*kept_limit=*/0};
   auto allocate = [&](std::size_t b) { return raw.allocate(b); };
   auto release = [&](void* p) { raw.release(p); };
   for (int i = 0; i < 3; ++i) {

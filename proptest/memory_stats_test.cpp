@@ -74,12 +74,30 @@ TEST(MemoryStats, ReservedSlabAndKeptBytesFollowTheBuffers) {
   EXPECT_EQ(stats.slab_bytes, 16 * 256) << "one slab of sixteen 256-byte slots";
   EXPECT_EQ(stats.reserved_bytes, stats.slab_bytes + 4 * kMiB);
   EXPECT_EQ(stats.kept_bytes, 0);
-  large.reset();  // the CPU backend keeps no large block
+  large.reset();  // kept, for the next buffer of its size
   small.reset();  // its slab is kept, empty
   stats = backend->stats();
-  EXPECT_EQ(stats.reserved_bytes, 16 * 256);
-  EXPECT_EQ(stats.kept_bytes, 16 * 256);
+  EXPECT_EQ(stats.reserved_bytes, 16 * 256 + 4 * kMiB);
+  EXPECT_EQ(stats.kept_bytes, 16 * 256 + 4 * kMiB);
   EXPECT_EQ(stats, empty) << "equality compares the live allocations only";
+  Buffer again = must(backend->allocate(Shape{kMiB}, DType::float32, AllocTag::value));
+  EXPECT_EQ(backend->stats().kept_bytes, 16 * 256) << "the kept block is handed out again";
+  EXPECT_EQ(backend->stats().reserved_bytes, 16 * 256 + 4 * kMiB) << "and nothing new is held";
+}
+
+TEST(MemoryStats, KeptLargeBlocksStayWithinTheLimitAndTrimGivesThemBack) {
+  const auto backend = cpu();
+  backend->set_kept_memory_limit(static_cast<std::size_t>(10 * kMiB));
+  {
+    std::vector<Buffer> blocks;
+    for (int i = 0; i < 4; ++i) blocks.push_back(must(backend->allocate(Shape{kMiB}, DType::float32, AllocTag::value)));
+    EXPECT_EQ(backend->stats().reserved_bytes, 16 * kMiB);
+  }
+  MemoryStats stats = backend->stats();
+  EXPECT_EQ(stats.kept_bytes, 8 * kMiB) << "two 4 MiB blocks fit the 10 MiB limit; the other two went back";
+  EXPECT_EQ(stats.reserved_bytes, 8 * kMiB);
+  EXPECT_EQ(backend->trim(), static_cast<std::size_t>(8 * kMiB));
+  EXPECT_EQ(backend->stats().reserved_bytes, 0);
 }
 
 TEST(MemoryStats, TrimGivesBackEveryKeptSlabAndNoLiveBuffer) {

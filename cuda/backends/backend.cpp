@@ -23,16 +23,6 @@ const char* alloc_tag_name(AllocTag t) {
   return "?";
 }
 
-int prim_arity(Prim p) {
-  switch (p) {
-    case Prim::fill: return 0;
-    case Prim::add: case Prim::sub: case Prim::mul: case Prim::div: case Prim::fmax:
-    case Prim::fmin: case Prim::greater: case Prim::less: case Prim::less_equal: return 2;
-    case Prim::where: return 3;
-    default: return 1;
-  }
-}
-
 const char* prim_name(Prim p) {
   switch (p) {
     case Prim::copy: return "copy";

@@ -4,9 +4,9 @@
 // 2^18 elements spent 1.5 us per node recording and 0.9 releasing in cudaMallocFromPoolAsync and
 // cudaFreeAsync, more than the device's 1.76). When the memory underneath runs out, every kept block
 // is given back (kept_memory.hpp). Reuse is in the order of the backend's one stream, as the slabs'
-// is. Statistics and injected failures are Backend's, above this layer. A backend that keeps no large
-// blocks (the CPU's) still allocates through the cache, so that the bytes it holds are counted, and
-// gives each block back as it is released (give_back).
+// is. Statistics and injected failures are Backend's, above this layer. On the CPU backend, keeping
+// a block spares the next tape's kernel zeroing fresh pages for it: half of a float32 exp at 2^22 went
+// there (perf, 2026-12-05) when each released block went back to the system.
 #pragma once
 
 #include <cstddef>
@@ -59,18 +59,6 @@ class BlockCache {
     poison(p, bytes);
     kept_[bytes].push_back(p);
     kept_bytes_ += bytes;
-    return true;
-  }
-
-  // Gives p back at once (raw_release) when this cache handed it out (true), keeping nothing; false
-  // for memory it did not hand out.
-  template <class RawRelease>
-  bool give_back(void* p, RawRelease&& raw_release) {
-    auto live = live_.find(p);
-    if (live == live_.end()) return false;
-    live_bytes_ -= live->second;
-    live_.erase(live);
-    raw_release(p);
     return true;
   }
 

@@ -197,7 +197,7 @@ class CudaBackend final : public detail::Engine {
   std::optional<detail::CompiledPieceTarget> compiled_;  // null: every tape program interpreted
   MathMode math_;
   const detail::CudaKernels& kernels_;  // the launches of math_
-  detail::KeptMemory memory_{/*host_memory=*/false, /*keep_large_blocks=*/true};
+  detail::KeptMemory memory_{/*host_memory=*/false};
 };
 
 }  // namespace

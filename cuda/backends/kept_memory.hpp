@@ -3,9 +3,8 @@
 // makes no allocation call underneath. Both keep what is released, up to a limit in bytes (the kept
 // memory limit: empty slabs and released blocks together), and give back what exceeds it; when the
 // memory underneath runs out, everything kept is given back and the allocation tried once more, and
-// trim gives everything kept back on request. The CPU backend keeps no large blocks: under Linux's
-// overcommit, host memory does not run out with an error the cache could answer, the OOM killer comes
-// first, and blocks of many sizes would only accumulate.
+// trim gives everything kept back on request. On the CPU backend the limit is what bounds it: under
+// Linux's overcommit, host memory does not run out with an error the cache could answer.
 #pragma once
 
 #include <cstddef>
@@ -23,10 +22,9 @@ class KeptMemory {
   static constexpr std::size_t kNoLimit = SIZE_MAX;
 
   // host_memory: the memory is the host's, which AddressSanitizer builds poison while kept.
-  // keep_large_blocks: large buffers are kept by size when released; else given back at once.
   // kept_limit: the most bytes kept with no buffer in them (empty slabs and released blocks).
-  KeptMemory(bool host_memory, bool keep_large_blocks, std::size_t kept_limit = kNoLimit)
-      : slabs_(host_memory), blocks_(host_memory), keep_large_blocks_(keep_large_blocks), kept_limit_(kept_limit) {}
+  explicit KeptMemory(bool host_memory, std::size_t kept_limit = kNoLimit)
+      : slabs_(host_memory), blocks_(host_memory), kept_limit_(kept_limit) {}
 
   // `bytes` (> 0) from a slab or a kept block, else raw_allocate (Result<void*>); when that fails and
   // memory is kept, it is given back (raw_release) and the allocation tried once more.
@@ -46,10 +44,6 @@ class KeptMemory {
       case SlabAllocator::Released::slot: return;
       case SlabAllocator::Released::slab_emptied: keep_within_limit(raw_release); return;
       case SlabAllocator::Released::not_carved: break;
-    }
-    if (!keep_large_blocks_) {
-      if (!blocks_.give_back(p, raw_release)) raw_release(p);
-      return;
     }
     if (blocks_.release(p)) keep_within_limit(raw_release);
     else raw_release(p);
@@ -98,7 +92,6 @@ class KeptMemory {
 
   SlabAllocator slabs_;
   BlockCache blocks_;
-  bool keep_large_blocks_;
   std::size_t kept_limit_;
 };
 

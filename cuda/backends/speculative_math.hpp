@@ -186,9 +186,9 @@ constexpr bool forward_speculates(Op op) {
 }
 constexpr bool vjp_speculates(Op op) { return forward_speculates(op) && op != Op::log; }
 
-// A prim with its kind fixed at compile time, so its switch folds away inside the element loop.
+// A prim's first pass: its kind fixed at compile time (as FixedPrimFn's), on Speculative lanes.
 template <Prim P>
-struct FixedPrimFn {
+struct SpeculativePrimFn {
   static constexpr int nin = 1;
   static constexpr int nout = 1;
   Speculative c;
@@ -217,19 +217,14 @@ bool with_speculative(const VjpFn<op, float>& fn, Body&& body) {
   }
   return false;
 }
-template <class Body>
-bool with_speculative(const PrimFn<float, 1>& fn, Body&& body) {
-  const Speculative c(fn.c);
-  switch (fn.prim) {
-    case Prim::exp: body(fn, FixedPrimFn<Prim::exp>{c}); return true;
-    case Prim::log: body(fn, FixedPrimFn<Prim::log>{c}); return true;
-    case Prim::sin: body(fn, FixedPrimFn<Prim::sin>{c}); return true;
-    case Prim::cos: body(fn, FixedPrimFn<Prim::cos>{c}); return true;
-    case Prim::tanh: body(fn, FixedPrimFn<Prim::tanh>{c}); return true;
-    case Prim::sigmoid: body(fn, FixedPrimFn<Prim::sigmoid>{c}); return true;
-    case Prim::sigmoid_split: body(fn, FixedPrimFn<Prim::sigmoid_split>{c}); return true;
-    default: return false;
+template <Prim P, class Body>
+bool with_speculative(const FixedPrimFn<P, float>& fn, Body&& body) {
+  if constexpr (P == Prim::exp || P == Prim::log || P == Prim::sin || P == Prim::cos || P == Prim::tanh ||
+                P == Prim::sigmoid || P == Prim::sigmoid_split) {
+    body(fn, SpeculativePrimFn<P>{Speculative(fn.c)});
+    return true;
   }
+  return false;
 }
 
 // Elements [lo, hi) in blocks: the first pass over a block (the loop the compiler vectorizes) keeps

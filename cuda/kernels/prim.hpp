@@ -22,7 +22,28 @@ enum class Prim : std::uint8_t {
   // out = c
   fill,
 };
-int prim_arity(Prim p);  ///< buffer inputs: 0, 1, 2 or 3 (where)
+/// Buffer inputs: 0, 1, 2 or 3 (where).
+constexpr int prim_arity(Prim p) {
+  switch (p) {
+    case Prim::fill: return 0;
+    case Prim::add: case Prim::sub: case Prim::mul: case Prim::div: case Prim::fmax:
+    case Prim::fmin: case Prim::greater: case Prim::less: case Prim::less_equal: return 2;
+    case Prim::where: return 3;
+    default: return 1;
+  }
+}
+/// Every prim, in the enum's order: what a switch over a prim known only at run time walks.
+constexpr Prim kPrims[] = {Prim::copy, Prim::neg, Prim::abs, Prim::sign, Prim::exp, Prim::log, Prim::sin,
+                           Prim::cos, Prim::tanh, Prim::sigmoid, Prim::sigmoid_split, Prim::reciprocal,
+                           Prim::sqrt, Prim::mul_scalar, Prim::add_scalar, Prim::rsub_scalar, Prim::add,
+                           Prim::sub, Prim::mul, Prim::div, Prim::fmax, Prim::fmin, Prim::greater, Prim::less,
+                           Prim::less_equal, Prim::where, Prim::fill};
+constexpr bool prims_listed_in_order() {
+  for (int i = 0; i < static_cast<int>(sizeof kPrims / sizeof kPrims[0]); ++i)
+    if (static_cast<int>(kPrims[i]) != i) return false;
+  return kPrims[sizeof kPrims / sizeof kPrims[0] - 1] == Prim::fill;  // the enum's last
+}
+static_assert(prims_listed_in_order(), "kPrims lists every prim, in the enum's order");
 /// The prim's name, as the staged column of spec/ops.def writes it.
 const char* prim_name(Prim p);
 

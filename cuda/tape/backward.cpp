@@ -53,7 +53,7 @@ Result<Gradients> Tape::run_backward(NodeId out, const HostArray& seed, VjpPath 
   TAPEWISE_CHECK(check_has_backend(dense ? "backward_dense" : "backward"));
   auto buf = backend_->upload(seed, AllocTag::gradient);
   TAPEWISE_CHECK(buf);
-  return run_backward(out, *buf, path, dense, wanted);
+  return run_backward(out, *buf, path, dense, wanted, &*buf);
 }
 
 Result<void> Tape::check_backward_args(const char* what, NodeId out, const Buffer& seed) const {
@@ -71,7 +71,7 @@ Result<void> Tape::check_backward_args(const char* what, NodeId out, const Buffe
 }
 
 Result<Gradients> Tape::run_backward(NodeId out, const Buffer& seed, VjpPath path, bool dense,
-                                     const std::span<const NodeId>* wanted) const {
+                                     const std::span<const NodeId>* wanted, Buffer* seed_to_take) const {
   const char* what = dense ? "backward_dense" : "backward";
   TAPEWISE_CHECK(check_backward_args(what, out, seed));
   detail::BackwardPlan& plan = backward_plan;
@@ -99,13 +99,13 @@ Result<Gradients> Tape::run_backward(NodeId out, const Buffer& seed, VjpPath pat
                          (wanted ? ", " + std::to_string(wanted->size()) + " wanted" : std::string()));
   if (as_program) return run_plan_as_program(plan, out_at, seed, dense);
   TAPEWISE_CHECK(flush());
-  return run_plan_per_node(plan, out_at, seed, path);
+  return run_plan_per_node(plan, out_at, seed, path, seed_to_take);
 }
 
 // The plan node by node: each VJP one kernel (fused) or the spec's stages, into fresh contribution
 // buffers that then land in their parents' slots as the plan says.
 Result<Gradients> Tape::run_plan_per_node(const detail::BackwardPlan& plan, NodeId out, const Buffer& seed,
-                                          VjpPath path) const {
+                                          VjpPath path, Buffer* seed_to_take) const {
   Backend& be = *backend_;
   detail::Engine& engine = detail::engine_of(be);
   std::vector<std::optional<Buffer>> slots(nodes_.size());
@@ -121,12 +121,19 @@ Result<Gradients> Tape::run_plan_per_node(const detail::BackwardPlan& plan, Node
     return detail::land_contribution(how, sums);
   };
 
-  auto seed_copy = fresh_copy(seed);
-  TAPEWISE_CHECK(seed_copy);
-  slots[static_cast<std::size_t>(out)] = std::move(*seed_copy);
+  // The output's gradient is the seed: taken where backward uploaded it, copied where it is the
+  // caller's and will be handed out, else read where it is (no node's contribution lands there).
+  if (seed_to_take) {
+    slots[static_cast<std::size_t>(out)] = std::move(*seed_to_take);
+  } else if (plan.is_wanted(out)) {
+    auto seed_copy = fresh_copy(seed);
+    TAPEWISE_CHECK(seed_copy);
+    slots[static_cast<std::size_t>(out)] = std::move(*seed_copy);
+  }
   for (const detail::Visit& visit : plan.visits) {
     const Node& node = nodes_[static_cast<std::size_t>(visit.node)];
-    const Buffer& g = *slots[static_cast<std::size_t>(visit.node)];
+    const std::optional<Buffer>& slot = slots[static_cast<std::size_t>(visit.node)];
+    const Buffer& g = visit.node == out && !slot ? seed : *slot;
     if (visit.pass_once) {
       auto once = fresh_copy(g);
       TAPEWISE_CHECK(once);

@@ -261,14 +261,16 @@ class TAPEWISE_API Backend : public std::enable_shared_from_this<Backend> {
 
 /// The instruction set the CPU backend's element loops are compiled for. The same code in each, every
 /// operation rounded once (no contraction, no fast-math), so results never depend on it (up to NaN
-/// payload); x86_64_v3 runs fma as one instruction and several elements per vector register. It exists
-/// in optimized builds by GCC for x86-64 without sanitizers; elsewhere baseline only.
+/// payload); x86_64_v3 and x86_64_v4 run fma as one instruction and several elements per vector
+/// register (4 and 8 doubles). They exist in optimized builds by GCC for x86-64 without sanitizers;
+/// elsewhere baseline only.
 enum class CpuIsa {
   automatic,  ///< TAPEWISE_CPU_ISA, else the widest this processor runs
   baseline,   ///< the build's target (x86-64: SSE2)
   x86_64_v3,  ///< AVX2 with FMA (x86-64-v3)
+  x86_64_v4,  ///< AVX-512 F, BW, CD, DQ, VL (x86-64-v4), 512-bit vectors
 };
-/// "automatic", "baseline", "x86-64-v3".
+/// "automatic", "baseline", "x86-64-v3", "x86-64-v4".
 TAPEWISE_API const char* cpu_isa_name(CpuIsa isa);
 
 /// The CPU backend's options.

@@ -249,12 +249,15 @@ class TAPEWISE_API Tape {
   [[nodiscard]] Result<void> check_room(const char* what) const;
   [[nodiscard]] Result<void> check_has_backend(const char* what) const;
   [[nodiscard]] Result<void> check_backward_args(const char* what, NodeId out, const Buffer& seed) const;
+  // seed_to_take: the seed itself where backward uploaded it from the host, so that node by node it
+  // becomes the output's gradient instead of being copied into one (null: the caller's buffer).
   [[nodiscard]] Result<Gradients> run_backward(NodeId out, const Buffer& seed, VjpPath path, bool dense,
-                                               const std::span<const NodeId>* wanted) const;
+                                               const std::span<const NodeId>* wanted,
+                                               Buffer* seed_to_take = nullptr) const;
   [[nodiscard]] Result<Gradients> run_backward(NodeId out, const HostArray& seed, VjpPath path, bool dense,
                                                const std::span<const NodeId>* wanted) const;
   [[nodiscard]] Result<Gradients> run_plan_per_node(const detail::BackwardPlan& plan, NodeId out, const Buffer& seed,
-                                      VjpPath path) const;
+                                      VjpPath path, Buffer* seed_to_take) const;
   [[nodiscard]] Result<Gradients> run_plan_as_program(const detail::BackwardPlan& plan, NodeId out, const Buffer& seed,
                                         bool dense) const;
 
