@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "kernels/dispatch.hpp"
@@ -60,7 +61,7 @@ inline float tanh(float x, bool& uncertain) {
   const double s_hi = exp2_64ths_hi(a.k_int & 63) * scale;
   const double s_lo = exp2_64ths_lo(a.k_int & 63) * scale;
   const double e_minus_1 = (s_hi - 1.0) + exact::fma(s_hi, expm1_poly5(reduced_double(a)), s_lo);
-  const double y = e_minus_1 / (e_minus_1 + 2.0);
+  const double y = ratio_to_rounded_sum(e_minus_1, e_minus_1 + 2.0);
   uncertain = !(tiny | saturated | (middle & float_rounding_is_certain(y, 32)));  // NaN: none of the three
   const float middle_result = float_of(bits_of(static_cast<float>(y)) | sign);
   return tiny ? x : (saturated ? float_of(sign | 0x3F800000u) : middle_result);
@@ -227,6 +228,25 @@ bool with_speculative(const FixedPrimFn<P, float>& fn, Body&& body) {
   return false;
 }
 
+// The second pass over one block: every flagged element recomputed by the scalar functor.
+template <class Fn, int kBlock>
+void redo_flagged(const Fn& fn, const float* const* in, std::int64_t first, int count, const unsigned char* uncertain,
+                  float (&results)[Fn::nout][kBlock]) {
+  for (int word = 0; word < count; word += 8) {
+    std::uint64_t flags = 0;
+    std::memcpy(&flags, uncertain + word, std::min(8, count - word));
+    if (flags == 0) continue;
+    for (int i = word; i < std::min(word + 8, count); ++i) {
+      if (!uncertain[i]) continue;
+      float x[Fn::nin > 0 ? Fn::nin : 1];
+      float y[Fn::nout];
+      for (int k = 0; k < Fn::nin; ++k) x[k] = in[k][first + i];
+      fn(x, y);
+      for (int k = 0; k < Fn::nout; ++k) results[k][i] = y[k];
+    }
+  }
+}
+
 // Elements [lo, hi) in blocks: the first pass over a block (the loop the compiler vectorizes) keeps
 // the results and flags on the stack, the second recomputes the flagged elements with the scalar
 // functor, then the block is stored. Every input of a block is read before any output of it is
@@ -238,9 +258,10 @@ void run_two_passes(const Fn& fn, const SpeculativeFn& speculative_fn, std::int6
   constexpr int nin = Fn::nin, nout = Fn::nout;
   static_assert(SpeculativeFn::nin == nin && SpeculativeFn::nout == nout);
   float results[nout][kBlock];
-  bool uncertain[kBlock];
+  unsigned char uncertain[kBlock];
   for (std::int64_t first = lo; first < hi; first += kBlock) {
     const int count = static_cast<int>(std::min<std::int64_t>(kBlock, hi - first));
+    unsigned char any_in_block = 0;
     for (int i = 0; i < count; ++i) {
       Speculative x[nin];
       Speculative y[nout];
@@ -252,15 +273,11 @@ void run_two_passes(const Fn& fn, const SpeculativeFn& speculative_fn, std::int6
         any |= y[k].uncertain;
       }
       uncertain[i] = any;
+      any_in_block |= static_cast<unsigned char>(any);
     }
-    for (int i = 0; i < count; ++i) {
-      if (!uncertain[i]) continue;
-      float x[nin];
-      float y[nout];
-      for (int k = 0; k < nin; ++k) x[k] = in[k][first + i];
-      fn(x, y);
-      for (int k = 0; k < nout; ++k) results[k][i] = y[k];
-    }
+    // Most blocks flag nothing; elsewhere the flags are read eight at a time (a byte-by-byte scan took
+    // a sixth of log's forward at 2^22, perf).
+    if (any_in_block) redo_flagged(fn, in, first, count, uncertain, results);
     for (int k = 0; k < nout; ++k) std::copy_n(results[k], count, out[k] + first);
   }
 }
