@@ -30,8 +30,9 @@
 #include "kernels/interpreter.hpp"
 
 // GCC on x86-64 compiles the element loops also for x86-64-v3 (AVX2, FMA) and x86-64-v4 (AVX-512): an
-// optimized build's second and third copies. Sanitizer builds and TAPEWISE_NO_ISA_CLONES (prove/mutants.py's builds) compile the baseline
-// alone: each copy inlines every node's code once more, which costs minutes of compilation there.
+// optimized build's second and third copies. Sanitizer builds and TAPEWISE_NO_ISA_CLONES (prove/mutants.py's
+// builds) compile the baseline alone: each copy inlines every node's code once more, which costs minutes
+// of compilation there.
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && \
     !defined(__SANITIZE_THREAD__) && !defined(TAPEWISE_NO_ISA_CLONES)
 #define TW_CPU_X86_CLONES 1
@@ -42,8 +43,8 @@
 namespace tapewise {
 namespace {
 
-// body() in the chosen instruction set. For x86-64-v3 and -v4, flatten inlines everything body calls (the
-// element loop, the node's per-element code, tapewise's own math) into a copy compiled for that set.
+// body() in the chosen instruction set. For x86-64-v3 and -v4, flatten inlines everything body calls
+// (the element loop, the node's per-element code, tapewise's own math) into a copy compiled for that set.
 // The code is the same in each and the build never contracts (-ffp-contract=off), so every operation
 // rounds once in each and the bits are the same; the copies run fma as one instruction instead of a
 // call into libm, and may put several elements in one vector register. GCC's generic tuning keeps
@@ -68,10 +69,10 @@ void run_in([[maybe_unused]] CpuIsa isa, const Body& body) {
 }
 
 // Whether the float32 exact math runs in two passes (speculative_math.hpp) in this instruction set: where
-// the first pass vectorizes, the x86-64-v3 and -v4 copies. The baseline copy beside it calls libm for every fma and
-// would evaluate both of sin's and cos's polynomials, slower than the scalar loop; builds without that
-// copy (sanitizers, mutants, other compilers and processors) run the two passes, so they are checked
-// there too. The bits are the same either way.
+// the first pass vectorizes, the x86-64-v3 and -v4 copies. The baseline copy beside them calls libm for
+// every fma and would evaluate both of sin's and cos's polynomials, slower than the scalar loop; builds
+// without those copies (sanitizers, mutants, other compilers and processors, AArch64's NEON) run the two
+// passes, so they are checked there too. The bits are the same either way.
 constexpr bool two_passes_pay([[maybe_unused]] CpuIsa isa) {
 #if TW_CPU_X86_CLONES
   return isa == CpuIsa::x86_64_v3 || isa == CpuIsa::x86_64_v4;

@@ -260,8 +260,9 @@ TW_EXACT_HD double ratio_to_rounded_sum(double e, double d) {
 // Correctly rounded tanh(x) = sign(x) E / (E + 2), E = e^(2|x|) - 1 computed as (S - 1) + (S q + S_lo) with
 // S = 2^(k/64) (hi exact minus 1 by Sterbenz or a power of 2 away, lo from the table), q = e^r - 1. E's
 // relative error < 2^-49.9 (worst at k = 1, q < 0), the sum E + 2 and the quotient (ratio_to_rounded_sum)
-// add 2^-52 + 2^-90: < 11.4 ulps; the test allows 32. |x| < 2^-12: tanh(x) = x (x - x^3/3 < tanh x < x, x^2/3 < 2^-25.58 of x, under half the gap
-// below x). |x| >= 10 > 13 ln2: 1 - tanh|x| < 2 e^(-2|x|) < 2^-25, so +-1.
+// add 2^-52 + 2^-90: < 11.4 ulps; the test allows 32. |x| < 2^-12: tanh(x) = x (x - x^3/3 < tanh x < x,
+// x^2/3 < 2^-25.58 of x, under half the gap below x). |x| >= 10 > 13 ln2: 1 - tanh|x| < 2 e^(-2|x|) < 2^-25,
+// so +-1.
 TW_EXACT_HD float tanh(float x) {
   using namespace detail::exp_tanh;
   const std::uint32_t sign = bits_of(x) & 0x80000000u;
