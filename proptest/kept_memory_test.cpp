@@ -242,7 +242,9 @@ TEST(KeptMemory, ReleasesFindTheirSlabBesideANeighbourAndOnAReusedAddress) {
   EXPECT_EQ(slabs.release(middles[9]), Released::slot);  // past A's old end, inside C
   EXPECT_EQ(slabs.carved_bytes(), (SlabAllocator::kSlots - 1) * kMiddle);
   for (std::size_t i = 0; i + 1 < SlabAllocator::kSlots; ++i) {
-    if (i != 9) EXPECT_EQ(slabs.release(middles[i]), Released::slot) << i;
+    if (i != 9) {
+      EXPECT_EQ(slabs.release(middles[i]), Released::slot) << i;
+    }
   }
   EXPECT_EQ(slabs.release(middles.back()), Released::slab_emptied);
   EXPECT_EQ(slabs.release(arena + sizeof arena - 1), Released::not_carved) << "B's bytes belong to no slab now";

@@ -92,6 +92,36 @@ TEST_P(TapeSemantics, OnlyReachableNodesThatRequireGradRunTheirVjp) {
   EXPECT_TRUE(sparse.has(x));
 }
 
+// The output's gradient is the seed's values in a buffer of its own; a caller's seed is read, never
+// handed out nor written, whether the output's gradient is wanted or not (node by node, where backward
+// takes a seed it uploaded itself instead of copying it, and reads a caller's in place when nobody gets
+// the output's gradient back).
+TEST_P(TapeSemantics, TheOutputsGradientIsTheSeedsValuesInABufferOfItsOwn) {
+  Tape t(backend);
+  must(t.set_options(TapeOptions{.program_threshold = 0}));
+  const NodeId x = must(t.leaf(host(std::vector<float>{1.0f, -2.0f, 0.5f})));
+  const NodeId y = must(t.scale(x, 3.0f));
+  const std::vector<float> seed_values{0.25f, -1.0f, 2.0f};
+  const Buffer seed = must(backend->upload(host(seed_values)));
+  const std::vector<float> dx{0.75f, -3.0f, 6.0f};
+
+  const Gradients all = must(t.backward(y, seed));
+  ASSERT_NE(all.get(y), nullptr);
+  EXPECT_NE(all.get(y)->data(), seed.data()) << "the output's gradient is not the caller's seed";
+  EXPECT_EQ(grad_of<float>(all, y), seed_values);
+  EXPECT_EQ(grad_of<float>(all, x), dx);
+
+  const NodeId only_x[] = {x};
+  const Gradients leaf_only = must(t.backward(y, seed, only_x));
+  EXPECT_EQ(leaf_only.get(y), nullptr);
+  EXPECT_EQ(grad_of<float>(leaf_only, x), dx);
+  EXPECT_EQ(must(backend->download(seed)).to_vector<float>(), seed_values) << "the caller's seed is unchanged";
+
+  const Gradients from_host = must(t.backward(y, host(seed_values)));
+  EXPECT_EQ(grad_of<float>(from_host, y), seed_values);
+  EXPECT_EQ(grad_of<float>(from_host, x), dx);
+}
+
 TEST_P(TapeSemantics, ReturnedGradientsOutliveTheTape) {
   std::optional<Gradients> kept;
   NodeId x;
