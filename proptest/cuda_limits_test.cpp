@@ -57,7 +57,12 @@ bool enough_memory(int buffers) {
 template <class T>
 void check_huge(Backend& be, Op op) {
   const int arity = op_info(op).arity;
-  ASSERT_TRUE(enough_memory<T>(2 * arity + 2)) << "not enough free GPU memory for " << dtype_name(dtype_of<T>::value);
+  // A GPU too small for the buffers cannot run this (float64 on an 80 GB H100: six of 16 GiB): it says
+  // so and skips, where a larger one (the H200's 141 GB) runs it.
+  if (!enough_memory<T>(2 * arity + 2))
+    GTEST_SKIP() << "needs " << (2 * arity + 2) << " buffers of " << (kHuge * sizeof(T) >> 30)
+                 << " GiB and 1 GiB spare of free GPU memory for " << dtype_name(dtype_of<T>::value)
+                 << "; this GPU has less";
   std::vector<Buffer> inputs;
   for (int k = 0; k <= arity; ++k) {  // the inputs, then g
     auto b = huge_input<T>(be, static_cast<T>(0.5 + k), 10 * k);
