@@ -187,15 +187,6 @@ constexpr bool forward_speculates(Op op) {
 }
 constexpr bool vjp_speculates(Op op) { return forward_speculates(op) && op != Op::log; }
 
-// A prim's first pass: its kind fixed at compile time (as FixedPrimFn's), on Speculative lanes.
-template <Prim P>
-struct SpeculativePrimFn {
-  static constexpr int nin = 1;
-  static constexpr int nout = 1;
-  Speculative c;
-  void operator()(const Speculative* in, Speculative* out) const { out[0] = math::prim_apply(P, c, in[0], in[0]); }
-};
-
 // Calls body(scalar_fn, speculative_fn) when fn is a float32 functor that runs in two passes and
 // returns true; false (nothing called) otherwise.
 template <class Fn, class Body>
@@ -222,7 +213,7 @@ template <Prim P, class Body>
 bool with_speculative(const FixedPrimFn<P, float>& fn, Body&& body) {
   if constexpr (P == Prim::exp || P == Prim::log || P == Prim::sin || P == Prim::cos || P == Prim::tanh ||
                 P == Prim::sigmoid || P == Prim::sigmoid_split) {
-    body(fn, SpeculativePrimFn<P>{Speculative(fn.c)});
+    body(fn, FixedPrimFn<P, Speculative>{Speculative(fn.c)});
     return true;
   }
   return false;
