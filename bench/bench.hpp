@@ -27,6 +27,7 @@ struct Options {
   std::vector<int> chain_log2_sizes{12, 16, 20};
   std::vector<std::string> chain_shapes{"unary", "binary", "fanout"};  // chain.cpp's graph shapes
   int chain_nodes = 1000;   // nodes per chain (fanout: whole cycles of 6, so 996)
+  int chain_calls = 1;      // timed blocks of the chain's runs: the median block, and the spread
   DType chain_dtype = DType::float32;  // --chain-dtype
   std::string chain_values_path;  // --chain-values: one untimed run's leaves, output and gradients
   std::vector<std::string> map_shapes{""};  // TAPEWISE_MAP_SHAPE per pass; "" = the library's default
@@ -88,9 +89,11 @@ struct ChainResult {
   DType dtype = DType::float32;          // the leaves' and every node's
   std::string ops;                      // the shape's nodes, in words
   int nodes = 1000, leaves = 1, runs = 5, warmup = 2;  // nodes: tape nodes other than leaves
+  int calls = 1;                        // blocks of `runs` timed runs, each timed alone (--chain-calls)
   int log2n = 12;
   std::int64_t n = 4096;
-  double us_per_node = 0;               // host wall clock of the timed runs, synchronized before and after
+  double us_per_node = 0;               // host wall clock of a block, synchronized before and after: the median block
+  std::vector<double> us_per_node_calls;  // each block's, in order (the spread)
   double record_host_us_per_node = 0;   // host time inside record calls
   double backward_host_us_per_node = 0; // host time inside tape.backward
   double teardown_host_us_per_node = 0; // dropping gradients and tape (frees)
@@ -129,6 +132,7 @@ struct ChainSetup {
   TapeOptions tape;
   DType dtype = DType::float32;
   int nodes = 1000;
+  int calls = 1;  // timed blocks of runs; the result is their median, with each block's time kept
   bool every_gradient = false;
 };
 // The shapes chain.cpp records, in their default order.

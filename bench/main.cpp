@@ -311,6 +311,10 @@ Result<Options> parse_options(int argc, char** argv) {
   app.add_option("--chain-dtype", chain_dtype, "the chain's dtype: f32, f64, bf16 or f16")->capture_default_str();
   app.add_option("--chain-nodes", opt.chain_nodes, "nodes per chain (fanout: whole cycles of 6)")
       ->capture_default_str()->check(CLI::Range(6, 1000000));
+  app.add_option("--chain-calls", opt.chain_calls,
+                 "timed blocks of the chain's 5 runs, each timed alone: the median block is the result, every "
+                 "block's time is kept (the spread)")
+      ->capture_default_str()->check(CLI::Range(1, 100));
   app.add_option("--chain-values", opt.chain_values_path,
                  "write one untimed run's leaves, output and leaf gradients per shape and size (their first 64 "
                  "elements) as JSON here: the recording's check, for small sizes");
@@ -453,7 +457,7 @@ json meta_json(const Options& opt, const Opened& o, const json& torch) {
                {"map_shapes", opt.map_shapes},
                {"chain_gradients", opt.chain_every_gradient ? "all" : "leaf"},
                {"chain_shapes", opt.chain_shapes}, {"chain_dtype", dtype_short(opt.chain_dtype)},
-               {"chain_nodes", opt.chain_nodes},
+               {"chain_nodes", opt.chain_nodes}, {"chain_calls", opt.chain_calls},
                {"timing", "median of per-call CUDA event pairs on the backend's stream, after 3 warm-up calls"},
                {"bytes", "fewest bytes moved: each input the kernel reads once, each output written once"},
                {"copy", "cudaMemcpyAsync D2D moving the same bytes (read + write) in the same run"},
@@ -620,6 +624,7 @@ Result<std::vector<ChainResult>> measure_chains(const Options& opt, const std::s
   std::vector<ChainResult> out;
   ChainSetup setup;
   setup.nodes = opt.chain_nodes;
+  setup.calls = opt.chain_calls;
   setup.dtype = opt.chain_dtype;
   setup.every_gradient = opt.chain_every_gradient;
   if (opt.program_threshold >= 0) setup.tape.program_threshold = opt.program_threshold;

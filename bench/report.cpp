@@ -54,11 +54,14 @@ std::string chain_key(const ChainResult& c) { return "chain " + c.shape + " 2^" 
 void print_chains(const std::vector<ChainResult>& chains, bool every_gradient) {
   if (chains.empty()) return;
   const ChainResult& c0 = chains.front();
-  std::printf("\nchains: float32, record + backward (%s) + release; host clock over %d runs after %d warm-ups;\n"
+  std::printf("\nchains: %s, record + backward (%s) + release; host clock over %d runs after %d warm-ups%s;\n"
               "        device: one run queued whole behind a gate, then CUDA events (program-sized chains); us per "
               "node\n        (nodes: the tape's nodes other than leaves); strongest peer: the fastest of eager, "
               "graph and\n        compile, its us / ours (WINS below 1x)\n",
-              every_gradient ? "every node's gradient" : "the leaves' gradients", c0.runs, c0.warmup);
+              dtype_name(c0.dtype), every_gradient ? "every node's gradient" : "the leaves' gradients", c0.runs, c0.warmup,
+              c0.calls > 1 ? (", " + std::to_string(c0.calls) + " such blocks: total is the median block, spread "
+                              "its min-max").c_str()
+                           : "");
   std::string last_shape;
   for (const ChainResult& c : chains) {
     if (c.shape != last_shape) {
@@ -74,6 +77,10 @@ void print_chains(const std::vector<ChainResult>& chains, bool every_gradient) {
                 opt_num("%.2f", c.graph_us_per_node).c_str(), opt_num("%.3f", c.compile_us_per_node).c_str(),
                 opt_num("%.1f", c.compile_first_call_s).c_str(), peer_text(c.peer, c.us_per_node).c_str(),
                 c.target.c_str(), c.verdict.c_str());
+    if (c.calls > 1) {
+      const auto [lo, hi] = std::minmax_element(c.us_per_node_calls.begin(), c.us_per_node_calls.end());
+      std::printf("         spread %.3f-%.3f over %d blocks\n", *lo, *hi, c.calls);
+    }
   }
 }
 
@@ -170,7 +177,8 @@ json rows_json(const std::vector<Row>& rows) {
 json chain_json(const ChainResult& c) {
   json j = {{"shape", c.shape}, {"nodes", c.nodes}, {"leaves", c.leaves}, {"log2n", c.log2n}, {"n", c.n},
             {"dtype", dtype_short(c.dtype)}, {"ops", c.ops}, {"warmup", c.warmup}, {"runs", c.runs},
-            {"us_per_node", c.us_per_node}, {"record_host_us_per_node", c.record_host_us_per_node},
+            {"calls", c.calls}, {"us_per_node", c.us_per_node}, {"us_per_node_calls", c.us_per_node_calls},
+            {"record_host_us_per_node", c.record_host_us_per_node},
             {"backward_host_us_per_node", c.backward_host_us_per_node},
             {"teardown_host_us_per_node", c.teardown_host_us_per_node}};
   j["device_us_per_node"] = opt_json(c.device_us_per_node);
