@@ -406,6 +406,54 @@ TEST(KeepInRegisters, UnwantedChainGradientsNeverReachMemory) {
   EXPECT_EQ(stored, kNodes / detail::kStepsPerLaunch);
 }
 
+// A backward program's slots in between get memory only where a step stores to them: a 1,000-node chain
+// whose gradients pass in registers holds the returned slot and the stores at its pieces' boundaries,
+// not 1,000 slots (a chain past L2 would otherwise hold a gradient per node, where node by node holds
+// one or two). The program's gradients are the per-node path's, bit for bit.
+TEST(BackwardProgram, AChainsInternalSlotsTakeMemoryOnlyWhereAStepStoresThem) {
+  const std::shared_ptr<Backend> be = make_cpu_backend();
+  constexpr int kNodes = 1000;
+  constexpr std::int64_t kElements = 4096;
+  constexpr std::int64_t kSlotBytes = kElements * 4;
+  Tape tape(be);
+  must(tape.set_options(TapeOptions{.program_threshold = kElements}));
+  const NodeId x = must(tape.leaf(host(std::vector<float>(kElements, 0.5f))));
+  NodeId y = x;
+  for (int i = 0; i < kNodes; ++i) y = must(i % 2 ? tape.sin(y) : tape.tanh(y));
+  must(tape.flush());
+  const std::span<const Node> nodes(must(tape.node(x)), tape.size());
+  const auto out = static_cast<NodeId>(node_position(y));
+  detail::BackwardPlan plan;
+  plan.wanted.assign(nodes.size(), 0);
+  plan.wanted[0] = 1;
+  detail::plan_backward(nodes, out, false, plan);
+  const Buffer seed = must(be->upload(host(std::vector<float>(kElements, 1.0f))));
+  detail::BackwardProgram builder;
+  detail::Engine& engine = detail::engine_of(*be);
+  const std::int64_t before = be->stats().bytes(AllocTag::gradient);
+  ASSERT_TRUE(builder.allocate_slots(engine, plan, nodes, out, false, "backward"));
+  const detail::Program& program = builder.build(plan, nodes, out, seed, kElements);
+  ASSERT_TRUE(builder.allocate_internal_slots(engine, "backward"));
+  const std::int64_t held = be->stats().bytes(AllocTag::gradient) - before;
+  const std::int64_t pieces = (kNodes + 1 + detail::kStepsPerLaunch - 1) / detail::kStepsPerLaunch;
+  EXPECT_GE(held, kSlotBytes) << "the returned slot";
+  EXPECT_LE(held, (1 + pieces) * kSlotBytes) << "the returned slot and a store per piece boundary, not " << kNodes;
+  ASSERT_TRUE(engine.run_program(program));
+  HostArray got;
+  builder.hand_out([&](NodeId, Buffer slot) { got = must(be->download(slot)); });
+  builder.release();
+  EXPECT_EQ(be->stats().bytes(AllocTag::gradient), before) << "the internal slots go with the builder";
+
+  Tape per_node(be);
+  must(per_node.set_options(TapeOptions{.program_threshold = 0}));
+  const NodeId x2 = must(per_node.leaf(host(std::vector<float>(kElements, 0.5f))));
+  NodeId y2 = x2;
+  for (int i = 0; i < kNodes; ++i) y2 = must(i % 2 ? per_node.sin(y2) : per_node.tanh(y2));
+  const Gradients expected = must(per_node.backward(y2, host(std::vector<float>(kElements, 1.0f)), std::vector<NodeId>{x2}));
+  EXPECT_EQ(got.bytes, must(expected.host(x2)).bytes);
+}
+
+
 // A step the builder appended and never sealed is refused, naming it, on every backend, and nothing
 // runs: before, its code was 0 and it ran as add's forward.
 TEST_P(Programs, AnUnsealedStepIsRefusedAndNothingRuns) {
@@ -681,8 +729,8 @@ TEST_P(Programs, ErrorsWhileNodesArePendingChangeNothing) {
 }
 
 // A fused backward over a small output allocates twice — the seed's upload and all slots at once —
-// and, asked for some gradients only, three times: the slots in between are one more allocation. Each
-// failing changes nothing (pending forwards included) and leaks nothing.
+// and, asked for some gradients only, three times: the slots in between that reach memory are one more
+// allocation. Each failing changes nothing (pending forwards included) and leaks nothing.
 TEST_P(Programs, InjectedAllocationFailuresInBackwardChangeNothing) {
   for (bool dense : {false, true}) {
     for (bool only_a : {false, true}) {
@@ -693,7 +741,9 @@ TEST_P(Programs, InjectedAllocationFailuresInBackwardChangeNothing) {
       ASSERT_TRUE(t.sin(unrelated));
       const NodeId q = must(t.div(a, b));
       const NodeId m = must(t.max(q, q));
-      const NodeId z = must(t.mul(must(t.gelu(m)), a));
+      // q's gradient gathers two contributions (mul's, then max's): the one slot in between that reaches
+      // memory, so an only-a backward allocates the seed, the returned slots and the internal slots.
+      const NodeId z = must(t.mul(must(t.gelu(m)), q));
       const Snapshot before = snapshot(t);
       EXPECT_EQ(before.pending, 4u);
       const HostArray seed = host<float>({1, -1, 2});
@@ -713,7 +763,7 @@ TEST_P(Programs, InjectedAllocationFailuresInBackwardChangeNothing) {
         EXPECT_EQ(grads.error().code, ErrorCode::OutOfMemory) << grads.error().str();
         EXPECT_EQ(snapshot(t), before) << "failing allocation " << nth;
       }
-      EXPECT_EQ(failures, only_a ? 3 : 2);
+      EXPECT_EQ(failures, only_a ? 3 : 2) << "dense " << dense << ", only_a " << only_a;
       EXPECT_EQ(t.pending(), 0u);
       EXPECT_EQ(snapshot(t).stats, before.stats);
     }

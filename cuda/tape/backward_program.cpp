@@ -57,23 +57,52 @@ Result<void> BackwardProgram::allocate_slots(Engine& engine, const BackwardPlan&
     slot_of_[id] = returned++;
   }
   TAPEWISE_CHECK(engine.allocate_many_into({specs_.data(), returned}, AllocTag::gradient, slots_));
-  if (!internal_.empty()) {
-    // One buffer of the internal slots end to end, each 16-byte aligned as allocate_many's parts are.
-    const std::int64_t stride = (like.numel() * static_cast<std::int64_t>(dtype_size(like.dtype())) + 15) / 16 * 16;
-    const auto slots_inside = static_cast<std::int64_t>(internal_.size());
-    if (stride > 0 && slots_inside > std::numeric_limits<std::int64_t>::max() / stride)
-      return fail(ErrorCode::OutOfMemory, std::string(what) + ": " + std::to_string(slots_inside) +
-                                              " gradient slots of " + like.shape().str() + " are too large to address");
-    auto buffer = engine.allocate(Shape{slots_inside * stride / static_cast<std::int64_t>(dtype_size(like.dtype()))},
-                                  like.dtype(), AllocTag::gradient);
-    TAPEWISE_CHECK(buffer);
-    internal_slots_ = std::move(*buffer);
-    if (stride > 0)  // else every internal slot is empty, its address null as an empty buffer's
-      for (std::size_t i = 0; i < internal_.size(); ++i)
-        address_[static_cast<std::size_t>(internal_[i])] = static_cast<std::byte*>(internal_slots_.data()) + i * stride;
-  }
+  // The internal slots get stand-in addresses, distinct and never a buffer's, until the register pass has
+  // said which of them reach memory (allocate_internal_slots).
+  internal_stride_ = (like.numel() * static_cast<std::int64_t>(dtype_size(like.dtype())) + 15) / 16 * 16;
+  internal_dtype_ = like.dtype();
+  stand_ins_.assign(internal_stride_ > 0 ? internal_.size() : 0, std::byte{});
+  for (std::size_t i = 0; i < stand_ins_.size(); ++i) address_[static_cast<std::size_t>(internal_[i])] = &stand_ins_[i];
   for (std::size_t id = 0; id < count; ++id)
     if (slot_of_[id] != kNoSlot) address_[id] = slots_[slot_of_[id]].data();
+  return {};
+}
+
+Result<void> BackwardProgram::allocate_internal_slots(Engine& engine, const char* what) {
+  if (stand_ins_.empty()) return {};
+  const auto first = reinterpret_cast<std::uintptr_t>(stand_ins_.data());
+  auto stand_in = [&](const void* p) -> std::int64_t {  // the internal slot p stands in for, else -1
+    const auto at = reinterpret_cast<std::uintptr_t>(p);
+    return at >= first && at - first < stand_ins_.size() ? static_cast<std::int64_t>(at - first) : -1;
+  };
+  // A slot no step stores to holds nothing a step could load: its readers take it from a register.
+  place_.assign(stand_ins_.size(), -1);
+  std::int64_t stored = 0;
+  for (const Step& step : program_.steps)
+    for (const void* out : step.out)
+      if (const std::int64_t i = stand_in(out); i >= 0 && place_[static_cast<std::size_t>(i)] < 0) place_[static_cast<std::size_t>(i)] = stored++;
+  std::byte* base = nullptr;
+  if (stored > 0) {
+    if (stored > std::numeric_limits<std::int64_t>::max() / internal_stride_)
+      return fail(ErrorCode::OutOfMemory, std::string(what) + ": " + std::to_string(stored) + " gradient slots of " +
+                                              std::to_string(internal_stride_) + " bytes are too large to address");
+    const auto per_element = static_cast<std::int64_t>(dtype_size(internal_dtype_));
+    auto buffer = engine.allocate(Shape{stored * internal_stride_ / per_element}, internal_dtype_, AllocTag::gradient);
+    TAPEWISE_CHECK(buffer);
+    internal_slots_ = std::move(*buffer);
+    base = static_cast<std::byte*>(internal_slots_.data());
+  }
+  auto placed = [&](const void* p) -> void* {
+    const std::int64_t i = stand_in(p);
+    if (i < 0) return const_cast<void*>(p);
+    const std::int64_t at = place_[static_cast<std::size_t>(i)];
+    return at < 0 ? nullptr : base + at * internal_stride_;
+  };
+  for (Step& step : program_.steps) {
+    for (const void*& in : step.in) in = placed(in);
+    step.g = placed(step.g);
+    for (void*& out : step.out) out = placed(out);
+  }
   return {};
 }
 

@@ -1,9 +1,10 @@
 // cuda/tape/backward_program.hpp — a backward as one tape program, built in one place: the gradient
-// slots (the returned ones as buffers, the ones in between as addresses in one allocation), the steps
+// slots (the returned ones as buffers, the ones in between that reach memory in one allocation), the steps
 // in the plan's order, and the register pass that keeps gradients nobody returns out of memory, with
 // the piece boundaries it must respect. The tape's program executor (backward.cpp) and the tests use it.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -30,16 +31,20 @@ void keep_in_registers(Program& program, std::span<const std::uint8_t> only_the_
 // holds no buffer between calls (release()).
 class BackwardProgram {
  public:
-  // The gradient slots of `plan`'s walk from `out`: a buffer for each returned one, addresses in one
-  // allocation for the others. Called before anything runs, so that a failing allocation changes
-  // nothing. `what` names the call in errors.
+  // The returned gradient slots of `plan`'s walk from `out`, a buffer each, and stand-in addresses for the
+  // others. Called before anything runs, so that a failing allocation changes nothing. `what` names the
+  // call in errors.
   [[nodiscard]] Result<void> allocate_slots(Engine& engine, const BackwardPlan& plan, std::span<const Node> nodes,
                                             NodeId out, bool dense, const char* what);
   // The program over the slots: the seed copy, a step per visit, then dense zeros of at most
   // `threshold` elements (a larger one is a fill kernel: fill_large_zeros); when only some gradients
-  // are wanted, the register pass.
+  // are wanted, the register pass. Not runnable before allocate_internal_slots.
   const Program& build(const BackwardPlan& plan, std::span<const Node> nodes, NodeId out, const Buffer& seed,
                        std::int64_t threshold);
+  // Memory for the slots in between that a step of the built program stores to, in one allocation, and
+  // their addresses in the steps; the others (the register pass kept them out of memory: a chain's
+  // gradients) get none, so a long chain's backward holds about one slot's memory, as node by node.
+  [[nodiscard]] Result<void> allocate_internal_slots(Engine& engine, const char* what);
   // The dense zero slots too large for the program, by fill kernels queued after it.
   [[nodiscard]] Result<void> fill_large_zeros(Engine& engine);
   // Hands each returned slot to put(id, Buffer), ascending ids.
@@ -60,7 +65,11 @@ class BackwardProgram {
   std::vector<BufferSpec> specs_;
   std::vector<std::size_t> slot_of_;   // a returned slot's index in slots_, else kNoSlot
   std::vector<void*> address_;         // every slot's address, returned or internal
-  std::vector<NodeId> internal_;       // the slots in between, in one allocation
+  std::vector<NodeId> internal_;       // the slots in between
+  std::vector<std::byte> stand_ins_;   // their addresses until allocate_internal_slots: internal_[i]'s is &stand_ins_[i]
+  std::vector<std::int64_t> place_;    // internal_[i]'s position in internal_slots_, -1 if it never reaches memory
+  std::int64_t internal_stride_ = 0;   // bytes apart in internal_slots_ (16-byte aligned, as allocate_many's parts)
+  DType internal_dtype_ = DType::float32;
   std::vector<NodeId> large_zeros_;
   std::vector<std::int64_t> reader_step_;
   std::vector<std::uint8_t> accumulated_, only_the_next_reads_;

@@ -261,7 +261,7 @@ TW_API tw_status tw_buffer_destroy(tw_buffer* buffer);
 TW_API tw_status tw_tape_create(tw_backend* backend, tw_tape** out);
 /** Releases the tape, its values and its views of caller memory (wrapped leaves, DLPack leaves). */
 TW_API tw_status tw_tape_destroy(tw_tape* tape);
-/** Nodes of at most numel elements run as tape programs (default 1048576 = 2^20; 0: never). A negative
+/** Nodes of at most numel elements run as tape programs (default on CUDA 67108864 = 2^26; 0: never). A negative
  * numel is TW_INVALID_ARGUMENT and leaves the tape's threshold as it was. */
 TW_API tw_status tw_tape_set_program_threshold(tw_tape* tape, int64_t numel);
 /** Reads the tape's program threshold into *out. */

@@ -536,7 +536,7 @@ void bind_tape(nb::module_& m) {
             "starting from +0.").c_str());
   bind_tape_option(tape, "program_threshold", &TapeOptions::program_threshold,
                    "Nodes of at most this many elements are recorded as a tape program (deferred, batched into one\n"
-                   "kernel); 0 turns programs off. Default 2**20 on CUDA, 16 on the CPU backend (where a node's own loop wins\n"
+                   "kernel); 0 turns programs off. Default 2**26 on CUDA, 16 on the CPU backend (where a node's own loop wins\n"
                    "from about 32 elements up). A negative count raises InvalidArgumentError.");
   bind_tape_option(tape, "max_pending_nodes", &TapeOptions::max_pending_nodes,
                    "At most this many nodes wait for their forward; recording one more flushes first (1 .. 65536,\n"

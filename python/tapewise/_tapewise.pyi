@@ -350,7 +350,7 @@ class Tape:
     def program_threshold(self) -> int:
         """
         Nodes of at most this many elements are recorded as a tape program (deferred, batched into one
-        kernel); 0 turns programs off. Default 2**20 on CUDA, 16 on the CPU backend (where a node's own loop wins
+        kernel); 0 turns programs off. Default 2**26 on CUDA, 16 on the CPU backend (where a node's own loop wins
         from about 32 elements up). A negative count raises InvalidArgumentError.
         """
 

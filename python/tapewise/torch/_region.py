@@ -204,7 +204,7 @@ def region(fn):
     flow is followed afresh), with a leaf per distinct torch tensor argument (viewed, no copy;
     requires_grad as the tensor's), and returns the output as an ordinary torch tensor (zero-copy from
     the tape's memory) whose grad_fn runs Tape.backward(out, g, wanted=[the inputs that need a
-    gradient]). The tape runs them as it always does: up to Tape.program_threshold elements (2^20 by
+    gradient]). The tape runs them as it always does: up to Tape.program_threshold elements (2^26 by
     default) the forward is a tape program per Tape.max_pending_nodes nodes (448) and the backward one
     program; larger tensors run a kernel per node.
 
