@@ -78,9 +78,12 @@ Result<void> BackwardProgram::allocate_internal_slots(Engine& engine, const char
   // A slot no step stores to holds nothing a step could load: its readers take it from a register.
   place_.assign(stand_ins_.size(), -1);
   std::int64_t stored = 0;
-  for (const Step& step : program_.steps)
-    for (const void* out : step.out)
-      if (const std::int64_t i = stand_in(out); i >= 0 && place_[static_cast<std::size_t>(i)] < 0) place_[static_cast<std::size_t>(i)] = stored++;
+  for (const Step& step : program_.steps) {
+    for (const void* out : step.out) {
+      const std::int64_t i = stand_in(out);
+      if (i >= 0 && place_[static_cast<std::size_t>(i)] < 0) place_[static_cast<std::size_t>(i)] = stored++;
+    }
+  }
   std::byte* base = nullptr;
   if (stored > 0) {
     if (stored > std::numeric_limits<std::int64_t>::max() / internal_stride_)
