@@ -431,7 +431,7 @@ TEST(BackwardProgram, AChainsInternalSlotsTakeMemoryOnlyWhereAStepStoresThem) {
   detail::BackwardProgram builder;
   detail::Engine& engine = detail::engine_of(*be);
   const std::int64_t before = be->stats().bytes(AllocTag::gradient);
-  ASSERT_TRUE(builder.allocate_slots(engine, plan, nodes, out, false, "backward"));
+  ASSERT_TRUE(builder.allocate_slots(engine, plan, nodes, out, false));
   const detail::Program& program = builder.build(plan, nodes, out, seed, kElements);
   ASSERT_TRUE(builder.allocate_internal_slots(engine, "backward"));
   const std::int64_t held = be->stats().bytes(AllocTag::gradient) - before;

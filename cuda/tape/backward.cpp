@@ -187,7 +187,7 @@ Result<Gradients> Tape::run_plan_as_program(const detail::BackwardPlan& plan, No
     ~Released() { builder.release(); }
   } released{builder};
   const char* what = dense ? "backward_dense" : "backward";
-  TAPEWISE_CHECK(builder.allocate_slots(engine, plan, nodes_, out, dense, what));
+  TAPEWISE_CHECK(builder.allocate_slots(engine, plan, nodes_, out, dense));
   const detail::Program& program = builder.build(plan, nodes_, out, seed, options_.program_threshold);
   TAPEWISE_CHECK(builder.allocate_internal_slots(engine, what));
   TAPEWISE_CHECK(flush());

@@ -36,7 +36,7 @@ void keep_in_registers(Program& program, std::span<const std::uint8_t> only_the_
 }
 
 Result<void> BackwardProgram::allocate_slots(Engine& engine, const BackwardPlan& plan, std::span<const Node> nodes,
-                                             NodeId out, bool dense, const char* what) {
+                                             NodeId out, bool dense) {
   const std::size_t count = nodes.size();
   // A slot the walk reaches has the output's shape and dtype (a node's inputs have its own).
   const Buffer& like = nodes[static_cast<std::size_t>(out)].value;

@@ -32,10 +32,9 @@ void keep_in_registers(Program& program, std::span<const std::uint8_t> only_the_
 class BackwardProgram {
  public:
   // The returned gradient slots of `plan`'s walk from `out`, a buffer each, and stand-in addresses for the
-  // others. Called before anything runs, so that a failing allocation changes nothing. `what` names the
-  // call in errors.
+  // others. Called before anything runs, so that a failing allocation changes nothing.
   [[nodiscard]] Result<void> allocate_slots(Engine& engine, const BackwardPlan& plan, std::span<const Node> nodes,
-                                            NodeId out, bool dense, const char* what);
+                                            NodeId out, bool dense);
   // The program over the slots: the seed copy, a step per visit, then dense zeros of at most
   // `threshold` elements (a larger one is a fill kernel: fill_large_zeros); when only some gradients
   // are wanted, the register pass. Not runnable before allocate_internal_slots.

@@ -131,9 +131,10 @@ Phases one_run(const std::shared_ptr<Backend>& be, std::int64_t n) {
   plan.wanted[0] = 1;
   detail::plan_backward(nodes, out_at, false, plan);
   auto b1 = clock_type::now();
-  ok(builder.allocate_slots(engine, plan, nodes, out_at, false, "backward"));
+  ok(builder.allocate_slots(engine, plan, nodes, out_at, false));
   auto b2 = clock_type::now();
   const detail::Program& program = builder.build(plan, nodes, out_at, ones, again->options().program_threshold);
+  ok(builder.allocate_internal_slots(engine, "backward"));
   auto b3 = clock_type::now();
   ok(engine.run_program(program));
   auto b4 = clock_type::now();
