@@ -11,6 +11,7 @@
 #              BENCH_SIZES (26,12)  BENCH_DTYPES (f32,f64)  BENCH_REPS (20)  BENCH_CHAIN_SIZES (12,16,20)
 #              BENCH_CHAIN_SHAPES (unary,binary,fanout)  the chain's graph shapes, in both tools
 #              BENCH_CHAIN_DTYPE (f32)  the chain's dtype (f32, f64, bf16, f16), in both tools
+#              BENCH_CHAIN_CALLS (5)    tapewise's chain timed in this many blocks: the median and its spread
 #              BENCH_PEER_OPS   nodes PyTorch also runs as torch.compile and CUDA graphs (bench_torch.py's
 #                               default subset; 'all' for every node: minutes more of compiling)
 #              BENCH_NCU (1)    0 skips the Nsight Compute pass (no compute rooflines then)
@@ -54,6 +55,7 @@ reps=${BENCH_REPS:-20}
 chain_sizes=${BENCH_CHAIN_SIZES:-12,16,20}
 chain_shapes=${BENCH_CHAIN_SHAPES:-unary,binary,fanout}
 chain_dtype=${BENCH_CHAIN_DTYPE:-f32}
+chain_calls=${BENCH_CHAIN_CALLS:-5}
 txt=$out/bench_$date.txt
 json=$out/bench_$date.json
 torch_json=$out/torch_$date.json
@@ -103,7 +105,7 @@ if [ "${BENCH_NCU:-1}" != 0 ] && command -v ncu >/dev/null; then
 fi
 
 "$bench" --sizes "$sizes" --dtypes "$dtypes" --reps "$reps" --chain-sizes "$chain_sizes" \
-  --chain-shapes "$chain_shapes" --chain-dtype "$chain_dtype" --commit "$commit" \
+  --chain-shapes "$chain_shapes" --chain-dtype "$chain_dtype" --chain-calls "$chain_calls" --commit "$commit" \
   --date "$date" "${torch_args[@]}" "${roofline_args[@]}" --json "$json" 2>&1 | tee -a "$txt"
 bench_rc=${PIPESTATUS[0]}
 echo "== tapewise-bench exited $bench_rc after $((SECONDS - start)) s" | tee -a "$txt"
