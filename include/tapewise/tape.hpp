@@ -67,7 +67,7 @@ struct TapeOptions {
   /// together, their fused backward one program); 0 runs every node with its own kernels. At least 0.
   /// The default, 2^26, is CUDA's: at every size measured (2^12 to 2^26, H200) a chain runs faster as
   /// programs than node by node — past L2 because a program keeps what a node hands the next in
-  /// registers, where per-node kernels each read and write memory (2.1x faster at 2^26). Beyond
+  /// registers, where per-node kernels each read and write memory (1.3-2.3x faster at 2^26). Beyond
   /// 2^26 it is unmeasured. A tape on the CPU backend starts at kCpuProgramThreshold instead
   /// (docs/performance.md).
   std::int64_t program_threshold = std::int64_t{1} << 26;
