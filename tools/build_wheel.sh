@@ -66,8 +66,13 @@ build_dir=$root/build-wheel$tag
 
 if ((worktree)); then
   source_dir=$root
-  built_from="working tree of $(git rev-parse --short HEAD)"
+  # The label only: a source tree without git (a tarball, or a machine with no git) builds all the same.
+  built_from="working tree of $(git rev-parse --short HEAD 2>/dev/null || echo "a source tree that git does not know")"
 else
+  if ! command -v git >/dev/null; then
+    echo "build_wheel.sh: building a commit ($ref) needs git, which is not installed; --worktree builds the files as they are" >&2
+    exit 2
+  fi
   commit=$(git rev-parse --verify "$ref^{commit}")
   # A fixed folder (not a fresh temporary one) so that CMake's cache in build_dir stays valid.
   source_dir=$root/build-wheel$tag-source
