@@ -325,8 +325,8 @@ Result<ChainResult> run_chain(const std::shared_ptr<Backend>& be, const ChainSet
   const bool gated = stream && c.n <= setup.tape.program_threshold;
   constexpr int kGatedRuns = 3;
   RunInputs inputs;
-  TAPEWISE_CHECK(inputs.make(*be, setup.dtype, Shape{c.n}, graph->fresh_leaves(setup.nodes), c.warmup + c.runs * setup.calls + (gated ? kGatedRuns : 0),
-                             seed));
+  const int run_count = c.warmup + c.runs * setup.calls + (gated ? kGatedRuns : 0);
+  TAPEWISE_CHECK(inputs.make(*be, setup.dtype, Shape{c.n}, graph->fresh_leaves(setup.nodes), run_count, seed));
 
   for (int r = 0; r < c.warmup; ++r) {
     TAPEWISE_CHECK(chain_once(be, setup, *graph, inputs.next(), r == 0 ? values : nullptr));

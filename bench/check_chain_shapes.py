@@ -207,6 +207,29 @@ class TapewiseBench(Checks):
         for shape in SHAPES:
             self.assertEqual(self.every[shape], self.values[shape], f'{shape}: --chain-gradients all changed the leaves')
 
+    def test_chain_calls_give_the_median_block_and_every_blocks_time(self):
+        for r in self.doc['chain']:
+            self.assertEqual((r['calls'], r['us_per_node_calls']), (1, [r['us_per_node']]), r['shape'])
+        doc, values, stdout = run_bench(self.tmp.name, 'calls', '--chain-calls', '3')
+        self.assertEqual(doc['meta']['chain_calls'], 3)
+        for r in doc['chain']:
+            blocks = r['us_per_node_calls']
+            self.assertEqual((r['calls'], len(blocks)), (3, 3), r['shape'])
+            self.assertTrue(all(math.isfinite(b) and b > 0 for b in blocks), f"{r['shape']}: {blocks}")
+            self.assertEqual(r['us_per_node'], sorted(blocks)[1], f"{r['shape']}: the median block")
+        self.assertEqual(stdout.count('over 3 blocks'), len(SHAPES))
+        self.assertEqual(values, self.values, 'more timed blocks change no recording')
+
+    def test_a_bad_chain_calls_is_refused_naming_the_option(self):
+        for bad in ('0', '-1', '101', '1.5', 'abc', '', '99999999999999999999', 'nan'):
+            with self.subTest(bad=bad):
+                json_path = os.path.join(self.tmp.name, 'refused.json')
+                done = subprocess.run([BENCH, '--backend', BACKEND, '--no-kernels', '--chain-sizes', str(LOG2N),
+                                       '--chain-calls', bad, '--json', json_path], capture_output=True, text=True, timeout=60)
+                self.assertNotEqual(done.returncode, 0)
+                self.assertIn('--chain-calls', done.stdout + done.stderr)
+                self.assertFalse(os.path.exists(json_path), 'nothing written')
+
     def test_peers_attached_and_the_strongest_named(self):
         # A PyTorch file of the new form for binary and fanout (fanout's node count wrong on purpose: not
         # compared), and the older form (the unary chain under "chain") for unary.
