@@ -102,7 +102,7 @@ inline float log(float x, bool& uncertain) {
 }
 
 // exact::sin (quadrant_shift 0) and cos (1): the tiny-argument results, the fast path for |x| < 2^28
-// with both polynomials evaluated and one chosen per element; uncertain for |x| >= 2^28 (Payne-Hanek),
+// (one polynomial whose coefficients each element chooses); uncertain for |x| >= 2^28 (Payne-Hanek),
 // infinities, NaN, or near a boundary.
 template <unsigned quadrant_shift>
 inline float sin_or_cos(float x, bool& uncertain) {
@@ -113,9 +113,7 @@ inline float sin_or_cos(float x, bool& uncertain) {
   unsigned quadrant;
   const double r = reduce_moderate_hi(static_cast<double>(float_of(moderate ? bits_of(x) : 0x3F800000u)), quadrant);
   quadrant += quadrant_shift;
-  const double cos_r = cos_poly_float(r);
-  const double sin_r = sin_poly_float(r);
-  const double unsigned_y = (quadrant & 1u) ? cos_r : sin_r;
+  const double unsigned_y = sin_or_cos_poly_float(r, quadrant & 1u);
   const double y = (quadrant & 2u) ? -unsigned_y : unsigned_y;
   uncertain = !(tiny | (moderate & float_rounding_is_certain(y)));
   const float tiny_result = quadrant_shift ? 1.0f : x;

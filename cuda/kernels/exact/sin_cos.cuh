@@ -249,20 +249,35 @@ TW_EXACT_HD double horner(double z, double c, Rest... rest) {
 // Polynomials on |r| <= 0.7854 (pi/4 + 1.9e-6: covers k off by one from kTwoOverPi's rounding up to
 // |x| = 2^34). Coefficients by Sollya's fpminimax (relative error, doubles); errors by Sollya's supnorm
 // (a proven bound): sin r ~ r + r^3 p(r^2), degree 13, < 2^-57.88 relative; cos r ~ 1 - r^2/2 + r^4 q(r^2),
-// degree 14, < 2^-63.93 relative (cos's coefficients serve float and double).
-TW_EXACT_HD double sin_poly_float(double r) {
-  const double z = r * r;
-  const double p = horner(z, -0x1.5555555555548p-3, 0x1.111111110f76p-7, -0x1.a01a019bf2b7ap-13,
-                          0x1.71de355fa46d4p-19, -0x1.ae5e54ffce5a9p-26, 0x1.5d8e6226c1c47p-33);
-  return exact::fma(r * z, p, r);
+// degree 14, < 2^-63.93 relative (cos's coefficients serve float and double). Coefficient i of p (i < 6)
+// and of q (i < 6), each written once.
+TW_EXACT_HD constexpr double sin_float_p(int i) {
+  constexpr double c[6] = {-0x1.5555555555548p-3, 0x1.111111110f76p-7,  -0x1.a01a019bf2b7ap-13,
+                           0x1.71de355fa46d4p-19, -0x1.ae5e54ffce5a9p-26, 0x1.5d8e6226c1c47p-33};
+  return c[i];
 }
-TW_EXACT_HD double cos_poly(double z) {  // the q of cos's polynomial, z = r^2
-  return horner(z, 0x1.555555555554bp-5, -0x1.6c16c16c15018p-10, 0x1.a01a019c8f942p-16, -0x1.27e4f7f1ee40cp-22,
-                0x1.1ee9dc126f3cdp-29, -0x1.8fa6a868179ep-37);
+TW_EXACT_HD constexpr double cos_q(int i) {
+  constexpr double c[6] = {0x1.555555555554bp-5,  -0x1.6c16c16c15018p-10, 0x1.a01a019c8f942p-16,
+                           -0x1.27e4f7f1ee40cp-22, 0x1.1ee9dc126f3cdp-29,  -0x1.8fa6a868179ep-37};
+  return c[i];
 }
-TW_EXACT_HD double cos_poly_float(double r) {
+TW_EXACT_HD double cos_poly(double z) {  // q(z)
+  return horner(z, cos_q(0), cos_q(1), cos_q(2), cos_q(3), cos_q(4), cos_q(5));
+}
+
+// The fast path's sin r (odd false) or cos r (odd true) as one polynomial a + b P(z), z = r^2: sin's a = r,
+// b = r z, P = p(z); cos's a = 1, b = z, P = -1/2 + z q(z), so coefficient i of P is p's i or, for cos,
+// -1/2 then q's i - 1. p has one coefficient fewer: its top one is 0, and fma(0, z, c) = c exactly, so
+// sin's Horner steps are those of p alone. Where the lanes of a GPU warp (or a CPU vector) hold both
+// parities, a polynomial each behind a branch or a blend costs both; this costs one and a selection per
+// coefficient.
+TW_EXACT_HD double sin_or_cos_poly_float(double r, bool odd) {
   const double z = r * r;
-  return exact::fma(z, exact::fma(z, cos_poly(z), -0.5), 1.0);
+  const auto coefficient = [odd](int i) { return odd ? (i == 0 ? -0.5 : cos_q(i - 1)) : (i < 6 ? sin_float_p(i) : 0.0); };
+  const double p = horner(z, coefficient(0), coefficient(1), coefficient(2), coefficient(3), coefficient(4),
+                          coefficient(5), coefficient(6));
+  const double rz = r * z;
+  return exact::fma(odd ? z : rz, p, odd ? 1.0 : r);
 }
 
 // Error of float_fast_path's double, u = 2^-53, r from reduce_moderate_hi (relative error d <= 2u) or
@@ -298,7 +313,7 @@ TW_EXACT_HD double float_fast_path(float x, unsigned quadrant_shift) {
     quadrant = reduced.quadrant;
   }
   quadrant += quadrant_shift;
-  const double y = (quadrant & 1u) ? cos_poly_float(r) : sin_poly_float(r);
+  const double y = sin_or_cos_poly_float(r, quadrant & 1u);
   return (quadrant & 2u) ? -y : y;
 }
 
