@@ -3,8 +3,12 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "dispatch.hpp"
+#if defined(TAPEWISE_MATH_EXACT)
+#include "speculative.cuh"
+#endif
 
 namespace tapewise::detail {
 
@@ -164,6 +168,71 @@ __device__ __forceinline__ bool map_whole_tile16(const Fn& fn, std::int64_t n, s
   return true;
 }
 
+#if defined(TAPEWISE_MATH_EXACT)
+// Exact mode's float32 functors built on exact functions: a vector's elements in two passes
+// (speculative.cuh): every element through the branch-free fast paths, then the elements flagged there
+// (rare: near a rounding boundary, or a special input) through fn itself, with the same bits. One element
+// after another, each exact function's branch to its slow path kept a vector's elements apart; in one
+// pass their fast paths interleave, and their constants are loaded once a vector.
+template <class Fn, int V, int kIn>
+__device__ __forceinline__ void map_vector_two_passes(const Fn& fn, const Vec<float, V> (&xs)[kIn],
+                                                      Vec<float, V> (&ys)[Fn::nout]) {
+  using speculative::Speculative;
+  const auto twin = speculative::Speculating<Fn>::twin(fn);
+  bool flagged[V];
+  bool any = false;
+#pragma unroll
+  for (int e = 0; e < V; ++e) {
+    Speculative x[kIn];
+    Speculative y[Fn::nout];
+#pragma unroll
+    for (int k = 0; k < Fn::nin; ++k) x[k] = Speculative(xs[k].v[e]);
+    twin(x, y);
+    flagged[e] = false;
+#pragma unroll
+    for (int k = 0; k < Fn::nout; ++k) {
+      ys[k].v[e] = y[k].v;
+      flagged[e] |= y[k].uncertain;
+    }
+    any |= flagged[e];
+  }
+  if (!any) return;
+#pragma unroll
+  for (int e = 0; e < V; ++e) {
+    if (!flagged[e]) continue;
+    float x[kIn];
+    float y[Fn::nout];
+#pragma unroll
+    for (int k = 0; k < Fn::nin; ++k) x[k] = xs[k].v[e];
+    fn(x, y);
+#pragma unroll
+    for (int k = 0; k < Fn::nout; ++k) ys[k].v[e] = y[k];
+  }
+}
+#endif
+
+// One vector's V elements through fn.
+template <class Fn, class T, int V, int kIn>
+__device__ __forceinline__ void map_vector(const Fn& fn, const Vec<T, V> (&xs)[kIn], Vec<T, V> (&ys)[Fn::nout]) {
+#if defined(TAPEWISE_MATH_EXACT)
+  if constexpr (std::is_same_v<T, float> && speculative::Speculating<Fn>::value) {
+    map_vector_two_passes<Fn, V, kIn>(fn, xs, ys);
+  } else
+#endif
+  {
+#pragma unroll
+    for (int e = 0; e < V; ++e) {
+      T x[kIn];
+      T y[Fn::nout];
+#pragma unroll
+      for (int k = 0; k < Fn::nin; ++k) x[k] = xs[k].v[e];
+      fn(x, y);
+#pragma unroll
+      for (int k = 0; k < Fn::nout; ++k) ys[k].v[e] = y[k];
+    }
+  }
+}
+
 // Block b covers tile b (and b + gridDim.x, ... past kMaxBlocks tiles): thread t takes the tile's
 // vectors t + u * Threads (u < Vectors), coalesced per u. Offsets inside a tile are 32-bit; the
 // tile's base is 64-bit once per block. All loads of a tile precede its first store, so in-place
@@ -201,16 +270,7 @@ __global__ void __launch_bounds__(Threads)
       const int j = static_cast<int>(threadIdx.x) + u * Threads;
       if (j < in_tile) {
         VecT ys[Fn::nout];
-#pragma unroll
-        for (int e = 0; e < V; ++e) {
-          T x[kIn];
-          T y[Fn::nout];
-#pragma unroll
-          for (int k = 0; k < Fn::nin; ++k) x[k] = xs[u][k].v[e];
-          fn(x, y);
-#pragma unroll
-          for (int k = 0; k < Fn::nout; ++k) ys[k].v[e] = y[k];
-        }
+        map_vector<Fn, T, V, kIn>(fn, xs[u], ys);
 #pragma unroll
         for (int k = 0; k < Fn::nout; ++k) reinterpret_cast<VecT*>(out.p[k] + base * V)[j] = ys[k];
       }

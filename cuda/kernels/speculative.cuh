@@ -1,0 +1,216 @@
+// cuda/kernels/speculative.cuh — exact mode's float32 math in a branch-free first pass: each exact function's
+// fast path run unconditionally, returning its float with a flag, `uncertain`, wherever exact::f would not
+// have returned that float; a node's per-element code run on flagged values (Speculative); the few flagged
+// elements then recomputed by the scalar code. The CPU backend's loops vectorize this way
+// (backends/speculative_math.hpp); the GPU's float32 map kernels run a vector's elements this way, so that
+// their fast paths interleave without a branch between them (map_kernels.cuh). Same source for both.
+//
+// Why it gives exact::f's bits: exact::exp and the others test whether their double result is far enough
+// from a float rounding boundary and otherwise branch to a slow path (and branch on special inputs). Here
+// each fast path runs on a harmless stand-in argument where the input is special, and flags what exact::f
+// would have sent elsewhere (a special input, a result too near a boundary). Where nothing is flagged,
+// each call returned exact::f's float (the same operations on the same double, each rounded once: no
+// build contracts), so the node's result is the scalar node's.
+#pragma once
+
+#include <cstdint>
+
+#include "dispatch.hpp"
+#include "exact_math.cuh"
+
+namespace tapewise::detail::speculative {
+
+using exact::bits_of;
+using exact::float_of;
+
+// ---- the five functions' fast paths, branch-free, with the flag
+
+// A special input is replaced by a harmless one as bits: a selection between floats feeding a conversion
+// would become a conditional conversion, which may trap (-ftrapping-math) and so blocks if-conversion.
+
+// exact::exp's fast path; uncertain outside [-104, 89] (and NaN), for a subnormal result (x below
+// -87.34, where exact::exp's own test converts twice more) or near a boundary.
+TW_EXACT_HD float exp(float x, bool& uncertain) {
+  using namespace exact::detail::exp_tanh;
+  const bool inside = (x >= -104.0f) & (x <= 89.0f);
+  const Reduced a = reduce(static_cast<double>(float_of(inside ? bits_of(x) : 0u)));
+  const double s = exp2_64ths_hi(a.k_int & 63);
+  const double y = exact::fma(s, expm1_poly5(reduced_double(a)), s) * two_to(a.k_int >> 6);
+  uncertain = !(inside & (y >= 0x1p-126) & float_rounding_is_certain(y, 4));
+  return static_cast<float>(y);
+}
+
+// exact::tanh: x itself below 2^-12, +-1 from 10 on, the fast path between; uncertain for NaN or near a
+// boundary.
+TW_EXACT_HD float tanh(float x, bool& uncertain) {
+  using namespace exact::detail::exp_tanh;
+  const std::uint32_t sign = bits_of(x) & 0x80000000u;
+  const float ax = float_of(bits_of(x) ^ sign);
+  const bool tiny = ax < 0x1p-12f;
+  const bool saturated = ax >= 10.0f;
+  const bool middle = (ax >= 0x1p-12f) & (ax < 10.0f);
+  const Reduced a = reduce(2.0 * static_cast<double>(float_of(middle ? bits_of(ax) : 0x3F800000u)));
+  const double scale = two_to(a.k_int >> 6);
+  const double s_hi = exp2_64ths_hi(a.k_int & 63) * scale;
+  const double s_lo = exp2_64ths_lo(a.k_int & 63) * scale;
+  const double e_minus_1 = (s_hi - 1.0) + exact::fma(s_hi, expm1_poly5(reduced_double(a)), s_lo);
+  const double y = ratio_to_rounded_sum(e_minus_1, e_minus_1 + 2.0);
+  uncertain = !(tiny | saturated | (middle & float_rounding_is_certain(y, 32)));  // NaN: none of the three
+  const float middle_result = float_of(bits_of(static_cast<float>(y)) | sign);
+  return tiny ? x : (saturated ? float_of(sign | 0x3F800000u) : middle_result);
+}
+
+#if !defined(__CUDA_ARCH__)
+// The host's exact::detail::log_of_float_fast with its table read as two columns of doubles: a vector
+// lane's entry is then two gathers of doubles (a float field of a 16-byte entry is not one the compiler
+// gathers). The GPU reads the table as it is.
+struct LogTableColumns {
+  double log_c_hi[128];
+  double inv_c[128];
+};
+constexpr LogTableColumns log_table_columns() {
+  LogTableColumns columns{};
+  for (int i = 0; i < 128; ++i) {
+    columns.log_c_hi[i] = exact::detail::kLogTable[i].log_c_hi;
+    columns.inv_c[i] = static_cast<double>(exact::detail::kLogTable[i].inv_c);
+  }
+  return columns;
+}
+inline constexpr LogTableColumns kLogColumns = log_table_columns();
+#endif
+TW_EXACT_HD double log_of_float_fast(float x) {
+#if defined(__CUDA_ARCH__)
+  return exact::detail::log_of_float_fast(x);
+#else
+  using namespace exact::detail;
+  constexpr double kLn2 = 0x1.62e42fefa39efp-1;
+  const LogReduction reduced = log_reduce(static_cast<double>(x));
+  const double r = exact::fma(reduced.m, kLogColumns.inv_c[reduced.index], -1.0);
+  const double s1 = exact::fma(static_cast<double>(reduced.exponent), kLn2, kLogColumns.log_c_hi[reduced.index]);
+  const double t = exact::fma(r * r, log1p_minus_r_over_r2(r), r);
+  return s1 + t;
+#endif
+}
+
+// exact::log's fast path; uncertain for inputs not positive and finite, or near a boundary.
+TW_EXACT_HD float log(float x, bool& uncertain) {
+  const bool special = exact::bits_of(x) - 1u >= 0x7f7fffffu;
+  const double y = log_of_float_fast(float_of(special ? 0x3F800000u : bits_of(x)));
+  const std::uint32_t below_float = static_cast<std::uint32_t>(exact::bits_of(y)) & 0x1fffffffu;
+  uncertain = special | !(below_float - (0x10000000u - 8u) > 16u);
+  return static_cast<float>(y);
+}
+
+// exact::sin (quadrant_shift 0) and cos (1): the tiny-argument results, the fast path for |x| < 2^28
+// (one polynomial whose coefficients each element chooses); uncertain for |x| >= 2^28 (Payne-Hanek),
+// infinities, NaN, or near a boundary.
+template <unsigned quadrant_shift>
+TW_EXACT_HD float sin_or_cos(float x, bool& uncertain) {
+  using namespace exact::detail::trig;
+  const std::uint32_t magnitude = bits_of(x) & 0x7FFFFFFFu;
+  const bool tiny = magnitude < 0x39800000u;
+  const bool moderate = !tiny & (magnitude < 0x4D800000u);
+  unsigned quadrant;
+  const double r = reduce_moderate_hi(static_cast<double>(float_of(moderate ? bits_of(x) : 0x3F800000u)), quadrant);
+  quadrant += quadrant_shift;
+  const double unsigned_y = sin_or_cos_poly_float(r, quadrant & 1u);
+  const double y = (quadrant & 2u) ? -unsigned_y : unsigned_y;
+  uncertain = !(tiny | (moderate & float_rounding_is_certain(y)));
+  const float tiny_result = quadrant_shift ? 1.0f : x;
+  return tiny ? tiny_result : static_cast<float>(y);
+}
+
+// ---- a float32 value of the first pass, with its flag
+
+// `uncertain`: some exact function on the way to this value may have returned another float than
+// exact::f. Arithmetic passes the flag on. A comparison reads the value alone, so a node run on these
+// values must compare only its inputs, never a value computed from a function (kSpeculates lists the
+// nodes, all of which do).
+struct Speculative {
+  float v;
+  bool uncertain;
+  Speculative() = default;
+  TW_EXACT_HD explicit Speculative(float f) : v(f), uncertain(false) {}
+  TW_EXACT_HD explicit Speculative(double d) : v(static_cast<float>(d)), uncertain(false) {}
+  TW_EXACT_HD explicit Speculative(int i) : v(static_cast<float>(i)), uncertain(false) {}
+  TW_EXACT_HD explicit operator float() const { return v; }
+  TW_EXACT_HD explicit operator double() const { return static_cast<double>(v); }
+};
+TW_EXACT_HD Speculative with(float v, bool uncertain) {
+  Speculative s;
+  s.v = v;
+  s.uncertain = uncertain;
+  return s;
+}
+
+TW_EXACT_HD Speculative operator+(Speculative a, Speculative b) { return with(a.v + b.v, a.uncertain | b.uncertain); }
+TW_EXACT_HD Speculative operator-(Speculative a, Speculative b) { return with(a.v - b.v, a.uncertain | b.uncertain); }
+TW_EXACT_HD Speculative operator*(Speculative a, Speculative b) { return with(a.v * b.v, a.uncertain | b.uncertain); }
+TW_EXACT_HD Speculative operator/(Speculative a, Speculative b) { return with(a.v / b.v, a.uncertain | b.uncertain); }
+TW_EXACT_HD Speculative operator-(Speculative a) { return with(-a.v, a.uncertain); }
+TW_EXACT_HD bool operator<(Speculative a, Speculative b) { return a.v < b.v; }
+TW_EXACT_HD bool operator>(Speculative a, Speculative b) { return a.v > b.v; }
+TW_EXACT_HD bool operator<=(Speculative a, Speculative b) { return a.v <= b.v; }
+TW_EXACT_HD bool operator>=(Speculative a, Speculative b) { return a.v >= b.v; }
+TW_EXACT_HD bool operator==(Speculative a, Speculative b) { return a.v == b.v; }
+TW_EXACT_HD bool operator!=(Speculative a, Speculative b) { return a.v != b.v; }
+
+// What op_math.cuh calls, found by argument-dependent lookup.
+TW_EXACT_HD bool sign_bit(Speculative x) { return (bits_of(x.v) >> 31) != 0; }
+TW_EXACT_HD Speculative lm_fabs(Speculative x) { return with(float_of(bits_of(x.v) & 0x7FFFFFFFu), x.uncertain); }
+TW_EXACT_HD Speculative lm_sqrt(Speculative x) { return with(math::lm_sqrt(x.v), x.uncertain); }
+#define TW_SPECULATIVE_FUNCTION(name, fast)               \
+  TW_EXACT_HD Speculative name(Speculative x) {           \
+    bool uncertain;                                       \
+    const float y = fast(x.v, uncertain);                 \
+    return with(y, x.uncertain | uncertain);              \
+  }
+TW_SPECULATIVE_FUNCTION(lm_exp, speculative::exp)
+TW_SPECULATIVE_FUNCTION(lm_log, speculative::log)
+TW_SPECULATIVE_FUNCTION(lm_sin, speculative::sin_or_cos<0>)
+TW_SPECULATIVE_FUNCTION(lm_cos, speculative::sin_or_cos<1>)
+TW_SPECULATIVE_FUNCTION(lm_tanh, speculative::tanh)
+#undef TW_SPECULATIVE_FUNCTION
+
+// ---- which per-element functors run in two passes
+
+// The nodes whose forward (and fused VJP) call exact functions; each compares only its input x
+// (op_math.cuh). log's VJP calls none. A node not listed runs the scalar loop as before.
+constexpr bool forward_speculates(Op op) {
+  switch (op) {
+    case Op::exp: case Op::sin: case Op::cos: case Op::log: case Op::safeLog: case Op::sigmoid:
+    case Op::tanh: case Op::silu: case Op::gelu: case Op::softplus: return true;
+    default: return false;
+  }
+}
+constexpr bool vjp_speculates(Op op) { return forward_speculates(op) && op != Op::log; }
+
+// Speculating<Fn>: whether a float32 functor runs in two passes, and its twin on Speculative values.
+template <class Fn>
+struct Speculating {
+  static constexpr bool value = false;
+};
+template <Op op>
+struct Speculating<ForwardFn<op, float>> {
+  static constexpr bool value = forward_speculates(op);
+  TW_EXACT_HD static ForwardFn<op, Speculative> twin(const ForwardFn<op, float>& fn) {
+    return {{Speculative(fn.p.s0), Speculative(fn.p.s1)}};
+  }
+};
+template <Op op>
+struct Speculating<VjpFn<op, float>> {
+  static constexpr bool value = vjp_speculates(op);
+  TW_EXACT_HD static VjpFn<op, Speculative> twin(const VjpFn<op, float>& fn) {
+    return {{Speculative(fn.p.s0), Speculative(fn.p.s1)}};
+  }
+};
+template <Prim P>
+struct Speculating<FixedPrimFn<P, float>> {
+  static constexpr bool value = P == Prim::exp || P == Prim::log || P == Prim::sin || P == Prim::cos ||
+                                P == Prim::tanh || P == Prim::sigmoid || P == Prim::sigmoid_split;
+  TW_EXACT_HD static FixedPrimFn<P, Speculative> twin(const FixedPrimFn<P, float>& fn) {
+    return FixedPrimFn<P, Speculative>{Speculative(fn.c)};
+  }
+};
+
+}  // namespace tapewise::detail::speculative
