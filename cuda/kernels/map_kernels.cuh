@@ -63,12 +63,37 @@ constexpr MapShape vjp_shape(Op op, bool f64) {
     default: return MapShape::t128v1;
   }
 }
+// Exact mode's float32 kernels built on exact functions (two passes, map_vector below): their fast paths
+// are long in double precision, so a thread's loads are few against its work; more vectors a thread keep
+// more bytes in flight. From the four shapes side by side at 2^26 on an H100 (2026-12-05): four vectors
+// for the forwards of sin, cos, tanh and the nodes built on exp and tanh but softplus (sin 72% of the copy
+// with one, 92% with four), two for exp, log, softplus and safeLog and for every fused VJP.
+constexpr MapShape exact_forward_shape(Op op) {
+  switch (op) {
+    case Op::sin: case Op::cos: case Op::tanh: case Op::sigmoid: case Op::silu: case Op::gelu: return MapShape::t256v4;
+    default: return MapShape::t128v2;
+  }
+}
+constexpr MapShape exact_vjp_shape(Op) { return MapShape::t128v2; }
+
 inline namespace TW_MATH_NS {  // the math mode's own symbols (scalar_math.cuh)
 
 template <class Fn>
 struct TunedShape {  // prims: copies, fills and single ops of the staged VJPs, memory-bound
   static constexpr MapShape value = MapShape::t128v1;
 };
+#if defined(TAPEWISE_MATH_EXACT)
+template <Op op, class T>
+struct TunedShape<detail::ForwardFn<op, T>> {
+  static constexpr MapShape value = std::is_same_v<T, float> && speculative::forward_speculates(op)
+                                        ? exact_forward_shape(op) : forward_shape(op, sizeof(T) == 8);
+};
+template <Op op, class T>
+struct TunedShape<detail::VjpFn<op, T>> {
+  static constexpr MapShape value = std::is_same_v<T, float> && speculative::vjp_speculates(op)
+                                        ? exact_vjp_shape(op) : vjp_shape(op, sizeof(T) == 8);
+};
+#else
 template <Op op, class T>
 struct TunedShape<detail::ForwardFn<op, T>> {
   static constexpr MapShape value = forward_shape(op, sizeof(T) == 8);
@@ -77,6 +102,7 @@ template <Op op, class T>
 struct TunedShape<detail::VjpFn<op, T>> {
   static constexpr MapShape value = vjp_shape(op, sizeof(T) == 8);
 };
+#endif
 
 // The 16-bit formats: 128 threads and one or two 16-byte vectors (8 or 16 elements) a thread, per
 // kernel, from both side by side at 2^26 on the H200 (evidence/half-precision/): two where an
