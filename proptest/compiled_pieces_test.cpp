@@ -216,18 +216,23 @@ std::vector<Step> chain_steps(bool backward) {
   return steps;
 }
 
+// In both math modes (exact mode's pieces hold tapewise's own functions, inline PTX among them), as
+// compiled_pieces.cpp prefixes the source. Needs NVRTC, not a GPU.
 TEST(CompiledPieces, NvrtcCompilesEveryDtypeAndLaunchShape) {
-  for (DType dtype : kDTypes)
-    for (int lanes : {1, 4}) {
-      const bool shared = lanes == 4;
-      const auto source = piece_source(chain_steps(lanes == 4), 5000, 5000, PieceLaunch{dtype, lanes, detail::kStepsPerLaunch, shared});
-      ASSERT_TRUE(source.has_value());
-      auto cubin = detail::compile_piece_source(*source, "sm_90");
-      if (!cubin && cubin.error().message.find("NVRTC not found") != std::string::npos)
-        GTEST_SKIP() << "NVRTC is not installed: " << cubin.error().message;
-      ASSERT_TRUE(cubin) << dtype_name(dtype) << ", " << lanes << " lanes: " << cubin.error().message;
-      EXPECT_GT(cubin->size(), 1000u);
-    }
+  for (bool exact : {false, true})
+    for (DType dtype : kDTypes)
+      for (int lanes : {1, 4}) {
+        const bool shared = lanes == 4;
+        auto source = piece_source(chain_steps(lanes == 4), 5000, 5000, PieceLaunch{dtype, lanes, detail::kStepsPerLaunch, shared});
+        ASSERT_TRUE(source.has_value());
+        if (exact) source->insert(0, "#define TAPEWISE_MATH_EXACT 1\n");
+        auto cubin = detail::compile_piece_source(*source, "sm_90");
+        if (!cubin && cubin.error().message.find("NVRTC not found") != std::string::npos)
+          GTEST_SKIP() << "NVRTC is not installed: " << cubin.error().message;
+        ASSERT_TRUE(cubin) << (exact ? "exact" : "aten") << ", " << dtype_name(dtype) << ", " << lanes
+                           << " lanes: " << cubin.error().message;
+        EXPECT_GT(cubin->size(), 1000u);
+      }
 }
 
 TEST(CompiledPieces, ASourceThatDoesNotCompileIsAnErrorWithTheLog) {

@@ -56,8 +56,8 @@ TW_EXACT_HD float tanh(float x, bool& uncertain) {
   const double e_minus_1 = (s_hi - 1.0) + exact::fma(s_hi, expm1_poly5(reduced_double(a)), s_lo);
   const double y = ratio_to_rounded_sum(e_minus_1, e_minus_1 + 2.0);
   uncertain = !(tiny | saturated | (middle & float_rounding_is_certain(y, 32)));  // NaN: none of the three
-  const float middle_result = float_of(bits_of(static_cast<float>(y)) | sign);
-  return tiny ? x : (saturated ? float_of(sign | 0x3F800000u) : middle_result);
+  const std::uint32_t middle_bits = bits_of(static_cast<float>(y)) | sign;
+  return float_of(tiny ? bits_of(x) : (saturated ? (sign | 0x3F800000u) : middle_bits));
 }
 
 #if !defined(__CUDA_ARCH__)

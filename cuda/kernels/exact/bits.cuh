@@ -48,4 +48,19 @@ TW_EXACT_HD double double_of(std::uint64_t u) {
 // (-fmad=false, -ffp-contract=off), so every other a * b + c is two roundings on both.
 TW_EXACT_HD double fma(double a, double b, double c) { return ::fma(a, b, c); }
 
+// RN(1 / f) for a normal float f whose reciprocal is normal (|f| in [2^-126, 2^126]): IEEE division on the
+// host. On the GPU, 1.0f / f (-prec-div=true) is rcp.rn.f32: ptxas emits MUFU.RCP and one Newton step in
+// float (the correctly rounded result), behind a test of f's exponent that branches to a slow path for the
+// extremes. Written out here without that test: where f is in range the same three instructions, so the
+// same bits, and no branch between the elements a thread interleaves.
+TW_EXACT_HD float reciprocal_in_range(float f) {
+#if defined(__CUDA_ARCH__)
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(f));
+  return __fmaf_rn(r, -__fmaf_rn(f, r, -1.0f), r);
+#else
+  return 1.0f / f;
+#endif
+}
+
 }  // namespace tapewise::exact

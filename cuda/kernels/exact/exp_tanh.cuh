@@ -246,10 +246,10 @@ namespace detail::exp_tanh {
 // Newton step r1 = r0 + r0 (1 - d r0) within 2^-45.8 + 2^-53 (1 - d r0 by fma: |.| < 2^-22.9, rounded
 // once), q0 = RN(e r1), and the remainder's correction RN(q0 + (e - q0 d) r1): e - q0 d by fma is within
 // 2^-53 of itself and < 2^-45 e, so the result is within RN's half ulp of e / d plus < 2^-90 relative
-// (a correctly rounded division gives the half ulp alone). float32 division rounds to nearest on every
-// backend (-prec-div=true), so the bits are the same on the CPU and the GPU.
+// (a correctly rounded division gives the half ulp alone). r0 is the correctly rounded float reciprocal on
+// every backend (reciprocal_in_range: RN32(d) is in [2, 2^29]), so the bits are the same on the CPU and the GPU.
 TW_EXACT_HD double ratio_to_rounded_sum(double e, double d) {
-  const double r0 = static_cast<double>(1.0f / static_cast<float>(d));
+  const double r0 = static_cast<double>(reciprocal_in_range(static_cast<float>(d)));
   const double r1 = exact::fma(r0, exact::fma(-d, r0, 1.0), r0);
   const double q0 = e * r1;
   return exact::fma(exact::fma(-q0, d, e), r1, q0);
