@@ -194,6 +194,19 @@ __device__ __forceinline__ bool map_whole_tile16(const Fn& fn, std::int64_t n, s
   return true;
 }
 
+// Element e of a vector through fn.
+template <class Fn, class T, int V, int kIn>
+__device__ __forceinline__ void map_vector_element(const Fn& fn, const Vec<T, V> (&xs)[kIn], Vec<T, V> (&ys)[Fn::nout],
+                                                   int e) {
+  T x[kIn];
+  T y[Fn::nout];
+#pragma unroll
+  for (int k = 0; k < Fn::nin; ++k) x[k] = xs[k].v[e];
+  fn(x, y);
+#pragma unroll
+  for (int k = 0; k < Fn::nout; ++k) ys[k].v[e] = y[k];
+}
+
 #if defined(TAPEWISE_MATH_EXACT)
 // Exact mode's float32 functors built on exact functions: a vector's elements in two passes
 // (speculative.cuh): every element through the branch-free fast paths, then the elements flagged there
@@ -225,14 +238,7 @@ __device__ __forceinline__ void map_vector_two_passes(const Fn& fn, const Vec<fl
   if (!any) return;
 #pragma unroll
   for (int e = 0; e < V; ++e) {
-    if (!flagged[e]) continue;
-    float x[kIn];
-    float y[Fn::nout];
-#pragma unroll
-    for (int k = 0; k < Fn::nin; ++k) x[k] = xs[k].v[e];
-    fn(x, y);
-#pragma unroll
-    for (int k = 0; k < Fn::nout; ++k) ys[k].v[e] = y[k];
+    if (flagged[e]) map_vector_element(fn, xs, ys, e);
   }
 }
 #endif
@@ -247,15 +253,7 @@ __device__ __forceinline__ void map_vector(const Fn& fn, const Vec<T, V> (&xs)[k
 #endif
   {
 #pragma unroll
-    for (int e = 0; e < V; ++e) {
-      T x[kIn];
-      T y[Fn::nout];
-#pragma unroll
-      for (int k = 0; k < Fn::nin; ++k) x[k] = xs[k].v[e];
-      fn(x, y);
-#pragma unroll
-      for (int k = 0; k < Fn::nout; ++k) ys[k].v[e] = y[k];
-    }
+    for (int e = 0; e < V; ++e) map_vector_element(fn, xs, ys, e);
   }
 }
 
