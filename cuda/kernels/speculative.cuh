@@ -13,6 +13,10 @@
 // build contracts), so the node's result is the scalar node's.
 #pragma once
 
+#if !defined(TAPEWISE_MATH_EXACT)
+#error "speculative.cuh is exact mode's: define TAPEWISE_MATH_EXACT before including it (kernels/math_mode.hpp)"
+#endif
+
 #include <cstdint>
 
 #include "dispatch.hpp"
@@ -124,8 +128,8 @@ TW_EXACT_HD float sin_or_cos(float x, bool& uncertain) {
 
 // `uncertain`: some exact function on the way to this value may have returned another float than
 // exact::f. Arithmetic passes the flag on. A comparison reads the value alone, so a node run on these
-// values must compare only its inputs, never a value computed from a function (kSpeculates lists the
-// nodes, all of which do).
+// values must compare only its inputs, never a value computed from a function (forward_speculates lists
+// the nodes, all of which do).
 struct Speculative {
   float v;
   bool uncertain;
