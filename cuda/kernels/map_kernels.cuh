@@ -82,27 +82,29 @@ template <class Fn>
 struct TunedShape {  // prims: copies, fills and single ops of the staged VJPs, memory-bound
   static constexpr MapShape value = MapShape::t128v1;
 };
+// A float32 or float64 kernel's shape in this translation unit's math mode.
+template <class T>
+constexpr MapShape tuned_forward_shape(Op op) {
 #if defined(TAPEWISE_MATH_EXACT)
-template <Op op, class T>
-struct TunedShape<detail::ForwardFn<op, T>> {
-  static constexpr MapShape value = std::is_same_v<T, float> && speculative::forward_speculates(op)
-                                        ? exact_forward_shape(op) : forward_shape(op, sizeof(T) == 8);
-};
-template <Op op, class T>
-struct TunedShape<detail::VjpFn<op, T>> {
-  static constexpr MapShape value = std::is_same_v<T, float> && speculative::vjp_speculates(op)
-                                        ? exact_vjp_shape(op) : vjp_shape(op, sizeof(T) == 8);
-};
-#else
-template <Op op, class T>
-struct TunedShape<detail::ForwardFn<op, T>> {
-  static constexpr MapShape value = forward_shape(op, sizeof(T) == 8);
-};
-template <Op op, class T>
-struct TunedShape<detail::VjpFn<op, T>> {
-  static constexpr MapShape value = vjp_shape(op, sizeof(T) == 8);
-};
+  if (std::is_same_v<T, float> && speculative::forward_speculates(op)) return exact_forward_shape(op);
 #endif
+  return forward_shape(op, sizeof(T) == 8);
+}
+template <class T>
+constexpr MapShape tuned_vjp_shape(Op op) {
+#if defined(TAPEWISE_MATH_EXACT)
+  if (std::is_same_v<T, float> && speculative::vjp_speculates(op)) return exact_vjp_shape(op);
+#endif
+  return vjp_shape(op, sizeof(T) == 8);
+}
+template <Op op, class T>
+struct TunedShape<detail::ForwardFn<op, T>> {
+  static constexpr MapShape value = tuned_forward_shape<T>(op);
+};
+template <Op op, class T>
+struct TunedShape<detail::VjpFn<op, T>> {
+  static constexpr MapShape value = tuned_vjp_shape<T>(op);
+};
 
 // The 16-bit formats: 128 threads and one or two 16-byte vectors (8 or 16 elements) a thread, per
 // kernel, from both side by side at 2^26 on the H200 (evidence/half-precision/): two where an
