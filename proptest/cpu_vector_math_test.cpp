@@ -3,10 +3,12 @@
 // log, sin, cos or tanh, forward and both VJP paths, in every instruction set (an x86-64 build's baseline
 // copy keeps the scalar loop, its x86-64-v3 and -v4 copies and builds without them run the two passes), on 1
 // and 2 threads, over special and hard inputs and float32 bit patterns spread across all 2^32 (every
-// TAPEWISE_VECTOR_MATH_STRIDE-th, default 2053). With TAPEWISE_VECTOR_MATH_ALL=1, one more test runs every
-// one of the 2^32 inputs of each of the five functions (minutes: evidence/performance/cpu/).
+// TAPEWISE_VECTOR_MATH_STRIDE-th, default 2053). With TAPEWISE_VECTOR_MATH_ALL=1 (or a list such as sin,cos),
+// one more test runs every one of the 2^32 inputs of each of the five functions (or those listed; minutes:
+// evidence/performance/cpu/).
 #define TAPEWISE_MATH_EXACT 1
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdint>
@@ -184,7 +186,7 @@ TEST(CpuVectorMath, AnOutputMayBeItsOwnInput) {
   EXPECT_EQ(first_mismatch(data, want, x, false), "");
 }
 
-// ---- every input (TAPEWISE_VECTOR_MATH_ALL=1)
+// ---- every input (TAPEWISE_VECTOR_MATH_ALL=1, or the functions to run, comma-separated)
 
 struct Function {
   const char* name;
@@ -213,10 +215,20 @@ const Function kFunctions[] = {
 // flagged ones inside the fast path's domain listed (the slow path's inputs: exact_math_slow_inputs.hpp).
 TEST(CpuVectorMath, EveryInputGivesTheScalarBits) {
   const char* all = std::getenv("TAPEWISE_VECTOR_MATH_ALL");
-  if (!all || std::string(all) != "1") GTEST_SKIP() << "set TAPEWISE_VECTOR_MATH_ALL=1 to run every one of the 2^32 inputs";
+  if (!all || !*all) GTEST_SKIP() << "set TAPEWISE_VECTOR_MATH_ALL=1 (or e.g. sin,cos) to run every one of the 2^32 inputs";
+  const std::string wanted = std::string(all) == "1" ? "exp,log,sin,cos,tanh" : all;
+  for (std::size_t at = 0; at <= wanted.size();) {
+    const std::size_t end = std::min(wanted.find(',', at), wanted.size());
+    const std::string name = wanted.substr(at, end - at);
+    ASSERT_TRUE(std::any_of(std::begin(kFunctions), std::end(kFunctions), [&](const Function& f) { return name == f.name; }))
+        << "TAPEWISE_VECTOR_MATH_ALL: '" << name << "' is not one of exp, log, sin, cos, tanh (or 1 for all five)";
+    at = end + 1;
+  }
+  const auto listed = [&](const char* name) { return ("," + wanted + ",").find("," + std::string(name) + ",") != std::string::npos; };
   const std::shared_ptr<Backend> backend = must(make_cpu_backend(CpuOptions{.threads = 2}));
   constexpr std::uint64_t kSlice = std::uint64_t{1} << 24;
   for (const Function& f : kFunctions) {
+    if (!listed(f.name)) continue;
     std::uint64_t differing = 0, flagged = 0, flagged_in_domain = 0;
     std::vector<std::uint32_t> slow_inputs;
     std::vector<float> x(kSlice);

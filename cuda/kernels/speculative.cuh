@@ -105,20 +105,15 @@ TW_EXACT_HD float log(float x, bool& uncertain) {
   return static_cast<float>(y);
 }
 
-// exact::sin (quadrant_shift 0) and cos (1): the tiny-argument results, the fast path for |x| < 2^28
-// (one polynomial whose coefficients each element chooses); uncertain for |x| >= 2^28 (Payne-Hanek),
-// infinities, NaN, or near a boundary.
+// exact::sin (quadrant_shift 0) and cos (1): the tiny-argument results, the fast path for |x| < 2^28 (one
+// polynomial for both); uncertain for |x| >= 2^28 (Payne-Hanek), infinities, NaN, or near a boundary.
 template <unsigned quadrant_shift>
 TW_EXACT_HD float sin_or_cos(float x, bool& uncertain) {
   using namespace exact::detail::trig;
   const std::uint32_t magnitude = bits_of(x) & 0x7FFFFFFFu;
   const bool tiny = magnitude < 0x39800000u;
   const bool moderate = !tiny & (magnitude < 0x4D800000u);
-  unsigned quadrant;
-  const double r = reduce_moderate_hi(static_cast<double>(float_of(moderate ? bits_of(x) : 0x3F800000u)), quadrant);
-  quadrant += quadrant_shift;
-  const double unsigned_y = sin_or_cos_poly_float(r, quadrant & 1u);
-  const double y = (quadrant & 2u) ? -unsigned_y : unsigned_y;
+  const double y = sin_or_cos_moderate<quadrant_shift>(static_cast<double>(float_of(moderate ? bits_of(x) : 0x3F800000u)));
   uncertain = !(tiny | (moderate & float_rounding_is_certain(y)));
   const float tiny_result = quadrant_shift ? 1.0f : x;
   return tiny ? tiny_result : static_cast<float>(y);

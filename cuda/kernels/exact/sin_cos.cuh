@@ -4,22 +4,23 @@
 
 #include "bits.cuh"
 
-// How it works. x = k*pi/2 + r with |r| <= pi/4 (k mod 4 = the quadrant); sin x and cos x are then
-// +-sin r or +-cos r. Two reductions:
+// How it works. Two reductions of x to x = k*pi/2 + r:
 // - |x| < 2^28: Cody-Waite, pi/2 as P1 + P2 + P3 (three doubles, the nearest double to what is left at
 //   each step). x - k*P1 is exact (below), so r carries only the roundings of the later steps.
 // - larger |x|: Payne-Hanek, the bits of 2/pi that matter for x's exponent, times x's significand in
-//   integer arithmetic (exact), the fraction to a double-double r (relative error < 2^-100 for
-//   floats, < 2^-75 for doubles).
-// float32: r and a short polynomial in double (error < 3.7 * 2^-53 relative, derived above
-// kFastPathUlps), then a rounding test: unless the double result lies within 8 double ulps of a point
-// halfway between two floats, it rounds to the float the exact value rounds to. Otherwise (88 of sin's
-// and 86 of cos's 2^32 inputs) the slow path: Payne-Hanek for every |x|, Taylor series in double-double
-// (error < 2^-97), rounded once. The exhaustive check (every float32 input against glibc's long double
-// sinl/cosl, MPFR where those are not decisive) found no result off.
-// float64: the same reductions giving r as a double-double, polynomials of degree 15 (sin) and 14 (cos),
-// error < 0.84 ulp by the analysis at sin_kernel and cos_kernel (0.72 ulp the most measured on 10^8
-// inputs against MPFR and long double).
+//   integer arithmetic (exact), k the nearest integer (the quadrant k mod 4) and the fraction to a
+//   double-double r, |r| <= pi/4 (relative error < 2^-100 for floats, < 2^-75 for doubles).
+// float32: sin x and cos x are both +-sin r of an r in [-pi/2, pi/2]: below 2^28, k is the integer of
+// sin's (even) or cos's (odd) parity nearest 2x/pi; above, cos r = sin(pi/2 - |r|) where the quadrant
+// asks for a cosine. One polynomial of degree 15 in double then (error < 7.5 * 2^-53 relative, derived
+// above kFastPathUlps), and a rounding test: unless the double result lies within 16 double ulps of a
+// point halfway between two floats, it rounds to the float the exact value rounds to. Otherwise (158
+// of sin's and 164 of cos's 2^32 inputs) the slow path: Payne-Hanek for every |x|, Taylor series in
+// double-double (error < 2^-97), rounded once. The exhaustive check (every float32 input against glibc's
+// long double sinl/cosl, MPFR where those are not decisive) found no result off.
+// float64: x = k*pi/2 + r with |r| <= pi/4 (k mod 4 = the quadrant, giving +-sin r or +-cos r), r as a
+// double-double, polynomials of degree 15 (sin) and 14 (cos), error < 0.84 ulp by the analysis at
+// sin_kernel and cos_kernel (0.72 ulp the most measured on 10^8 inputs against MPFR and long double).
 namespace tapewise::exact {
 namespace detail::trig {
 
@@ -131,17 +132,6 @@ TW_EXACT_HD Reduced reduce_moderate(double x) {
   return {r.hi, r.lo, static_cast<unsigned>(bits_of(shifted)) & 3u};
 }
 
-// The float fast path's reduction, |x| < 2^28: only r's high part (relative error <= 2^-52 (1 + 2^-50):
-// the two roundings of r2 and r; what is dropped is < 2^-81 * 2^27.4, under 2^-105 |r|).
-TW_EXACT_HD double reduce_moderate_hi(double x, unsigned& quadrant) {
-  const double shifted = exact::fma(x, kTwoOverPi, kRoundingShifter);
-  const double k = shifted - kRoundingShifter;
-  const double r1 = exact::fma(-k, kPio2Part1, x);
-  const double r2 = exact::fma(-k, kPio2Part2, r1);
-  quadrant = static_cast<unsigned>(bits_of(shifted)) & 3u;
-  return exact::fma(-k, kPio2Part3, r2);
-}
-
 TW_EXACT_HD std::uint32_t two_over_pi_word(int j) { return j < 0 ? 0u : kTwoOverPiWords[j]; }
 
 // 192 bits of 2/pi times 2^e, reduced mod 4: the bits of 2/pi whose weights 2^(e - i) lie in
@@ -246,16 +236,9 @@ TW_EXACT_HD double horner(double z, double c, Rest... rest) {
   return exact::fma(horner(z, rest...), z, c);
 }
 
-// Polynomials on |r| <= 0.7854 (pi/4 + 1.9e-6: covers k off by one from kTwoOverPi's rounding up to
-// |x| = 2^34). Coefficients by Sollya's fpminimax (relative error, doubles); errors by Sollya's supnorm
-// (a proven bound): sin r ~ r + r^3 p(r^2), degree 13, < 2^-57.88 relative; cos r ~ 1 - r^2/2 + r^4 q(r^2),
-// degree 14, < 2^-63.93 relative (cos's coefficients serve float and double). Coefficient i of p (i < 6)
-// and of q (i < 6), each written once.
-TW_EXACT_HD constexpr double sin_float_p(int i) {
-  constexpr double c[6] = {-0x1.5555555555548p-3, 0x1.111111110f76p-7,  -0x1.a01a019bf2b7ap-13,
-                           0x1.71de355fa46d4p-19, -0x1.ae5e54ffce5a9p-26, 0x1.5d8e6226c1c47p-33};
-  return c[i];
-}
+// cos r ~ 1 - r^2/2 + r^4 q(r^2) on |r| <= 0.7854 (pi/4 + 1.9e-6: covers k off by one from kTwoOverPi's
+// rounding up to |x| = 2^34), degree 14, < 2^-63.93 relative (Sollya's fpminimax and supnorm; float64's
+// cos_kernel).
 TW_EXACT_HD constexpr double cos_q(int i) {
   constexpr double c[6] = {0x1.555555555554bp-5,  -0x1.6c16c16c15018p-10, 0x1.a01a019c8f942p-16,
                            -0x1.27e4f7f1ee40cp-22, 0x1.1ee9dc126f3cdp-29,  -0x1.8fa6a868179ep-37};
@@ -265,32 +248,45 @@ TW_EXACT_HD double cos_poly(double z) {  // q(z)
   return horner(z, cos_q(0), cos_q(1), cos_q(2), cos_q(3), cos_q(4), cos_q(5));
 }
 
-// The fast path's sin r (odd false) or cos r (odd true) as one polynomial a + b P(z), z = r^2: sin's a = r,
-// b = r z, P = p(z); cos's a = 1, b = z, P = -1/2 + z q(z), so coefficient i of P is p's i or, for cos,
-// -1/2 then q's i - 1. p has one coefficient fewer: its top one is 0, and fma(0, z, c) = c exactly, so
-// sin's Horner steps are those of p alone. Where the lanes of a GPU warp (or a CPU vector) hold both
-// parities, a polynomial each behind a branch or a blend costs both; this costs one and a selection per
-// coefficient.
-TW_EXACT_HD double sin_or_cos_poly_float(double r, bool odd) {
+// The float fast path's one polynomial: sin r ~ r + r^3 p(r^2) on the wider |r| <= pi/2 + 2^-18, degree 15,
+// < 2^-52.47 relative (Sollya: fpminimax of sin on [2^-40, pi/2 + 2^-18], relative error, doubles;
+// dirtyinfnorm of p/sin - 1 at 300 bits). cos x is then sin of another reduced argument (below), so every
+// element of a GPU warp or a CPU vector runs the same polynomial: no branch, no blend, no selection.
+TW_EXACT_HD double sin_wide(double r) {
   const double z = r * r;
-  const auto coefficient = [odd](int i) { return odd ? (i == 0 ? -0.5 : cos_q(i - 1)) : (i < 6 ? sin_float_p(i) : 0.0); };
-  const double p = horner(z, coefficient(0), coefficient(1), coefficient(2), coefficient(3), coefficient(4),
-                          coefficient(5), coefficient(6));
-  const double rz = r * z;
-  return exact::fma(odd ? z : rz, p, odd ? 1.0 : r);
+  const double p = horner(z, -0x1.55555555554a8p-3, 0x1.111111110a558p-7, -0x1.a01a019a64b4ap-13, 0x1.71de3806707d4p-19,
+                          -0x1.ae635599c6ae1p-26, 0x1.60e6bc8a786d5p-33, -0x1.9f14d62a79f9dp-41);
+  return exact::fma(r * z, p, r);
 }
 
-// Error of float_fast_path's double, u = 2^-53, r from reduce_moderate_hi (relative error d <= 2u) or
-// reduce_large (d <= u):
-// - sin: z = r^2 and r^3 round once each, the Horner sum p within 1.07u (its first coefficient
-//   dominates: |c5 z / c3| < 0.031), so r^3 p within 3.1u of its value, which is < 0.103 |r|:
-//   0.32u |r|; the last fma u; the polynomial 0.068u; r's error gives |sin r - sin r_true| <= d |r|;
-//   with |r| / |sin r| <= 1.111: < u + 0.36u + 0.068u + 1.111 d <= 3.65u.
-// - cos: z = r^2 within u, -1/2 + z q within 1.1u, so z(-1/2 + zq) within 2.1u of its value < 0.31:
-//   0.65u; r's error gives |cos r - cos r_true| <= 0.7072 * 0.7854 d <= 1.11u; the last fma u |y|;
-//   against cos r >= 0.7071: < u + (0.65u + 1.11u) / 0.7071 < 3.5u.
-// So |y - exact| < 3.7u |exact|, under 3.7 of y's double ulps: kFastPathUlps = 8 leaves twice that.
-constexpr std::uint32_t kFastPathUlps = 8;
+constexpr double kOneOverPi = 0x1.45f306dc9c883p-2;  // nearest double, |error| < 2^-55
+
+// sin x (quadrant_shift 0) or cos x (1) in double for |x| < 2^28, as +-sin r: x = j pi/2 + r with j the
+// integer of the parity quadrant_shift nearest 2x/pi (j = 2m + quadrant_shift, m the integer nearest
+// x/pi - quadrant_shift/2; t is within 2^-25.8 of that, so |r| <= pi/2 + 2^-24), and
+// sin x = (-1)^m sin r, cos x = (-1)^(m+1) sin r. r as reduce_moderate_hi's: x - j P1 is exact (both
+// multiples of 2^-52 below 2 in magnitude: j = 0 leaves x; otherwise |x| >= 2^-12 is a multiple of 2^-35),
+// r's relative error <= 2^-52 (1 + 2^-50), |r| >= 2^-29.21 at every float's nearest multiple of pi/2.
+template <unsigned quadrant_shift>
+TW_EXACT_HD double sin_or_cos_moderate(double x) {
+  const double t = quadrant_shift ? exact::fma(x, kOneOverPi, -0.5) : x * kOneOverPi;
+  const double shifted = t + kRoundingShifter;
+  const double m = shifted - kRoundingShifter;
+  const double j = quadrant_shift ? exact::fma(2.0, m, 1.0) : 2.0 * m;
+  const double r1 = exact::fma(-j, kPio2Part1, x);
+  const double r2 = exact::fma(-j, kPio2Part2, r1);
+  const double y = sin_wide(exact::fma(-j, kPio2Part3, r2));
+  return ((static_cast<unsigned>(bits_of(shifted)) + quadrant_shift) & 1u) ? -y : y;
+}
+
+// Error of float_fast_path's double, u = 2^-53, r's relative error d <= 2u (sin_or_cos_moderate) or 3u
+// (the large path: reduce_large's hi within u |r| <= 0.786u, then P1 - |hi| and + P2 rounded, against
+// |r| >= pi/4): z = r^2 and r z round once each, the Horner sum p within 1.5u (its first coefficient
+// dominates: |c1 z / c0| <= 0.124), so r^3 p within 3.5u of its value, which is < 0.571 |sin r| (at
+// pi/2): 2.0u; the polynomial 1.41u; r's error gives |sin r - sin r_true| <= d |r cos r| <= d |sin r|;
+// the last fma u: < u + 2.0u + 1.41u + 3u = 7.41u, under 7.41 of y's double ulps. kFastPathUlps = 16
+// leaves twice that.
+constexpr std::uint32_t kFastPathUlps = 16;
 
 // True when y, within kFastPathUlps double ulps of the exact value, certainly rounds to the float the
 // exact value rounds to: no point halfway between two floats (low 29 bits 0x10000000) lies within
@@ -300,20 +296,15 @@ TW_EXACT_HD bool float_rounding_is_certain(double y) {
   return low - (0x10000000u - kFastPathUlps) > 2 * kFastPathUlps;
 }
 
-// sin x (quadrant_shift 0) or cos x (1, as sin(x + pi/2)) in double, for 2^-12 <= |x| finite.
-TW_EXACT_HD double float_fast_path(float x, unsigned quadrant_shift) {
-  const std::uint32_t magnitude = bits_of(x) & 0x7FFFFFFFu;
-  double r;
-  unsigned quadrant;
-  if (magnitude < 0x4D800000u) {  // |x| < 2^28
-    r = reduce_moderate_hi(static_cast<double>(x), quadrant);
-  } else {
-    const Reduced reduced = reduce_large(x);
-    r = reduced.hi;
-    quadrant = reduced.quadrant;
-  }
-  quadrant += quadrant_shift;
-  const double y = sin_or_cos_poly_float(r, quadrant & 1u);
+// sin x (quadrant_shift 0) or cos x (1) in double, for 2^-12 <= |x| finite. From reduce_large's
+// |r| <= pi/4 and quadrant, cos r = sin(pi/2 - |r|).
+template <unsigned quadrant_shift>
+TW_EXACT_HD double float_fast_path(float x) {
+  if ((bits_of(x) & 0x7FFFFFFFu) < 0x4D800000u) return sin_or_cos_moderate<quadrant_shift>(static_cast<double>(x));
+  const Reduced reduced = reduce_large(x);
+  const unsigned quadrant = reduced.quadrant + quadrant_shift;
+  const double magnitude = reduced.hi < 0.0 ? -reduced.hi : reduced.hi;
+  const double y = sin_wide((quadrant & 1u) ? (kPio2Part1 - magnitude) + kPio2Part2 : reduced.hi);
   return (quadrant & 2u) ? -y : y;
 }
 
@@ -366,7 +357,7 @@ TW_EXACT_HD float sin_or_cos(float x, unsigned quadrant_shift) {
   // |x| < 2^-12: sin x = x (1 - e), 0 <= e < x^2/6 < 2^-25.6, nearer x than the halfway point to the
   // float below (>= 2^-25 |x| away); cos x = 1 - e, e < x^2/2 < 2^-25, the halfway point below 1.
   if (magnitude < 0x39800000u) return quadrant_shift ? 1.0f : x;
-  const double y = float_fast_path(x, quadrant_shift);
+  const double y = quadrant_shift ? float_fast_path<1>(x) : float_fast_path<0>(x);
   if (float_rounding_is_certain(y)) return static_cast<float>(y);
   return float_slow_path(x, quadrant_shift);
 }
