@@ -48,18 +48,19 @@ TW_EXACT_HD double double_of(std::uint64_t u) {
 // (-fmad=false, -ffp-contract=off), so every other a * b + c is two roundings on both.
 TW_EXACT_HD double fma(double a, double b, double c) { return ::fma(a, b, c); }
 
-// RN(1 / f) for a normal float f whose reciprocal is normal (|f| in [2^-126, 2^126]): IEEE division on the
-// host. On the GPU, 1.0f / f (-prec-div=true) is rcp.rn.f32: ptxas emits MUFU.RCP and one Newton step in
-// float (the correctly rounded result), behind a test of f's exponent that branches to a slow path for the
-// extremes. Written out here without that test: where f is in range the same three instructions, so the
-// same bits, and no branch between the elements a thread interleaves.
-TW_EXACT_HD float reciprocal_in_range(float f) {
+// A first approximation r0 of 1 / d, for d in [2, 2^29]: |1 - d r0| < 2^-18 (what a Newton step needs to
+// start from; the float result it serves is correctly rounded whatever r0's bits). The host: the float
+// reciprocal RN32(1 / RN32(d)), within 2^-22.9. The GPU: rcp.approx.ftz.f64 (one MUFU.RCP64H, no float
+// conversions), which reads the top 20 bits of d's significand and returns 20 bits of the reciprocal; PTX
+// states no bound, so the CUDA test ExactMath.ReciprocalSeedIsWithinBound checks every such significand at
+// every exponent of the range, with d's low bits all zero and all one.
+TW_EXACT_HD double reciprocal_seed(double d) {
 #if defined(__CUDA_ARCH__)
-  float r;
-  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(f));
-  return __fmaf_rn(r, -__fmaf_rn(f, r, -1.0f), r);
+  double r;
+  asm("rcp.approx.ftz.f64 %0, %1;" : "=d"(r) : "d"(d));
+  return r;
 #else
-  return 1.0f / f;
+  return static_cast<double>(1.0f / static_cast<float>(d));
 #endif
 }
 

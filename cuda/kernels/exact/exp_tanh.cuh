@@ -242,14 +242,15 @@ TW_EXACT_HD float exp(float x) {
 namespace detail::exp_tanh {
 
 // e / d for e > 0 and d = RN(e + 2) in [2, 2^29], without a double division (the division is most of
-// tanh's cost in vector lanes, and long on the GPU): r0 = RN32(1 / RN32(d)) within 2^-22.9 of 1/d, one
-// Newton step r1 = r0 + r0 (1 - d r0) within 2^-45.8 + 2^-53 (1 - d r0 by fma: |.| < 2^-22.9, rounded
-// once), q0 = RN(e r1), and the remainder's correction RN(q0 + (e - q0 d) r1): e - q0 d by fma is within
-// 2^-53 of itself and < 2^-45 e, so the result is within RN's half ulp of e / d plus < 2^-90 relative
-// (a correctly rounded division gives the half ulp alone). r0 is the correctly rounded float reciprocal on
-// every backend (reciprocal_in_range: RN32(d) is in [2, 2^29]), so the bits are the same on the CPU and the GPU.
+// tanh's cost in vector lanes, and long on the GPU): r0 = reciprocal_seed(d), |1 - d r0| < 2^-18; one
+// Newton step r1 = r0 + r0 (1 - d r0) within 2^-36 + 2^-52.9 (1 - d r0 by fma, rounded once), q0 = RN(e r1),
+// and the remainder's correction RN(q0 + (e - q0 d) r1): e - q0 d by fma is within 2^-53 of itself and
+// < 2^-35.9 e, so the result is within RN's half ulp of e / d plus < 2^-71 relative (a correctly rounded
+// division gives the half ulp alone). r0 differs between the CPU and the GPU, so in the rare case where
+// e / d lies within 2^-71 of a double's rounding boundary the two doubles differ by an ulp; the floats
+// tanh returns do not (each is the correctly rounded tanh or goes to the slow path).
 TW_EXACT_HD double ratio_to_rounded_sum(double e, double d) {
-  const double r0 = static_cast<double>(reciprocal_in_range(static_cast<float>(d)));
+  const double r0 = reciprocal_seed(d);
   const double r1 = exact::fma(r0, exact::fma(-d, r0, 1.0), r0);
   const double q0 = e * r1;
   return exact::fma(exact::fma(-q0, d, e), r1, q0);
@@ -260,7 +261,7 @@ TW_EXACT_HD double ratio_to_rounded_sum(double e, double d) {
 // Correctly rounded tanh(x) = sign(x) E / (E + 2), E = e^(2|x|) - 1 computed as (S - 1) + (S q + S_lo) with
 // S = 2^(k/64) (hi exact minus 1 by Sterbenz or a power of 2 away, lo from the table), q = e^r - 1. E's
 // relative error < 2^-49.9 (worst at k = 1, q < 0), the sum E + 2 and the quotient (ratio_to_rounded_sum)
-// add 2^-52 + 2^-90: < 11.4 ulps; the test allows 32. |x| < 2^-12: tanh(x) = x (x - x^3/3 < tanh x < x,
+// add 2^-52 + 2^-71: < 11.4 ulps; the test allows 32. |x| < 2^-12: tanh(x) = x (x - x^3/3 < tanh x < x,
 // x^2/3 < 2^-25.58 of x, under half the gap below x). |x| >= 10 > 13 ln2: 1 - tanh|x| < 2 e^(-2|x|) < 2^-25,
 // so +-1.
 TW_EXACT_HD float tanh(float x) {
