@@ -264,9 +264,10 @@ constexpr double kOneOverPi = 0x1.45f306dc9c883p-2;  // nearest double, |error| 
 // sin x (quadrant_shift 0) or cos x (1) in double for |x| < 2^28, as +-sin r: x = j pi/2 + r with j the
 // integer of the parity quadrant_shift nearest 2x/pi (j = 2m + quadrant_shift, m the integer nearest
 // x/pi - quadrant_shift/2; t is within 2^-25.8 of that, so |r| <= pi/2 + 2^-24), and
-// sin x = (-1)^m sin r, cos x = (-1)^(m+1) sin r. r as reduce_moderate_hi's: x - j P1 is exact (both
-// multiples of 2^-52 below 2 in magnitude: j = 0 leaves x; otherwise |x| >= 2^-12 is a multiple of 2^-35),
-// r's relative error <= 2^-52 (1 + 2^-50), |r| >= 2^-29.21 at every float's nearest multiple of pi/2.
+// sin x = (-1)^m sin r, cos x = (-1)^(m+1) sin r. x - j P1 is exact (both multiples of 2^-52, the
+// difference below 2 in magnitude: j = 0 leaves x; otherwise |x| >= 2^-12 is a multiple of 2^-35), then
+// r2 and r round once each, and what is dropped, j (pi/2 - P1 - P2 - P3), is < 2^-134: r's relative error
+// <= 2^-52 (1 + 2^-50), as |r| >= 2^-29.21 at every float's nearest multiple of pi/2.
 template <unsigned quadrant_shift>
 TW_EXACT_HD double sin_or_cos_moderate(double x) {
   const double t = quadrant_shift ? exact::fma(x, kOneOverPi, -0.5) : x * kOneOverPi;
