@@ -53,7 +53,7 @@ TW_EXACT_HD float tanh(float x, bool& uncertain) {
   const bool tiny = ax < 0x1p-12f;
   const bool saturated = ax >= 10.0f;
   const bool middle = (ax >= 0x1p-12f) & (ax < 10.0f);
-  const Reduced a = reduce(2.0 * static_cast<double>(float_of(middle ? bits_of(ax) : 0x3F800000u)));
+  const Reduced a = reduce(static_cast<double>(2.0f * float_of(middle ? bits_of(ax) : 0x3F800000u)));
   const double scale = two_to(a.k_int >> 6);
   const double s_hi = exp2_64ths_hi(a.k_int & 63) * scale;
   const double s_lo = exp2_64ths_lo(a.k_int & 63) * scale;

@@ -270,7 +270,7 @@ TW_EXACT_HD float tanh(float x) {
   const float ax = float_of(bits_of(x) ^ sign);
   if (!(ax >= 0x1p-12f)) return ax != ax ? x + x : x;
   if (ax >= 10.0f) return float_of(sign | 0x3F800000u);
-  const Reduced a = reduce(2.0 * static_cast<double>(ax));
+  const Reduced a = reduce(static_cast<double>(2.0f * ax));  // 2|x| < 20: exact in float
   const double scale = two_to(a.k_int >> 6);
   const double s_hi = exp2_64ths_hi(a.k_int & 63) * scale;
   const double s_lo = exp2_64ths_lo(a.k_int & 63) * scale;
