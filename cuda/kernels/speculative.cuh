@@ -37,9 +37,7 @@ using exact::float_of;
 TW_EXACT_HD float exp(float x, bool& uncertain) {
   using namespace exact::detail::exp_tanh;
   const bool inside = (x >= -104.0f) & (x <= 89.0f);
-  const Reduced a = reduce(static_cast<double>(float_of(inside ? bits_of(x) : 0u)));
-  const double s = exp2_64ths_hi(a.k_int & 63);
-  const double y = exact::fma(s, expm1_poly5(reduced_double(a)), s) * two_to(a.k_int >> 6);
+  const double y = exp_of_float_fast(float_of(inside ? bits_of(x) : 0u));
   uncertain = !(inside & (y >= 0x1p-126) & float_rounding_is_certain(y, 4));
   return static_cast<float>(y);
 }
@@ -53,12 +51,7 @@ TW_EXACT_HD float tanh(float x, bool& uncertain) {
   const bool tiny = ax < 0x1p-12f;
   const bool saturated = ax >= 10.0f;
   const bool middle = (ax >= 0x1p-12f) & (ax < 10.0f);
-  const Reduced a = reduce(static_cast<double>(2.0f * float_of(middle ? bits_of(ax) : 0x3F800000u)));
-  const double scale = two_to(a.k_int >> 6);
-  const double s_hi = exp2_64ths_hi(a.k_int & 63) * scale;
-  const double s_lo = exp2_64ths_lo(a.k_int & 63) * scale;
-  const double e_minus_1 = (s_hi - 1.0) + exact::fma(s_hi, expm1_poly5(reduced_double(a)), s_lo);
-  const double y = ratio_to_rounded_sum(e_minus_1, e_minus_1 + 2.0);
+  const double y = tanh_of_float_fast(float_of(middle ? bits_of(ax) : 0x3F800000u));
   uncertain = !(tiny | saturated | (middle & float_rounding_is_certain(y, 32)));  // NaN: none of the three
   const std::uint32_t middle_bits = bits_of(static_cast<float>(y)) | sign;
   return float_of(tiny ? bits_of(x) : (saturated ? (sign | 0x3F800000u) : middle_bits));

@@ -224,6 +224,13 @@ TW_EXACT_HD float exp_float_outside(float x) {  // NaN, and x beyond [-104, 89]:
   return x > 0.0f ? float_of(0x7F800000u) : 0.0f;
 }
 
+// exp's fast path in double (the scalar function's and the speculative first pass's), x in [-104, 89].
+TW_EXACT_HD double exp_of_float_fast(float x) {
+  const Reduced a = reduce(static_cast<double>(x));
+  const double s = exp2_64ths_hi(a.k_int & 63);  // 2^((k&63)/64) to 2^-53
+  return exact::fma(s, expm1_poly5(reduced_double(a)), s) * two_to(a.k_int >> 6);
+}
+
 }  // namespace detail::exp_tanh
 
 // Correctly rounded e^x. Fast path error, before the final rounding, in ulps of the double y: the table's
@@ -232,9 +239,7 @@ TW_EXACT_HD float exp_float_outside(float x) {  // NaN, and x beyond [-104, 89]:
 TW_EXACT_HD float exp(float x) {
   using namespace detail::exp_tanh;
   if (!(x >= -104.0f && x <= 89.0f)) return exp_float_outside(x);
-  const Reduced a = reduce(static_cast<double>(x));
-  const double s = exp2_64ths_hi(a.k_int & 63);  // 2^((k&63)/64) to 2^-53
-  const double y = exact::fma(s, expm1_poly5(reduced_double(a)), s) * two_to(a.k_int >> 6);
+  const double y = exp_of_float_fast(x);
   const bool certain = y >= 0x1p-126 ? float_rounding_is_certain(y, 4) : float_rounding_is_certain_anywhere(y, 4);
   return certain ? static_cast<float>(y) : exp_float_slow(x);
 }
@@ -256,6 +261,17 @@ TW_EXACT_HD double ratio_to_rounded_sum(double e, double d) {
   return exact::fma(exact::fma(-q0, d, e), r1, q0);
 }
 
+// tanh's fast path in double (the scalar function's and the speculative first pass's), |x| = ax in
+// [2^-12, 10).
+TW_EXACT_HD double tanh_of_float_fast(float ax) {
+  const Reduced a = reduce(static_cast<double>(2.0f * ax));  // 2|x| < 20: exact in float
+  const double scale = two_to(a.k_int >> 6);
+  const double s_hi = exp2_64ths_hi(a.k_int & 63) * scale;
+  const double s_lo = exp2_64ths_lo(a.k_int & 63) * scale;
+  const double e_minus_1 = (s_hi - 1.0) + exact::fma(s_hi, expm1_poly5(reduced_double(a)), s_lo);
+  return ratio_to_rounded_sum(e_minus_1, e_minus_1 + 2.0);
+}
+
 }  // namespace detail::exp_tanh
 
 // Correctly rounded tanh(x) = sign(x) E / (E + 2), E = e^(2|x|) - 1 computed as (S - 1) + (S q + S_lo) with
@@ -270,12 +286,7 @@ TW_EXACT_HD float tanh(float x) {
   const float ax = float_of(bits_of(x) ^ sign);
   if (!(ax >= 0x1p-12f)) return ax != ax ? x + x : x;
   if (ax >= 10.0f) return float_of(sign | 0x3F800000u);
-  const Reduced a = reduce(static_cast<double>(2.0f * ax));  // 2|x| < 20: exact in float
-  const double scale = two_to(a.k_int >> 6);
-  const double s_hi = exp2_64ths_hi(a.k_int & 63) * scale;
-  const double s_lo = exp2_64ths_lo(a.k_int & 63) * scale;
-  const double e_minus_1 = (s_hi - 1.0) + exact::fma(s_hi, expm1_poly5(reduced_double(a)), s_lo);
-  const double y = ratio_to_rounded_sum(e_minus_1, e_minus_1 + 2.0);
+  const double y = tanh_of_float_fast(ax);
   const float magnitude = float_rounding_is_certain(y, 32) ? static_cast<float>(y) : tanh_float_slow(ax);
   return float_of(bits_of(magnitude) | sign);
 }
