@@ -57,42 +57,10 @@ TW_EXACT_HD float tanh(float x, bool& uncertain) {
   return float_of(tiny ? bits_of(x) : (saturated ? (sign | 0x3F800000u) : middle_bits));
 }
 
-#if !defined(__CUDA_ARCH__)
-// The host's exact::detail::log_of_float_fast with its table read as two columns of doubles: a vector
-// lane's entry is then two gathers of doubles (a float field of a 16-byte entry is not one the compiler
-// gathers). The GPU reads the table as it is.
-struct LogTableColumns {
-  double log_c_hi[128];
-  double inv_c[128];
-};
-constexpr LogTableColumns log_table_columns() {
-  LogTableColumns columns{};
-  for (int i = 0; i < 128; ++i) {
-    columns.log_c_hi[i] = exact::detail::kLogTable[i].log_c_hi;
-    columns.inv_c[i] = static_cast<double>(exact::detail::kLogTable[i].inv_c);
-  }
-  return columns;
-}
-inline constexpr LogTableColumns kLogColumns = log_table_columns();
-#endif
-TW_EXACT_HD double log_of_float_fast(float x) {
-#if defined(__CUDA_ARCH__)
-  return exact::detail::log_of_float_fast(x);
-#else
-  using namespace exact::detail;
-  constexpr double kLn2 = 0x1.62e42fefa39efp-1;
-  const LogReduction reduced = log_reduce(static_cast<double>(x));
-  const double r = exact::fma(reduced.m, kLogColumns.inv_c[reduced.index], -1.0);
-  const double s1 = exact::fma(static_cast<double>(reduced.exponent), kLn2, kLogColumns.log_c_hi[reduced.index]);
-  const double t = exact::fma(r * r, log1p_minus_r_over_r2(r), r);
-  return s1 + t;
-#endif
-}
-
 // exact::log's fast path; uncertain for inputs not positive and finite, or near a boundary.
 TW_EXACT_HD float log(float x, bool& uncertain) {
   const bool special = exact::bits_of(x) - 1u >= 0x7f7fffffu;
-  const double y = log_of_float_fast(float_of(special ? 0x3F800000u : bits_of(x)));
+  const double y = exact::detail::log_of_float_fast(float_of(special ? 0x3F800000u : bits_of(x)));
   const std::uint32_t below_float = static_cast<std::uint32_t>(exact::bits_of(y)) & 0x1fffffffu;
   uncertain = special | !(below_float - (0x10000000u - 8u) > 16u);
   return static_cast<float>(y);

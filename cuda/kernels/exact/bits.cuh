@@ -19,6 +19,14 @@
 #define TW_EXACT_HD_NOINLINE inline
 #endif
 
+// A table of constants: device memory on the GPU (its reads go through the L1 as LDG.CONSTANT), constexpr
+// on the host.
+#if defined(__CUDA_ARCH__)
+#define TW_EXACT_TABLE static __device__ const
+#else
+#define TW_EXACT_TABLE inline constexpr
+#endif
+
 namespace tapewise::exact {
 
 // float's bits: tapewise/float16.hpp's conversions (the GPU's reinterpretation, the host's memcpy).

@@ -21,77 +21,89 @@ struct LogTableEntry {
 
 // clang-format off
 #define TW_EXACT_LOG_TABLE \
-{-0x1.7fafa5bd81514p-2, 0x1.745d18p+0f, 0x1.218ffap-58f}, {-0x1.79e266a7cfb3ep-2, 0x1.724288p+0f, 0x1.e16882p-56f}, \
-{-0x1.741d881c67bbp-2, 0x1.702e06p+0f, -0x1.bca4eep-56f}, {-0x1.6e60ec72f196ap-2, 0x1.6e1f76p+0f, -0x1.575efep-56f}, \
-{-0x1.68ac8589c6a0fp-2, 0x1.6c16c2p+0f, 0x1.6cd89ep-57f}, {-0x1.6300334baac3cp-2, 0x1.6a13cep+0f, 0x1.c7e704p-57f}, \
-{-0x1.5d5bdfa595f2ap-2, 0x1.681682p+0f, 0x1.6a0872p-59f}, {-0x1.57bf73648d1f4p-2, 0x1.661ec6p+0f, -0x1.25ee3cp-58f}, \
-{-0x1.522ae1b38a3d5p-2, 0x1.642c86p+0f, 0x1.47bf4cp-56f}, {-0x1.4c9e0b8172c37p-2, 0x1.623fa8p+0f, 0x1.648d8p-56f}, \
-{-0x1.4718dc171c41bp-2, 0x1.605816p+0f, -0x1.0fb4c2p-60f}, {-0x1.419b438d5e8c4p-2, 0x1.5e75bcp+0f, 0x1.41226ap-56f}, \
-{-0x1.3c2525533317bp-2, 0x1.5c9882p+0f, 0x1.4ad28cp-56f}, {-0x1.36b67563e110fp-2, 0x1.5ac056p+0f, 0x1.4e93cep-56f}, \
-{-0x1.314f20fd35cd3p-2, 0x1.58ed24p+0f, -0x1.452d1ep-57f}, {-0x1.2bef087dc9353p-2, 0x1.571ed4p+0f, 0x1.4adad8p-56f}, \
-{-0x1.269623134db8ap-2, 0x1.555556p+0f, -0x1.e0efb8p-56f}, {-0x1.21445520eb8cfp-2, 0x1.539094p+0f, 0x1.cc28bep-56f}, \
-{-0x1.1bf99425a6b8cp-2, 0x1.51d07ep+0f, -0x1.6ea898p-56f}, {-0x1.16b5ced2cfb6bp-2, 0x1.501502p+0f, 0x1.ab0422p-56f}, \
-{-0x1.1178e6c27e478p-2, 0x1.4e5e0ap+0f, -0x1.6338a6p-58f}, {-0x1.0c42d516162dfp-2, 0x1.4cab88p+0f, -0x1.258b1ap-56f}, \
-{-0x1.071385f4d5862p-2, 0x1.4afd6ap+0f, -0x1.c5b16ep-56f}, {-0x1.01eae4aa6c69p-2, 0x1.49539ep+0f, 0x1.141488p-58f}, \
-{-0x1.f991c3cb3b37p-3, 0x1.47ae14p+0f, -0x1.f664fep-57f}, {-0x1.ef5adb2dcffdcp-3, 0x1.460cbcp+0f, -0x1.aea97cp-59f}, \
-{-0x1.e530edde7100ep-3, 0x1.446f86p+0f, 0x1.c76282p-57f}, {-0x1.db13d8bd4893bp-3, 0x1.42d662p+0f, 0x1.1dee34p-58f}, \
-{-0x1.d10383e655e65p-3, 0x1.414142p+0f, 0x1.bf3a94p-58f}, {-0x1.c6ffbc8f00f71p-3, 0x1.3fb014p+0f, 0x1.9e58b2p-57f}, \
-{-0x1.bd0874c3bd8abp-3, 0x1.3e22ccp+0f, -0x1.fba6acp-57f}, {-0x1.b31d83a5bce39p-3, 0x1.3c995ap+0f, -0x1.78ac52p-57f}, \
-{-0x1.a93ed8c8ad9cap-3, 0x1.3b13b2p+0f, -0x1.bcafd4p-57f}, {-0x1.9f6c3b808964cp-3, 0x1.3991c2p+0f, 0x1.3697c2p-57f}, \
-{-0x1.95a5b2ef70165p-3, 0x1.381382p+0f, 0x1.0bd356p-58f}, {-0x1.8beb03b38fe73p-3, 0x1.3698ep+0f, -0x1.55aadep-58f}, \
-{-0x1.823c18551a3bep-3, 0x1.3521dp+0f, 0x1.1232ccp-57f}, {-0x1.7898da4444c6fp-3, 0x1.33ae46p+0f, -0x1.f3c7bap-57f}, \
-{-0x1.6f01247756aaap-3, 0x1.323e34p+0f, 0x1.cde5b6p-57f}, {-0x1.6574eb68c133ap-3, 0x1.30d19p+0f, 0x1.3a69e2p-57f}, \
-{-0x1.5bf407b543db1p-3, 0x1.2f684cp+0f, 0x1.1f5b4p-61f}, {-0x1.527e5e2a1b58dp-3, 0x1.2e025cp+0f, 0x1.38d4b4p-60f}, \
-{-0x1.4913d2733b54p-3, 0x1.2c9fb4p+0f, 0x1.8d5684p-58f}, {-0x1.3fb454c9928adp-3, 0x1.2b404ap+0f, 0x1.9c7ea4p-57f}, \
-{-0x1.365fc6c159004p-3, 0x1.29e412p+0f, -0x1.fa81cep-59f}, {-0x1.2d16169868118p-3, 0x1.288b02p+0f, -0x1.b9991p-60f}, \
-{-0x1.23d715e49c1f7p-3, 0x1.27350cp+0f, -0x1.471fd6p-59f}, {-0x1.1aa2bea23f6fcp-3, 0x1.25e228p+0f, -0x1.4e44ap-57f}, \
-{-0x1.1178ee227e458p-3, 0x1.24924ap+0f, 0x1.0e6316p-58f}, {-0x1.08598e99e39fcp-3, 0x1.234568p+0f, 0x1.d6ffe2p-61f}, \
-{-0x1.fe89129dbd565p-4, 0x1.21fb78p+0f, -0x1.4d82f8p-60f}, {-0x1.ec738d30a10e3p-4, 0x1.20b47p+0f, -0x1.2e9fc4p-58f}, \
-{-0x1.da727838446ap-4, 0x1.1f7048p+0f, -0x1.401fa8p-58f}, {-0x1.c885845bc4b1ap-4, 0x1.1e2ef4p+0f, -0x1.838cbcp-58f}, \
-{-0x1.b6ac7c9ad5ad1p-4, 0x1.1cf06ap+0f, 0x1.405922p-59f}, {-0x1.a4e763cb1bc38p-4, 0x1.1bb4a4p+0f, 0x1.7b5ca2p-58f}, \
-{-0x1.9335e4d594988p-4, 0x1.1a7b96p+0f, -0x1.70eaf4p-59f}, {-0x1.8197e2740e3fp-4, 0x1.194538p+0f, 0x1.18348p-62f}, \
-{-0x1.700d3deeac089p-4, 0x1.181182p+0f, -0x1.636becp-59f}, {-0x1.5e959c59791a7p-4, 0x1.16e068p+0f, -0x1.738712p-58f}, \
-{-0x1.4d31165207eacp-4, 0x1.15b1e6p+0f, -0x1.ed3e86p-59f}, {-0x1.3bdf4d7d1ee1p-4, 0x1.1485fp+0f, 0x1.42b5p-58f}, \
-{-0x1.2aa0580471746p-4, 0x1.135c82p+0f, -0x1.d473fap-63f}, {-0x1.1973b6346554fp-4, 0x1.12358ep+0f, -0x1.7aa794p-59f}, \
-{-0x1.08599959e39a5p-4, 0x1.111112p+0f, 0x1.dd6f24p-58f}, {-0x1.eea338406b7b4p-5, 0x1.0fef02p+0f, -0x1.636418p-60f}, \
-{-0x1.ccb7265ddb24dp-5, 0x1.0ecf56p+0f, 0x1.2484ecp-62f}, {-0x1.aaef1ccfb10bap-5, 0x1.0db20ap+0f, -0x1.635256p-61f}, \
-{-0x1.894a8349fb262p-5, 0x1.0c9714p+0f, -0x1.a8ba32p-60f}, {-0x1.67c937ed4bad1p-5, 0x1.0b7e6ep+0f, -0x1.d04b82p-61f}, \
-{-0x1.466ad942de386p-5, 0x1.0a681p+0f, 0x1.cdd79ep-59f}, {-0x1.252f4078d1811p-5, 0x1.0953f4p+0f, -0x1.5c05dp-62f}, \
-{-0x1.0415c89e74404p-5, 0x1.08421p+0f, -0x1.c05c9cp-59f}, {-0x1.c63d06c14aa2ap-6, 0x1.07326p+0f, 0x1.ce0458p-60f}, \
-{-0x1.8492858c8c979p-6, 0x1.0624dep+0f, -0x1.ae6fe2p-60f}, {-0x1.432ab25980c41p-6, 0x1.05198p+0f, 0x1.8cda48p-60f}, \
-{-0x1.0205a38935667p-6, 0x1.041042p+0f, 0x1.b0647cp-61f}, {-0x1.8244e0388a0dcp-7, 0x1.03091cp+0f, 0x1.f6904cp-63f}, \
-{-0x1.01014f588de6dp-7, 0x1.020408p+0f, -0x1.46662cp-62f}, {-0x1.0081539588355p-8, 0x1.010102p+0f, -0x1.797b1p-62f}, \
-{0.0, 0x1p+0f, 0.0f}, {0x1.fe02b6b106791p-8, 0x1.fc07fp-1f, -0x1.e44b54p-67f}, \
-{0x1.fc0a890fc03e4p-7, 0x1.f81f82p-1f, 0x1.f3db4ep-64f}, {0x1.7b91acfd5b11cp-6, 0x1.f4465ap-1f, 0x1.893faap-61f}, \
-{0x1.f82990e78338p-6, 0x1.f07c2p-1f, 0x1.33e346p-60f}, {0x1.39e86e1febd8dp-5, 0x1.ecc07cp-1f, 0x1.c80a72p-60f}, \
-{0x1.77459be32dd23p-5, 0x1.e9131ap-1f, 0x1.58d3f4p-59f}, {0x1.b42de091971d5p-5, 0x1.e573acp-1f, 0x1.4a3464p-59f}, \
-{0x1.f0a30a01162a7p-5, 0x1.e1e1e2p-1f, 0x1.85f326p-59f}, {0x1.1653710a37ae3p-4, 0x1.de5d6ep-1f, 0x1.5312e2p-59f}, \
-{0x1.341d7461bd1ddp-4, 0x1.dae608p-1f, 0x1.29980ep-60f}, {0x1.51b06dd061852p-4, 0x1.d77b66p-1f, 0x1.593c4cp-59f}, \
-{0x1.6f0d272e56b4dp-4, 0x1.d41d42p-1f, -0x1.106d9ap-58f}, {0x1.8c3465e319b45p-4, 0x1.d0cb58p-1f, 0x1.5acc1p-60f}, \
-{0x1.a926d8a4ad57p-4, 0x1.cd8568p-1f, -0x1.af42b4p-60f}, {0x1.c5e54bf5bc748p-4, 0x1.ca4b3p-1f, -0x1.a8a79ep-58f}, \
-{0x1.e27074e2af2e8p-4, 0x1.c71c72p-1f, -0x1.615782p-60f}, {0x1.fec9141dbeabbp-4, 0x1.c3f8fp-1f, 0x1.51728cp-59f}, \
-{0x1.0d77e8cd08e5ap-3, 0x1.c0e07p-1f, 0x1.9a5dc6p-57f}, {0x1.1b72b012f67a8p-3, 0x1.bdd2b8p-1f, -0x1.1be7e8p-57f}, \
-{0x1.29552c41ff52ep-3, 0x1.bacf92p-1f, -0x1.1fd134p-58f}, {0x1.371fc161e8f75p-3, 0x1.b7d6c4p-1f, -0x1.80c9a4p-57f}, \
-{0x1.44d2b38cb7d29p-3, 0x1.b4e81cp-1f, -0x1.058532p-60f}, {0x1.526e5e5a1b438p-3, 0x1.b20364p-1f, -0x1.646ff8p-57f}, \
-{0x1.5ff3060a793d5p-3, 0x1.af286cp-1f, -0x1.bc60fp-58f}, {0x1.6d60fce19d21fp-3, 0x1.ac5702p-1f, -0x1.ab89f6p-63f}, \
-{0x1.7ab890410d909p-3, 0x1.a98ef6p-1f, 0x1.fe36b2p-59f}, {0x1.87fa08620c915p-3, 0x1.a6d01ap-1f, -0x1.76ffb2p-58f}, \
-{0x1.9525a80f456b8p-3, 0x1.a41a42p-1f, -0x1.e6fb4p-57f}, {0x1.a23bbffe2b567p-3, 0x1.a16d4p-1f, 0x1.93711p-59f}, \
-{0x1.af3c91880bffep-3, 0x1.9ec8eap-1f, 0x1.e672e8p-58f}, {0x1.bc286be2d8cecp-3, 0x1.9c2d14p-1f, -0x1.c818a4p-57f}, \
-{0x1.c8ff7a79a9a26p-3, 0x1.99999ap-1f, -0x1.4f68a2p-57f}, {0x1.d5c21434fbb98p-3, 0x1.970e5p-1f, -0x1.91bbdp-57f}, \
-{0x1.e27075e2af2e7p-3, 0x1.948b1p-1f, -0x1.615782p-59f}, {0x1.ef0adfddc594p-3, 0x1.920fb4p-1f, 0x1.618e0ep-59f}, \
-{0x1.fb918bd5e3e44p-3, 0x1.8f9c18p-1f, -0x1.caaabcp-57f}, {0x1.04025b6b4d04ap-2, 0x1.8d3018p-1f, -0x1.d1d81p-58f}, \
-{0x1.0a3250a7390fp-2, 0x1.8acb9p-1f, -0x1.04601ap-57f}, {0x1.1058bd1ae4ae2p-2, 0x1.886e6p-1f, -0x1.9d8192p-56f}, \
-{0x1.1675c97aba611p-2, 0x1.861862p-1f, 0x1.1ce63ap-57f}, {0x1.1c898b36999fdp-2, 0x1.83c978p-1f, -0x1.f0e5c8p-56f}, \
-{0x1.22941e6cf7969p-2, 0x1.818182p-1f, 0x1.442848p-58f}, {0x1.2895a0bde86a4p-2, 0x1.7f406p-1f, -0x1.0a5b68p-57f}, \
-{0x1.2e8e2bee11d31p-2, 0x1.7d05f4p-1f, -0x1.0f4cdcp-56f}, {0x1.347ddb2987d59p-2, 0x1.7ad22p-1f, 0x1.5915a2p-56f}, \
-{0x1.3a64c596945eap-2, 0x1.78a4c8p-1f, -0x1.8d0ca4p-58f}, {0x1.404309206a7e5p-2, 0x1.767dcep-1f, -0x1.d39f6cp-57f},
+TW_LOG_ROW(-0x1.7fafa5bd81514p-2, 0x1.745d18p+0f, 0x1.218ffap-58f) TW_LOG_ROW(-0x1.79e266a7cfb3ep-2, 0x1.724288p+0f, 0x1.e16882p-56f) \
+TW_LOG_ROW(-0x1.741d881c67bbp-2, 0x1.702e06p+0f, -0x1.bca4eep-56f) TW_LOG_ROW(-0x1.6e60ec72f196ap-2, 0x1.6e1f76p+0f, -0x1.575efep-56f) \
+TW_LOG_ROW(-0x1.68ac8589c6a0fp-2, 0x1.6c16c2p+0f, 0x1.6cd89ep-57f) TW_LOG_ROW(-0x1.6300334baac3cp-2, 0x1.6a13cep+0f, 0x1.c7e704p-57f) \
+TW_LOG_ROW(-0x1.5d5bdfa595f2ap-2, 0x1.681682p+0f, 0x1.6a0872p-59f) TW_LOG_ROW(-0x1.57bf73648d1f4p-2, 0x1.661ec6p+0f, -0x1.25ee3cp-58f) \
+TW_LOG_ROW(-0x1.522ae1b38a3d5p-2, 0x1.642c86p+0f, 0x1.47bf4cp-56f) TW_LOG_ROW(-0x1.4c9e0b8172c37p-2, 0x1.623fa8p+0f, 0x1.648d8p-56f) \
+TW_LOG_ROW(-0x1.4718dc171c41bp-2, 0x1.605816p+0f, -0x1.0fb4c2p-60f) TW_LOG_ROW(-0x1.419b438d5e8c4p-2, 0x1.5e75bcp+0f, 0x1.41226ap-56f) \
+TW_LOG_ROW(-0x1.3c2525533317bp-2, 0x1.5c9882p+0f, 0x1.4ad28cp-56f) TW_LOG_ROW(-0x1.36b67563e110fp-2, 0x1.5ac056p+0f, 0x1.4e93cep-56f) \
+TW_LOG_ROW(-0x1.314f20fd35cd3p-2, 0x1.58ed24p+0f, -0x1.452d1ep-57f) TW_LOG_ROW(-0x1.2bef087dc9353p-2, 0x1.571ed4p+0f, 0x1.4adad8p-56f) \
+TW_LOG_ROW(-0x1.269623134db8ap-2, 0x1.555556p+0f, -0x1.e0efb8p-56f) TW_LOG_ROW(-0x1.21445520eb8cfp-2, 0x1.539094p+0f, 0x1.cc28bep-56f) \
+TW_LOG_ROW(-0x1.1bf99425a6b8cp-2, 0x1.51d07ep+0f, -0x1.6ea898p-56f) TW_LOG_ROW(-0x1.16b5ced2cfb6bp-2, 0x1.501502p+0f, 0x1.ab0422p-56f) \
+TW_LOG_ROW(-0x1.1178e6c27e478p-2, 0x1.4e5e0ap+0f, -0x1.6338a6p-58f) TW_LOG_ROW(-0x1.0c42d516162dfp-2, 0x1.4cab88p+0f, -0x1.258b1ap-56f) \
+TW_LOG_ROW(-0x1.071385f4d5862p-2, 0x1.4afd6ap+0f, -0x1.c5b16ep-56f) TW_LOG_ROW(-0x1.01eae4aa6c69p-2, 0x1.49539ep+0f, 0x1.141488p-58f) \
+TW_LOG_ROW(-0x1.f991c3cb3b37p-3, 0x1.47ae14p+0f, -0x1.f664fep-57f) TW_LOG_ROW(-0x1.ef5adb2dcffdcp-3, 0x1.460cbcp+0f, -0x1.aea97cp-59f) \
+TW_LOG_ROW(-0x1.e530edde7100ep-3, 0x1.446f86p+0f, 0x1.c76282p-57f) TW_LOG_ROW(-0x1.db13d8bd4893bp-3, 0x1.42d662p+0f, 0x1.1dee34p-58f) \
+TW_LOG_ROW(-0x1.d10383e655e65p-3, 0x1.414142p+0f, 0x1.bf3a94p-58f) TW_LOG_ROW(-0x1.c6ffbc8f00f71p-3, 0x1.3fb014p+0f, 0x1.9e58b2p-57f) \
+TW_LOG_ROW(-0x1.bd0874c3bd8abp-3, 0x1.3e22ccp+0f, -0x1.fba6acp-57f) TW_LOG_ROW(-0x1.b31d83a5bce39p-3, 0x1.3c995ap+0f, -0x1.78ac52p-57f) \
+TW_LOG_ROW(-0x1.a93ed8c8ad9cap-3, 0x1.3b13b2p+0f, -0x1.bcafd4p-57f) TW_LOG_ROW(-0x1.9f6c3b808964cp-3, 0x1.3991c2p+0f, 0x1.3697c2p-57f) \
+TW_LOG_ROW(-0x1.95a5b2ef70165p-3, 0x1.381382p+0f, 0x1.0bd356p-58f) TW_LOG_ROW(-0x1.8beb03b38fe73p-3, 0x1.3698ep+0f, -0x1.55aadep-58f) \
+TW_LOG_ROW(-0x1.823c18551a3bep-3, 0x1.3521dp+0f, 0x1.1232ccp-57f) TW_LOG_ROW(-0x1.7898da4444c6fp-3, 0x1.33ae46p+0f, -0x1.f3c7bap-57f) \
+TW_LOG_ROW(-0x1.6f01247756aaap-3, 0x1.323e34p+0f, 0x1.cde5b6p-57f) TW_LOG_ROW(-0x1.6574eb68c133ap-3, 0x1.30d19p+0f, 0x1.3a69e2p-57f) \
+TW_LOG_ROW(-0x1.5bf407b543db1p-3, 0x1.2f684cp+0f, 0x1.1f5b4p-61f) TW_LOG_ROW(-0x1.527e5e2a1b58dp-3, 0x1.2e025cp+0f, 0x1.38d4b4p-60f) \
+TW_LOG_ROW(-0x1.4913d2733b54p-3, 0x1.2c9fb4p+0f, 0x1.8d5684p-58f) TW_LOG_ROW(-0x1.3fb454c9928adp-3, 0x1.2b404ap+0f, 0x1.9c7ea4p-57f) \
+TW_LOG_ROW(-0x1.365fc6c159004p-3, 0x1.29e412p+0f, -0x1.fa81cep-59f) TW_LOG_ROW(-0x1.2d16169868118p-3, 0x1.288b02p+0f, -0x1.b9991p-60f) \
+TW_LOG_ROW(-0x1.23d715e49c1f7p-3, 0x1.27350cp+0f, -0x1.471fd6p-59f) TW_LOG_ROW(-0x1.1aa2bea23f6fcp-3, 0x1.25e228p+0f, -0x1.4e44ap-57f) \
+TW_LOG_ROW(-0x1.1178ee227e458p-3, 0x1.24924ap+0f, 0x1.0e6316p-58f) TW_LOG_ROW(-0x1.08598e99e39fcp-3, 0x1.234568p+0f, 0x1.d6ffe2p-61f) \
+TW_LOG_ROW(-0x1.fe89129dbd565p-4, 0x1.21fb78p+0f, -0x1.4d82f8p-60f) TW_LOG_ROW(-0x1.ec738d30a10e3p-4, 0x1.20b47p+0f, -0x1.2e9fc4p-58f) \
+TW_LOG_ROW(-0x1.da727838446ap-4, 0x1.1f7048p+0f, -0x1.401fa8p-58f) TW_LOG_ROW(-0x1.c885845bc4b1ap-4, 0x1.1e2ef4p+0f, -0x1.838cbcp-58f) \
+TW_LOG_ROW(-0x1.b6ac7c9ad5ad1p-4, 0x1.1cf06ap+0f, 0x1.405922p-59f) TW_LOG_ROW(-0x1.a4e763cb1bc38p-4, 0x1.1bb4a4p+0f, 0x1.7b5ca2p-58f) \
+TW_LOG_ROW(-0x1.9335e4d594988p-4, 0x1.1a7b96p+0f, -0x1.70eaf4p-59f) TW_LOG_ROW(-0x1.8197e2740e3fp-4, 0x1.194538p+0f, 0x1.18348p-62f) \
+TW_LOG_ROW(-0x1.700d3deeac089p-4, 0x1.181182p+0f, -0x1.636becp-59f) TW_LOG_ROW(-0x1.5e959c59791a7p-4, 0x1.16e068p+0f, -0x1.738712p-58f) \
+TW_LOG_ROW(-0x1.4d31165207eacp-4, 0x1.15b1e6p+0f, -0x1.ed3e86p-59f) TW_LOG_ROW(-0x1.3bdf4d7d1ee1p-4, 0x1.1485fp+0f, 0x1.42b5p-58f) \
+TW_LOG_ROW(-0x1.2aa0580471746p-4, 0x1.135c82p+0f, -0x1.d473fap-63f) TW_LOG_ROW(-0x1.1973b6346554fp-4, 0x1.12358ep+0f, -0x1.7aa794p-59f) \
+TW_LOG_ROW(-0x1.08599959e39a5p-4, 0x1.111112p+0f, 0x1.dd6f24p-58f) TW_LOG_ROW(-0x1.eea338406b7b4p-5, 0x1.0fef02p+0f, -0x1.636418p-60f) \
+TW_LOG_ROW(-0x1.ccb7265ddb24dp-5, 0x1.0ecf56p+0f, 0x1.2484ecp-62f) TW_LOG_ROW(-0x1.aaef1ccfb10bap-5, 0x1.0db20ap+0f, -0x1.635256p-61f) \
+TW_LOG_ROW(-0x1.894a8349fb262p-5, 0x1.0c9714p+0f, -0x1.a8ba32p-60f) TW_LOG_ROW(-0x1.67c937ed4bad1p-5, 0x1.0b7e6ep+0f, -0x1.d04b82p-61f) \
+TW_LOG_ROW(-0x1.466ad942de386p-5, 0x1.0a681p+0f, 0x1.cdd79ep-59f) TW_LOG_ROW(-0x1.252f4078d1811p-5, 0x1.0953f4p+0f, -0x1.5c05dp-62f) \
+TW_LOG_ROW(-0x1.0415c89e74404p-5, 0x1.08421p+0f, -0x1.c05c9cp-59f) TW_LOG_ROW(-0x1.c63d06c14aa2ap-6, 0x1.07326p+0f, 0x1.ce0458p-60f) \
+TW_LOG_ROW(-0x1.8492858c8c979p-6, 0x1.0624dep+0f, -0x1.ae6fe2p-60f) TW_LOG_ROW(-0x1.432ab25980c41p-6, 0x1.05198p+0f, 0x1.8cda48p-60f) \
+TW_LOG_ROW(-0x1.0205a38935667p-6, 0x1.041042p+0f, 0x1.b0647cp-61f) TW_LOG_ROW(-0x1.8244e0388a0dcp-7, 0x1.03091cp+0f, 0x1.f6904cp-63f) \
+TW_LOG_ROW(-0x1.01014f588de6dp-7, 0x1.020408p+0f, -0x1.46662cp-62f) TW_LOG_ROW(-0x1.0081539588355p-8, 0x1.010102p+0f, -0x1.797b1p-62f) \
+TW_LOG_ROW(0.0, 0x1p+0f, 0.0f) TW_LOG_ROW(0x1.fe02b6b106791p-8, 0x1.fc07fp-1f, -0x1.e44b54p-67f) \
+TW_LOG_ROW(0x1.fc0a890fc03e4p-7, 0x1.f81f82p-1f, 0x1.f3db4ep-64f) TW_LOG_ROW(0x1.7b91acfd5b11cp-6, 0x1.f4465ap-1f, 0x1.893faap-61f) \
+TW_LOG_ROW(0x1.f82990e78338p-6, 0x1.f07c2p-1f, 0x1.33e346p-60f) TW_LOG_ROW(0x1.39e86e1febd8dp-5, 0x1.ecc07cp-1f, 0x1.c80a72p-60f) \
+TW_LOG_ROW(0x1.77459be32dd23p-5, 0x1.e9131ap-1f, 0x1.58d3f4p-59f) TW_LOG_ROW(0x1.b42de091971d5p-5, 0x1.e573acp-1f, 0x1.4a3464p-59f) \
+TW_LOG_ROW(0x1.f0a30a01162a7p-5, 0x1.e1e1e2p-1f, 0x1.85f326p-59f) TW_LOG_ROW(0x1.1653710a37ae3p-4, 0x1.de5d6ep-1f, 0x1.5312e2p-59f) \
+TW_LOG_ROW(0x1.341d7461bd1ddp-4, 0x1.dae608p-1f, 0x1.29980ep-60f) TW_LOG_ROW(0x1.51b06dd061852p-4, 0x1.d77b66p-1f, 0x1.593c4cp-59f) \
+TW_LOG_ROW(0x1.6f0d272e56b4dp-4, 0x1.d41d42p-1f, -0x1.106d9ap-58f) TW_LOG_ROW(0x1.8c3465e319b45p-4, 0x1.d0cb58p-1f, 0x1.5acc1p-60f) \
+TW_LOG_ROW(0x1.a926d8a4ad57p-4, 0x1.cd8568p-1f, -0x1.af42b4p-60f) TW_LOG_ROW(0x1.c5e54bf5bc748p-4, 0x1.ca4b3p-1f, -0x1.a8a79ep-58f) \
+TW_LOG_ROW(0x1.e27074e2af2e8p-4, 0x1.c71c72p-1f, -0x1.615782p-60f) TW_LOG_ROW(0x1.fec9141dbeabbp-4, 0x1.c3f8fp-1f, 0x1.51728cp-59f) \
+TW_LOG_ROW(0x1.0d77e8cd08e5ap-3, 0x1.c0e07p-1f, 0x1.9a5dc6p-57f) TW_LOG_ROW(0x1.1b72b012f67a8p-3, 0x1.bdd2b8p-1f, -0x1.1be7e8p-57f) \
+TW_LOG_ROW(0x1.29552c41ff52ep-3, 0x1.bacf92p-1f, -0x1.1fd134p-58f) TW_LOG_ROW(0x1.371fc161e8f75p-3, 0x1.b7d6c4p-1f, -0x1.80c9a4p-57f) \
+TW_LOG_ROW(0x1.44d2b38cb7d29p-3, 0x1.b4e81cp-1f, -0x1.058532p-60f) TW_LOG_ROW(0x1.526e5e5a1b438p-3, 0x1.b20364p-1f, -0x1.646ff8p-57f) \
+TW_LOG_ROW(0x1.5ff3060a793d5p-3, 0x1.af286cp-1f, -0x1.bc60fp-58f) TW_LOG_ROW(0x1.6d60fce19d21fp-3, 0x1.ac5702p-1f, -0x1.ab89f6p-63f) \
+TW_LOG_ROW(0x1.7ab890410d909p-3, 0x1.a98ef6p-1f, 0x1.fe36b2p-59f) TW_LOG_ROW(0x1.87fa08620c915p-3, 0x1.a6d01ap-1f, -0x1.76ffb2p-58f) \
+TW_LOG_ROW(0x1.9525a80f456b8p-3, 0x1.a41a42p-1f, -0x1.e6fb4p-57f) TW_LOG_ROW(0x1.a23bbffe2b567p-3, 0x1.a16d4p-1f, 0x1.93711p-59f) \
+TW_LOG_ROW(0x1.af3c91880bffep-3, 0x1.9ec8eap-1f, 0x1.e672e8p-58f) TW_LOG_ROW(0x1.bc286be2d8cecp-3, 0x1.9c2d14p-1f, -0x1.c818a4p-57f) \
+TW_LOG_ROW(0x1.c8ff7a79a9a26p-3, 0x1.99999ap-1f, -0x1.4f68a2p-57f) TW_LOG_ROW(0x1.d5c21434fbb98p-3, 0x1.970e5p-1f, -0x1.91bbdp-57f) \
+TW_LOG_ROW(0x1.e27075e2af2e7p-3, 0x1.948b1p-1f, -0x1.615782p-59f) TW_LOG_ROW(0x1.ef0adfddc594p-3, 0x1.920fb4p-1f, 0x1.618e0ep-59f) \
+TW_LOG_ROW(0x1.fb918bd5e3e44p-3, 0x1.8f9c18p-1f, -0x1.caaabcp-57f) TW_LOG_ROW(0x1.04025b6b4d04ap-2, 0x1.8d3018p-1f, -0x1.d1d81p-58f) \
+TW_LOG_ROW(0x1.0a3250a7390fp-2, 0x1.8acb9p-1f, -0x1.04601ap-57f) TW_LOG_ROW(0x1.1058bd1ae4ae2p-2, 0x1.886e6p-1f, -0x1.9d8192p-56f) \
+TW_LOG_ROW(0x1.1675c97aba611p-2, 0x1.861862p-1f, 0x1.1ce63ap-57f) TW_LOG_ROW(0x1.1c898b36999fdp-2, 0x1.83c978p-1f, -0x1.f0e5c8p-56f) \
+TW_LOG_ROW(0x1.22941e6cf7969p-2, 0x1.818182p-1f, 0x1.442848p-58f) TW_LOG_ROW(0x1.2895a0bde86a4p-2, 0x1.7f406p-1f, -0x1.0a5b68p-57f) \
+TW_LOG_ROW(0x1.2e8e2bee11d31p-2, 0x1.7d05f4p-1f, -0x1.0f4cdcp-56f) TW_LOG_ROW(0x1.347ddb2987d59p-2, 0x1.7ad22p-1f, 0x1.5915a2p-56f) \
+TW_LOG_ROW(0x1.3a64c596945eap-2, 0x1.78a4c8p-1f, -0x1.8d0ca4p-58f) TW_LOG_ROW(0x1.404309206a7e5p-2, 0x1.767dcep-1f, -0x1.d39f6cp-57f)
 // clang-format on
 
+#define TW_LOG_ROW(log_c_hi, inv_c, log_c_lo) {log_c_hi, inv_c, log_c_lo},
+TW_EXACT_TABLE LogTableEntry kLogTable[128] = {TW_EXACT_LOG_TABLE};
+#undef TW_LOG_ROW
+// The float fast path's two fields again as columns. On the GPU a warp's 32 random indices then touch
+// about 4 + 8 of the L1's 128-byte lines (inv_c as floats, log_c_hi), where its two reads of the 16-byte
+// entries touched about 14 each. On the host inv_c is a double: vector lanes gather doubles.
+#define TW_LOG_ROW(log_c_hi, inv_c, log_c_lo) log_c_hi,
+TW_EXACT_TABLE double kLogCHi[128] = {TW_EXACT_LOG_TABLE};
+#undef TW_LOG_ROW
 #if defined(__CUDA_ARCH__)
-__device__ const LogTableEntry kLogTable[128] = {TW_EXACT_LOG_TABLE};
+#define TW_LOG_ROW(log_c_hi, inv_c, log_c_lo) inv_c,
+TW_EXACT_TABLE float kLogInvC[128] = {TW_EXACT_LOG_TABLE};
 #else
-inline constexpr LogTableEntry kLogTable[128] = {TW_EXACT_LOG_TABLE};
+#define TW_LOG_ROW(log_c_hi, inv_c, log_c_lo) static_cast<double>(inv_c),
+TW_EXACT_TABLE double kLogInvC[128] = {TW_EXACT_LOG_TABLE};
 #endif
+#undef TW_LOG_ROW
 #undef TW_EXACT_LOG_TABLE
 
 TW_EXACT_HD LogTableEntry log_table_entry(int index) { return kLogTable[index]; }
@@ -130,9 +142,8 @@ TW_EXACT_HD double log1p_minus_r_over_r2(double r) {
 TW_EXACT_HD double log_of_float_fast(float x) {
   constexpr double kLn2 = 0x1.62e42fefa39efp-1;
   LogReduction reduced = log_reduce(static_cast<double>(x));
-  LogTableEntry entry = log_table_entry(reduced.index);
-  double r = fma(reduced.m, static_cast<double>(entry.inv_c), -1.0);  // exact: a multiple of 2^-48, < 2^-8
-  double s1 = fma(static_cast<double>(reduced.exponent), kLn2, entry.log_c_hi);
+  double r = fma(reduced.m, static_cast<double>(kLogInvC[reduced.index]), -1.0);  // exact: a multiple of 2^-48, < 2^-8
+  double s1 = fma(static_cast<double>(reduced.exponent), kLn2, kLogCHi[reduced.index]);
   double t = fma(r * r, log1p_minus_r_over_r2(r), r);
   return s1 + t;
 }
