@@ -59,7 +59,8 @@ shared_build="${TAPEWISE_SHARED_BUILD:-build-shared}"
 quiet cmake -S . -B "$shared_build" -G Ninja -DBUILD_SHARED_LIBS=ON -DTAPEWISE_CUDA=OFF \
       -DTAPEWISE_BUILD_TESTS=OFF -DTAPEWISE_BUILD_TOOLS=ON -DCMAKE_BUILD_TYPE=Debug \
       -DCMAKE_CXX_FLAGS_DEBUG="-O0" -DCMAKE_C_FLAGS_DEBUG="-O0" -DCMAKE_CXX_FLAGS="-DTAPEWISE_NO_ISA_CLONES"
-quiet cmake --build "$shared_build"
+# The library and the runner alone: the only targets the install holds (the other tools are not installed).
+quiet cmake --build "$shared_build" --target tapewise tapewise-conform
 quiet cmake --install "$shared_build" --prefix "$work/shared"
 quiet cmake -S examples/consumer -B "$work/consumer_shared" -G Ninja -DCMAKE_PREFIX_PATH="$work/shared"
 quiet cmake --build "$work/consumer_shared"
