@@ -52,13 +52,17 @@ TW_EXP2_ROW(0x1.f50765b6e4540p+0, 0x1.9d3e12dd8a18bp-54) TW_EXP2_ROW(0x1.fa7c181
 namespace tapewise::exact {
 namespace detail::exp_tanh {
 
-// hi and lo as two columns: exp's fast path reads hi alone, and a warp's 32 random indices into 64 doubles
-// touch at most four of the L1's 128-byte lines (eight when hi and lo alternated).
+// hi and lo side by side, read together where both are wanted (one 16-byte read), and hi again alone as a
+// column: exp's float fast path reads hi alone, and a warp's 32 random indices into 64 doubles touch at
+// most four of the L1's 128-byte lines (eight in the pairs).
+struct alignas(16) Exp2Of64th {
+  double hi, lo;
+};
+#define TW_EXP2_ROW(hi, lo) {hi, lo},
+TW_EXACT_TABLE Exp2Of64th kExp2Of64ths[64] = {TW_EXACT_EXP2_64THS_HI_LO};
+#undef TW_EXP2_ROW
 #define TW_EXP2_ROW(hi, lo) hi,
 TW_EXACT_TABLE double kExp2Of64thsHi[64] = {TW_EXACT_EXP2_64THS_HI_LO};
-#undef TW_EXP2_ROW
-#define TW_EXP2_ROW(hi, lo) lo,
-TW_EXACT_TABLE double kExp2Of64thsLo[64] = {TW_EXACT_EXP2_64THS_HI_LO};
 #undef TW_EXP2_ROW
 #undef TW_EXACT_EXP2_64THS_HI_LO
 
@@ -94,8 +98,8 @@ TW_EXACT_HD double reduced_double(const Reduced& a) { return exact::fma(a.k, -kL
 // 2^e for e in [-1022, 1023], built from its bits; multiplying by it is exact while the product is normal.
 TW_EXACT_HD double two_to(int e) { return double_of(static_cast<std::uint64_t>(e + 1023) << 52); }
 
+TW_EXACT_HD Exp2Of64th exp2_64ths(int j) { return kExp2Of64ths[j]; }
 TW_EXACT_HD double exp2_64ths_hi(int j) { return kExp2Of64thsHi[j]; }
-TW_EXACT_HD double exp2_64ths_lo(int j) { return kExp2Of64thsLo[j]; }
 
 // e^r - 1 ~ r + r^2 (c2 + c3 r + c4 r^2 + c5 r^3), coefficients from Sollya's fpminimax (relative error,
 // double coefficients) on [-0.005416, 0.005416]; its supnorm bounds the relative error of the exact
@@ -204,7 +208,8 @@ TW_EXACT_HD float round_to_float(DD y) {
 // 2^(k/64) (k = a.k_int) in double-double, to 2^-106 relative.
 TW_EXACT_HD DD exp2_k_by_64_dd(const Reduced& a) {
   const int j = a.k_int & 63;
-  return dd_times_2_to(DD{exp2_64ths_hi(j), exp2_64ths_lo(j)}, a.k_int >> 6);
+  const Exp2Of64th entry = exp2_64ths(j);
+  return dd_times_2_to(DD{entry.hi, entry.lo}, a.k_int >> 6);
 }
 
 // e^x, relative error < 2^-98, for x in [-104, 89].
@@ -270,8 +275,9 @@ TW_EXACT_HD double ratio_to_rounded_sum(double e, double d) {
 TW_EXACT_HD double tanh_of_float_fast(float ax) {
   const Reduced a = reduce(static_cast<double>(2.0f * ax));  // 2|x| < 20: exact in float
   const double scale = two_to(a.k_int >> 6);
-  const double s_hi = exp2_64ths_hi(a.k_int & 63) * scale;
-  const double s_lo = exp2_64ths_lo(a.k_int & 63) * scale;
+  const Exp2Of64th entry = exp2_64ths(a.k_int & 63);
+  const double s_hi = entry.hi * scale;
+  const double s_lo = entry.lo * scale;
   const double e_minus_1 = (s_hi - 1.0) + exact::fma(s_hi, expm1_poly5(reduced_double(a)), s_lo);
   return ratio_to_rounded_sum(e_minus_1, e_minus_1 + 2.0);
 }
@@ -326,8 +332,9 @@ TW_EXACT_HD DD expm1_double_dd(double z) {
   const DD q = fast_two_sum(a.r_hi, expm1_poly6_minus_r(a.r_hi));
   const double q_lo = q.lo + exact::fma(r_lo, a.r_hi, r_lo);
   const double scale = two_to(a.k_int >> 6);
-  const double s_hi = exp2_64ths_hi(a.k_int & 63) * scale;
-  const double s_lo = exp2_64ths_lo(a.k_int & 63) * scale;
+  const Exp2Of64th entry = exp2_64ths(a.k_int & 63);
+  const double s_hi = entry.hi * scale;
+  const double s_lo = entry.lo * scale;
   const double s_minus_1 = s_hi - 1.0;  // s_hi >= 1: fast_two_sum(s_hi, -1)
   const double s_minus_1_lo = (s_hi - s_minus_1) - 1.0;
   const DD s_q = two_prod(s_hi, q.hi);
@@ -355,8 +362,9 @@ TW_EXACT_HD double exp(double x) {
   using namespace detail::exp_tanh;
   if (!(x >= -746.0 && x <= 710.0)) return exp_double_outside(x);  // e^-745.14 < 2^-1075, e^709.79 > DBL_MAX
   const Reduced a = reduce(x);
-  const double hi = exp2_64ths_hi(a.k_int & 63);
-  const double rest = exact::fma(hi, expm1_poly5(reduced_double(a)), exp2_64ths_lo(a.k_int & 63));
+  const Exp2Of64th entry = exp2_64ths(a.k_int & 63);
+  const double hi = entry.hi;
+  const double rest = exact::fma(hi, expm1_poly5(reduced_double(a)), entry.lo);
   const int e = a.k_int >> 6;
   if (e >= -1021 && e <= 1022) return (hi + rest) * two_to(e);
   return exp_double_scaled_far(hi, rest, e);
