@@ -123,10 +123,7 @@ FIXED_TUS = ["prove/main.cpp", "prove/prover.cpp", "prove/frameworks.cpp", "cuda
              "cuda/tape/staging.cpp",
              "cuda/backends/cuda_backend_absent.cpp"]
 # TAPEWISE_NO_ISA_CLONES: the CPU backend's baseline loops alone (the kernels' math is what a mutant changes).
-# -O0: a mutant's four units compile in two thirds of -O1's CPU time (24 s against 36, 2026-12-06), which is
-# most of this step's time in CI; each IEEE operation gives the same bits at any -O (no contraction, no
-# fast-math), and the prover's time goes to its solver.
-FLAGS = ["-std=c++20", "-O0", "-ffp-contract=off", "-fno-fast-math", "-w", "-DTAPEWISE_NO_ISA_CLONES"]
+FLAGS = ["-std=c++20", "-O1", "-ffp-contract=off", "-fno-fast-math", "-w", "-DTAPEWISE_NO_ISA_CLONES"]
 
 
 def copy_sources(dest):

@@ -11,7 +11,7 @@
 # The steps run in two lanes at once: the sanitizer and package builds keep both cores busy while the
 # other lane's single-threaded work (pytest, the solver, the fuzzers) runs beside them. Each step's
 # output is printed whole when it ends; no step shares a build folder with another lane's.
-# TAPEWISE_TEST_LANES=1 runs the steps one after another. FUZZ_SECONDS (default 60) is the time per
+# TAPEWISE_TEST_LANES=1 runs the steps one after another. FUZZ_SECONDS (default 30) is the time per
 # fuzz harness. Python is the virtual environment that setup.sh --for-tests made ($TAPEWISE_VENV,
 # default .venv/), first on the PATH for every step.
 set -uo pipefail
@@ -75,7 +75,7 @@ lane_a() {
   step ctest ctest --test-dir "$build" --output-on-failure -j2
   step prove prove_tests
   step python python_tests
-  step fuzz tools/fuzz.sh "${FUZZ_SECONDS:-60}"
+  step fuzz tools/fuzz.sh "${FUZZ_SECONDS:-30}"
   step package tools/test_package.sh
 }
 lane_b() {
