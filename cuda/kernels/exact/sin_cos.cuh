@@ -46,11 +46,7 @@ struct Reduced {
       0x9E5FEA2Du, 0x7527BAC7u, 0xEBE5F17Bu, 0x3D0739F7u, 0x8A5292EAu, 0x6BFB5FB1u, 0x1F8D5D08u,         \
       0x56033046u
 constexpr int kTwoOverPiWordCount = 37;
-#if defined(__CUDA_ARCH__)
-static __device__ const std::uint32_t kTwoOverPiWords[kTwoOverPiWordCount] = {TW_EXACT_TWO_OVER_PI_WORDS};
-#else
-inline constexpr std::uint32_t kTwoOverPiWords[kTwoOverPiWordCount] = {TW_EXACT_TWO_OVER_PI_WORDS};
-#endif
+TW_EXACT_TABLE std::uint32_t kTwoOverPiWords[kTwoOverPiWordCount] = {TW_EXACT_TWO_OVER_PI_WORDS};
 #undef TW_EXACT_TWO_OVER_PI_WORDS
 
 // 1/n! for n = 0..27 as double-doubles (hi, lo): the nearest double, then the nearest double to the
@@ -70,11 +66,7 @@ inline constexpr std::uint32_t kTwoOverPiWords[kTwoOverPiWordCount] = {TW_EXACT_
       0x1.f2cf01972f578p-80, -0x1.9ada5fcc1ab14p-135, 0x1.3f3ccdd165fa9p-84, -0x1.58ddadf344487p-139,    \
       0x1.88e85fc6a4e5ap-89, -0x1.71c37ebd1654p-143, 0x1.d1ab1c2dccea3p-94, 0x1.054d0c78aea14p-149
 constexpr int kInverseFactorialCount = 28;
-#if defined(__CUDA_ARCH__)
-static __device__ const double kInverseFactorials[2 * kInverseFactorialCount] = {TW_EXACT_INVERSE_FACTORIALS};
-#else
-inline constexpr double kInverseFactorials[2 * kInverseFactorialCount] = {TW_EXACT_INVERSE_FACTORIALS};
-#endif
+TW_EXACT_TABLE double kInverseFactorials[2 * kInverseFactorialCount] = {TW_EXACT_INVERSE_FACTORIALS};
 #undef TW_EXACT_INVERSE_FACTORIALS
 
 // pi/2 = kPio2Part1 + kPio2Part2 + kPio2Part3 + (< 2^-163.6), each the nearest double to what is left
