@@ -43,18 +43,17 @@ TW_EXACT_HD float exp(float x, bool& uncertain) {
 }
 
 // exact::tanh: x itself below 2^-12, +-1 from 10 on, the fast path between; uncertain for NaN or near a
-// boundary.
+// boundary. The fast path runs on min(|x|, 10) (10 for NaN), harmless for every input.
 TW_EXACT_HD float tanh(float x, bool& uncertain) {
   using namespace exact::detail::exp_tanh;
   const std::uint32_t sign = bits_of(x) & 0x80000000u;
   const float ax = float_of(bits_of(x) ^ sign);
   const bool tiny = ax < 0x1p-12f;
-  const bool saturated = ax >= 10.0f;
-  const bool middle = (ax >= 0x1p-12f) & (ax < 10.0f);
-  const double y = tanh_of_float_fast(float_of(middle ? bits_of(ax) : 0x3F800000u));
-  uncertain = !(tiny | saturated | (middle & float_rounding_is_certain(y, 32)));  // NaN: none of the three
-  const std::uint32_t middle_bits = bits_of(static_cast<float>(y)) | sign;
-  return float_of(tiny ? bits_of(x) : (saturated ? (sign | 0x3F800000u) : middle_bits));
+  const bool below_10 = ax < 10.0f;  // false for NaN
+  const double y = tanh_of_float_fast(below_10 ? ax : 10.0f);
+  uncertain = below_10 ? !tiny & !float_rounding_is_certain(y, 32) : ax != ax;
+  const std::uint32_t magnitude_bits = below_10 ? bits_of(static_cast<float>(y)) : 0x3F800000u;
+  return float_of(tiny ? bits_of(x) : magnitude_bits | sign);
 }
 
 // exact::log's fast path; uncertain for inputs not positive and finite, or near a boundary.

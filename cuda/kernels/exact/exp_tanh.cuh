@@ -256,38 +256,41 @@ TW_EXACT_HD float exp(float x) {
 namespace detail::exp_tanh {
 
 // e / d for e > 0 and d = RN(e + 2) in [2, 2^29], without a double division (the division is most of
-// tanh's cost in vector lanes, and long on the GPU): r0 = reciprocal_seed(d), |1 - d r0| < 2^-18; one
-// Newton step r1 = r0 + r0 (1 - d r0) within 2^-36 + 2^-52.9 (1 - d r0 by fma, rounded once), q0 = RN(e r1),
-// and the remainder's correction RN(q0 + (e - q0 d) r1): e - q0 d by fma is within 2^-53 of itself and
-// < 2^-35.9 e, so the result is within RN's half ulp of e / d plus < 2^-71 relative (a correctly rounded
-// division gives the half ulp alone). r0 differs between the CPU and the GPU, so in the rare case where
-// e / d lies within 2^-71 of a double's rounding boundary the two doubles differ by an ulp; the floats
-// tanh returns do not (each is the correctly rounded tanh or goes to the slow path).
+// tanh's cost in vector lanes, and long on the GPU): r0 = reciprocal_seed(d), delta = 1 - d r0 (by fma,
+// exact: |delta| < 2^-18), q0 = RN(e r0), and e / d = q0 (1 + delta + delta^2 + ...) / (1 + eta0) taken to
+// delta^2: RN(q0 + q0 RN(delta + delta^2)). Beyond e / d: q0's rounding 2^-53, the dropped delta^3 < 2^-54,
+// the inner sum's rounding < 2^-70 and the final rounding's half ulp: < 2^-51.6 relative (a correctly rounded
+// division gives the half ulp alone). Four operations, the last three a chain of two. r0 differs between the
+// CPU and the GPU, so the two doubles may differ by an ulp; the floats tanh returns do not (each is the
+// correctly rounded tanh or goes to the slow path).
 TW_EXACT_HD double ratio_to_rounded_sum(double e, double d) {
   const double r0 = reciprocal_seed(d);
-  const double r1 = exact::fma(r0, exact::fma(-d, r0, 1.0), r0);
-  const double q0 = e * r1;
-  return exact::fma(exact::fma(-q0, d, e), r1, q0);
+  const double delta = exact::fma(-d, r0, 1.0);
+  const double q0 = e * r0;
+  return exact::fma(q0, exact::fma(delta, delta, delta), q0);
 }
 
 // tanh's fast path in double (the scalar function's and the speculative first pass's), |x| = ax in
-// [2^-12, 10).
+// [0, 10]. E = S e^r - 1, S = 2^(k/64) = (hi + lo) 2^(k>>6): (S_hi - 1) + 2^(k>>6) (hi (e^r - 1) + lo), with
+// S_hi = hi 2^(k>>6) (exact; S_hi - 1 exact by Sterbenz or a power of 2 away) and r = r_hi: the reduction's
+// low part |k| lo < 2^-50.4 is left out, which moves E by < 2^-53.7 of itself (at k = 1, E >= 2^-7.53; for
+// larger k, S / E falls faster than k grows).
 TW_EXACT_HD double tanh_of_float_fast(float ax) {
-  const Reduced a = reduce(static_cast<double>(2.0f * ax));  // 2|x| < 20: exact in float
+  const Reduced a = reduce(static_cast<double>(2.0f * ax));  // 2|x| <= 20: exact in float
   const double scale = two_to(a.k_int >> 6);
   const Exp2Of64th entry = exp2_64ths(a.k_int & 63);
-  const double s_hi = entry.hi * scale;
-  const double s_lo = entry.lo * scale;
-  const double e_minus_1 = (s_hi - 1.0) + exact::fma(s_hi, expm1_poly5(reduced_double(a)), s_lo);
+  const double s_hi_minus_1 = entry.hi * scale - 1.0;
+  const double e_minus_1 = exact::fma(exact::fma(entry.hi, expm1_poly5(a.r_hi), entry.lo), scale, s_hi_minus_1);
   return ratio_to_rounded_sum(e_minus_1, e_minus_1 + 2.0);
 }
 
 }  // namespace detail::exp_tanh
 
-// Correctly rounded tanh(x) = sign(x) E / (E + 2), E = e^(2|x|) - 1 computed as (S - 1) + (S q + S_lo) with
-// S = 2^(k/64) (hi exact minus 1 by Sterbenz or a power of 2 away, lo from the table), q = e^r - 1. E's
-// relative error < 2^-49.9 (worst at k = 1, q < 0), the sum E + 2 and the quotient (ratio_to_rounded_sum)
-// add 2^-52 + 2^-71: < 11.4 ulps; the test allows 32. |x| < 2^-12: tanh(x) = x (x - x^3/3 < tanh x < x,
+// Correctly rounded tanh(x) = sign(x) E / (E + 2), E = e^(2|x|) - 1 computed as (S_hi - 1) + 2^(k>>6) (hi q +
+// lo) with S = 2^(k/64) and q = e^r - 1 (tanh_of_float_fast). E's relative error < 2^-49.9 (worst at k = 1,
+// q < 0) + 2^-53.7 (r's low part left out) < 2^-49.8, which moves E / (E + 2) by at most as much; the sum
+// E + 2 and the quotient (ratio_to_rounded_sum) add 2^-53 + 2^-51.6: < 2^-49.3 relative, < 13 ulps of the
+// double; the test allows 32. |x| < 2^-12: tanh(x) = x (x - x^3/3 < tanh x < x,
 // x^2/3 < 2^-25.58 of x, under half the gap below x). |x| >= 10 > 13 ln2: 1 - tanh|x| < 2 e^(-2|x|) < 2^-25,
 // so +-1.
 TW_EXACT_HD float tanh(float x) {
