@@ -56,12 +56,15 @@ TW_EXACT_HD float tanh(float x, bool& uncertain) {
   return float_of(tiny ? bits_of(x) : magnitude_bits | sign);
 }
 
-// exact::log's fast path; uncertain for inputs not positive and finite, or near a boundary.
+// exact::log's fast path, reduced from the float's bits; uncertain for inputs not positive, normal and finite
+// (subnormals too: the bits reduction needs a normal float), or near a boundary. Its double is the scalar
+// fast path's: the same m, exponent and index.
 TW_EXACT_HD float log(float x, bool& uncertain) {
-  const bool special = exact::bits_of(x) - 1u >= 0x7f7fffffu;
-  const double y = exact::detail::log_of_float_fast(float_of(special ? 0x3F800000u : bits_of(x)));
+  const bool normal = exact::bits_of(x) - 0x00800000u < 0x7f000000u;
+  const double y = exact::detail::log_of_reduced_float_fast(
+      exact::detail::log_reduce_normal_float(float_of(normal ? bits_of(x) : 0x3F800000u)));
   const std::uint32_t below_float = static_cast<std::uint32_t>(exact::bits_of(y)) & 0x1fffffffu;
-  uncertain = special | !(below_float - (0x10000000u - 8u) > 16u);
+  uncertain = !normal | !(below_float - (0x10000000u - 8u) > 16u);
   return static_cast<float>(y);
 }
 

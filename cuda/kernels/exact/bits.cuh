@@ -51,6 +51,12 @@ TW_EXACT_HD double double_of(std::uint64_t u) {
 #endif
 }
 
+// A positive normal float's value as a double, from the float's bits: the exponent rebiased by 1023 - 127, the
+// significand's 23 bits moved to the top of the double's 52. Exact, and no conversion instruction.
+TW_EXACT_HD double double_of_positive_normal_float(std::uint32_t bits) {
+  return double_of((static_cast<std::uint64_t>((bits >> 3) + 0x38000000u) << 32) | static_cast<std::uint64_t>(bits << 29));
+}
+
 // a * b + c, one rounding: the GPU's DFMA; the host's fma (glibc picks the FMA instruction where the
 // processor has one). Written out wherever the algorithm wants one: the build never contracts
 // (-fmad=false, -ffp-contract=off), so every other a * b + c is two roundings on both.

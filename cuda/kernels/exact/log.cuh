@@ -134,18 +134,33 @@ TW_EXACT_HD double log1p_minus_r_over_r2(double r) {
              -0.5);
 }
 
-// log(x) for a float x > 0: k ln2 + log_c + log1p(r), r = m * inv_c - 1 exact (24 + 24 bits). Within
-// 4.1 * 2^-53 |log x|, so within 4.1 ulps of the double returned: k != 0: |log x| >= 0.31, and ln2's rounding
-// (k 2^-55.3 <= 0.66), log_c's (<= 0.79), s1's (1.02) and y's (1) in units of 2^-53 |log x|; k = 0 off
-// interval 80: |log_c| <= 2.002 |log x| (the table's check), log_c's rounding, t's and y's; interval 80:
-// s1 = 0, y = t within 2^-53 |t| + 2^-58 |r|.
-TW_EXACT_HD double log_of_float_fast(float x) {
+// The same reduction read off a positive normal float's bits (the offset 0.685546875f): the same m, exponent and
+// index, with no conversion of x to double and no 64-bit integer arithmetic. The GPU's first pass uses it: a
+// 64-bit conversion issues to the pipe that also runs MUFU, at 16 results a clock per SM on sm_90, and log's
+// conversions kept that pipe 48% busy at the H100's copy speed (Nsight Compute, 2026-12-06).
+TW_EXACT_HD LogReduction log_reduce_normal_float(float x) {
+  constexpr std::uint32_t kOffset = 0x3f2f8000u;
+  std::uint32_t bits = bits_of(x);
+  std::uint32_t shifted = bits - kOffset;
+  int exponent = static_cast<std::int32_t>(shifted) >> 23;
+  int index = static_cast<int>((shifted >> 16) & 127);
+  return {double_of_positive_normal_float(bits - (shifted & 0xff800000u)), exponent, index};
+}
+
+// log(x) for a float x > 0 reduced to m, exponent, index: k ln2 + log_c + log1p(r), r = m * inv_c - 1 exact
+// (24 + 24 bits). Within 4.1 * 2^-53 |log x|, so within 4.1 ulps of the double returned: k != 0: |log x| >=
+// 0.31, and ln2's rounding (k 2^-55.3 <= 0.66), log_c's (<= 0.79), s1's (1.02) and y's (1) in units of 2^-53
+// |log x|; k = 0 off interval 80: |log_c| <= 2.002 |log x| (the table's check), log_c's rounding, t's and
+// y's; interval 80: s1 = 0, y = t within 2^-53 |t| + 2^-58 |r|.
+TW_EXACT_HD double log_of_reduced_float_fast(LogReduction reduced) {
   constexpr double kLn2 = 0x1.62e42fefa39efp-1;
-  LogReduction reduced = log_reduce(static_cast<double>(x));
   double r = fma(reduced.m, static_cast<double>(kLogInvC[reduced.index]), -1.0);  // exact: a multiple of 2^-48, < 2^-8
   double s1 = fma(static_cast<double>(reduced.exponent), kLn2, kLogCHi[reduced.index]);
   double t = fma(r * r, log1p_minus_r_over_r2(r), r);
   return s1 + t;
+}
+TW_EXACT_HD double log_of_float_fast(float x) {  // any float x > 0, subnormals included
+  return log_of_reduced_float_fast(log_reduce(static_cast<double>(x)));
 }
 
 // log(x) for x positive and normal, times 2^exponent_bias: (k ln2 + log_c) + log1p(r), r exact as ph - 1 + pl,
