@@ -27,6 +27,15 @@
 #define TW_EXACT_TABLE inline constexpr
 #endif
 
+// A constant a fast path multiplies or adds: on the GPU in the constant bank, which an instruction reads as
+// an operand (a literal double is built in registers, two instructions, again wherever registers are short);
+// constexpr on the host.
+#if defined(__CUDA_ARCH__)
+#define TW_EXACT_CONSTANT static __constant__
+#else
+#define TW_EXACT_CONSTANT inline constexpr
+#endif
+
 namespace tapewise::exact {
 
 // float's bits: tapewise/float16.hpp's conversions (the GPU's reinterpretation, the host's memcpy).

@@ -68,10 +68,10 @@ TW_EXACT_TABLE double kExp2Of64thsHi[64] = {TW_EXACT_EXP2_64THS_HI_LO};
 
 // Adding 1.5 * 2^52 rounds a double below 2^51 to the nearest integer, which then sits in the low bits.
 constexpr double kShifter = 0x1.8p52;
-constexpr double kInvLn2By64 = 0x1.71547652b82fep+6;  // RN(64/ln2)
+TW_EXACT_CONSTANT double kInvLn2By64 = 0x1.71547652b82fep+6;  // RN(64/ln2)
 // ln2/64 = hi + lo + lo2 to 2^-170, each part the rounding of what the earlier parts leave.
-constexpr double kLn2By64Hi = 0x1.62e42fefa39efp-7;
-constexpr double kLn2By64Lo = 0x1.abc9e3b39803fp-62;
+TW_EXACT_CONSTANT double kLn2By64Hi = 0x1.62e42fefa39efp-7;
+TW_EXACT_CONSTANT double kLn2By64Lo = 0x1.abc9e3b39803fp-62;
 constexpr double kLn2By64Lo2 = 0x1.7b57a079a1934p-117;
 
 // x = k ln2/64 + r. k is the integer nearest x * RN(64/ln2), which for |x| < 2^10 is within 2^-36 of
@@ -104,10 +104,12 @@ TW_EXACT_HD double exp2_64ths_hi(int j) { return kExp2Of64thsHi[j]; }
 // e^r - 1 ~ r + r^2 (c2 + c3 r + c4 r^2 + c5 r^3), coefficients from Sollya's fpminimax (relative error,
 // double coefficients) on [-0.005416, 0.005416]; its supnorm bounds the relative error of the exact
 // polynomial by 4.0477e-16 < 2^-51.13. Evaluated in double it adds < 1.03 * 2^-53 |result|.
+TW_EXACT_CONSTANT double kExpm1Poly5[4] = {0x1.1111140b17fc7p-7, 0x1.555570ab1948bp-5, 0x1.5555555556261p-3,
+                                           0x1.fffffffffe5bdp-2};
 TW_EXACT_HD double expm1_poly5(double r) {
-  double tail = exact::fma(r, 0x1.1111140b17fc7p-7, 0x1.555570ab1948bp-5);
-  tail = exact::fma(r, tail, 0x1.5555555556261p-3);
-  tail = exact::fma(r, tail, 0x1.fffffffffe5bdp-2);
+  double tail = exact::fma(r, kExpm1Poly5[0], kExpm1Poly5[1]);
+  tail = exact::fma(r, tail, kExpm1Poly5[2]);
+  tail = exact::fma(r, tail, kExpm1Poly5[3]);
   return exact::fma(r * r, tail, r);
 }
 

@@ -127,10 +127,10 @@ TW_EXACT_HD LogReduction log_reduce(double x) {
 
 // log1p(r) - r for |r| <= 2^-8, as r^2 q(r): q holds the Taylor series to r^5 / 7 (log1p to degree 7).
 // Truncation |r|^8 / 8 / (1 - |r|) <= 2^-59 |r|; q's evaluation errs by < 2^-51 relative, r^2 q <= 2^-9 |r|.
+TW_EXACT_CONSTANT double kLog1pTaylor[4] = {0x1.2492492492492p-3, -0x1.5555555555555p-3, 0x1.999999999999ap-3,
+                                            0x1.5555555555555p-2};  // 1/7, -1/6, 1/5, 1/3
 TW_EXACT_HD double log1p_minus_r_over_r2(double r) {
-  return fma(r,
-             fma(r, fma(r, fma(r, fma(r, 0x1.2492492492492p-3, -0x1.5555555555555p-3), 0x1.999999999999ap-3), -0.25),
-                 0x1.5555555555555p-2),
+  return fma(r, fma(r, fma(r, fma(r, fma(r, kLog1pTaylor[0], kLog1pTaylor[1]), kLog1pTaylor[2]), -0.25), kLog1pTaylor[3]),
              -0.5);
 }
 
@@ -152,8 +152,8 @@ TW_EXACT_HD LogReduction log_reduce_normal_float(float x) {
 // 0.31, and ln2's rounding (k 2^-55.3 <= 0.66), log_c's (<= 0.79), s1's (1.02) and y's (1) in units of 2^-53
 // |log x|; k = 0 off interval 80: |log_c| <= 2.002 |log x| (the table's check), log_c's rounding, t's and
 // y's; interval 80: s1 = 0, y = t within 2^-53 |t| + 2^-58 |r|.
+TW_EXACT_CONSTANT double kLn2 = 0x1.62e42fefa39efp-1;
 TW_EXACT_HD double log_of_reduced_float_fast(LogReduction reduced) {
-  constexpr double kLn2 = 0x1.62e42fefa39efp-1;
   double r = fma(reduced.m, static_cast<double>(kLogInvC[reduced.index]), -1.0);  // exact: a multiple of 2^-48, < 2^-8
   double s1 = fma(static_cast<double>(reduced.exponent), kLn2, kLogCHi[reduced.index]);
   double t = fma(r * r, log1p_minus_r_over_r2(r), r);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Call f (2026-12-06), on an H200: tanh's shorter fast path and log's bits reduction against 8930a26, the
-# conversion variants and their pipes, CPU == CUDA for the changed functions, the whole suite.
+# Call f (2026-12-06), on an H200: 8930a26 (prev) against 7b08d4b (mid: tanh's shorter fast path, log's bits
+# reduction) and the constant-bank constants on top (new); the conversion variants and their pipes; CPU ==
+# CUDA for the changed functions; the whole suite.
 set -u
 T0=$SECONDS
 rm -rf .gpu/bin; tar xJf .gpu/all.tar.xz -C .gpu; B=.gpu/bin
@@ -10,8 +11,8 @@ pack() { tar czf $OUT/results.tar.gz -C $OUT r; }
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee $R/smi.txt
 OPS=exp,log,sin,cos,tanh,sigmoid,silu,gelu,softplus,safeLog
 show() { grep -E "^(exp|log|sin|cos|tanh|sigmoid|silu|gelu|softplus|safeLog) " $1 | awk '{print $1,$2,$4,$8}' | paste -sd' ' | cut -c1-900; }
-for round in 1 2; do for v in prev new; do
-  b=$B/tapewise-bench; [ $v = prev ] && b=$B/tapewise-bench-prev
+for round in 1 2; do for v in prev mid new; do
+  b=$B/tapewise-bench; [ $v != new ] && b=$B/tapewise-bench-$v
   s=$SECONDS; timeout 60 $b --no-chain --sizes 26 --dtypes f32 --ops $OPS --reps 20 --no-staged --math exact --json $R/${v}_exact_$round.json > $R/${v}_exact_$round.txt 2>&1
   echo "== $v exact $round: exit $? after $((SECONDS-s)) s"; show $R/${v}_exact_$round.txt
 done; pack; done
