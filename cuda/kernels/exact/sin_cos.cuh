@@ -71,9 +71,9 @@ TW_EXACT_TABLE double kInverseFactorials[2 * kInverseFactorialCount] = {TW_EXACT
 
 // pi/2 = kPio2Part1 + kPio2Part2 + kPio2Part3 + (< 2^-163.6), each the nearest double to what is left
 // (MPFR). kPio2Part1 is a multiple of 2^-52.
-constexpr double kPio2Part1 = 0x1.921fb54442d18p+0;
-constexpr double kPio2Part2 = 0x1.1a62633145c07p-54;
-constexpr double kPio2Part3 = -0x1.f1976b7ed8fbcp-110;
+TW_EXACT_CONSTANT double kPio2Part1 = 0x1.921fb54442d18p+0;
+TW_EXACT_CONSTANT double kPio2Part2 = 0x1.1a62633145c07p-54;
+TW_EXACT_CONSTANT double kPio2Part3 = -0x1.f1976b7ed8fbcp-110;
 constexpr double kTwoOverPi = 0x1.45f306dc9c883p-1;  // nearest double, |error| < 2^-54
 // Adding 1.5 * 2^52 to a double below 2^51 in magnitude rounds it to an integer (ties to even), which
 // the low bits of the sum then hold in two's complement.
@@ -244,14 +244,16 @@ TW_EXACT_HD double cos_poly(double z) {  // q(z)
 // < 2^-52.47 relative (Sollya: fpminimax of sin on [2^-40, pi/2 + 2^-18], relative error, doubles;
 // dirtyinfnorm of p/sin - 1 at 300 bits). cos x is then sin of another reduced argument (below), so every
 // element of a GPU warp or a CPU vector runs the same polynomial: no branch, no blend, no selection.
+TW_EXACT_CONSTANT double kSinWide[7] = {-0x1.55555555554a8p-3,  0x1.111111110a558p-7, -0x1.a01a019a64b4ap-13,
+                                        0x1.71de3806707d4p-19,  -0x1.ae635599c6ae1p-26, 0x1.60e6bc8a786d5p-33,
+                                        -0x1.9f14d62a79f9dp-41};
 TW_EXACT_HD double sin_wide(double r) {
   const double z = r * r;
-  const double p = horner(z, -0x1.55555555554a8p-3, 0x1.111111110a558p-7, -0x1.a01a019a64b4ap-13, 0x1.71de3806707d4p-19,
-                          -0x1.ae635599c6ae1p-26, 0x1.60e6bc8a786d5p-33, -0x1.9f14d62a79f9dp-41);
+  const double p = horner(z, kSinWide[0], kSinWide[1], kSinWide[2], kSinWide[3], kSinWide[4], kSinWide[5], kSinWide[6]);
   return exact::fma(r * z, p, r);
 }
 
-constexpr double kOneOverPi = 0x1.45f306dc9c883p-2;  // nearest double, |error| < 2^-55
+TW_EXACT_CONSTANT double kOneOverPi = 0x1.45f306dc9c883p-2;  // nearest double, |error| < 2^-55
 
 // sin x (quadrant_shift 0) or cos x (1) in double for |x| < 2^28, as +-sin r: x = j pi/2 + r with j the
 // integer of the parity quadrant_shift nearest 2x/pi (j = 2m + quadrant_shift, m the integer nearest
