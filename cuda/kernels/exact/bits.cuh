@@ -27,9 +27,9 @@
 #define TW_EXACT_TABLE inline constexpr
 #endif
 
-// A constant a fast path multiplies or adds: on the GPU in the constant bank, which an instruction reads as
-// an operand (a literal double is built in registers, two instructions, again wherever registers are short);
-// constexpr on the host.
+// A constant a fast path multiplies or adds: on the GPU in the constant bank, loaded by one LDC where a literal
+// double takes two instructions to build, again wherever registers run short (not const, or nvcc folds it back
+// into a literal); constexpr on the host.
 #if defined(__CUDA_ARCH__)
 #define TW_EXACT_CONSTANT static __constant__
 #else
@@ -63,7 +63,8 @@ TW_EXACT_HD double double_of(std::uint64_t u) {
 // A positive normal float's value as a double, from the float's bits: the exponent rebiased by 1023 - 127, the
 // significand's 23 bits moved to the top of the double's 52. Exact, and no conversion instruction.
 TW_EXACT_HD double double_of_positive_normal_float(std::uint32_t bits) {
-  return double_of((static_cast<std::uint64_t>((bits >> 3) + 0x38000000u) << 32) | static_cast<std::uint64_t>(bits << 29));
+  const std::uint64_t high = (bits >> 3) + 0x38000000u;
+  return double_of((high << 32) | static_cast<std::uint64_t>(bits << 29));
 }
 
 // a * b + c, one rounding: the GPU's DFMA; the host's fma (glibc picks the FMA instruction where the

@@ -130,8 +130,8 @@ TW_EXACT_HD LogReduction log_reduce(double x) {
 TW_EXACT_CONSTANT double kLog1pTaylor[4] = {0x1.2492492492492p-3, -0x1.5555555555555p-3, 0x1.999999999999ap-3,
                                             0x1.5555555555555p-2};  // 1/7, -1/6, 1/5, 1/3
 TW_EXACT_HD double log1p_minus_r_over_r2(double r) {
-  return fma(r, fma(r, fma(r, fma(r, fma(r, kLog1pTaylor[0], kLog1pTaylor[1]), kLog1pTaylor[2]), -0.25), kLog1pTaylor[3]),
-             -0.5);
+  const double high_terms = fma(r, fma(r, fma(r, kLog1pTaylor[0], kLog1pTaylor[1]), kLog1pTaylor[2]), -0.25);
+  return fma(r, fma(r, high_terms, kLog1pTaylor[3]), -0.5);
 }
 
 // The same reduction read off a positive normal float's bits (the offset 0.685546875f): the same m, exponent and
