@@ -201,7 +201,7 @@ const Function kFunctions[] = {
     {"exp", Op::exp, [](float x) { return exact::exp(x); }, detail::speculative::exp,
      [](float x) { return x >= -104.0f && x <= 89.0f && exact::exp(x) >= 0x1p-126f; }},
     {"log", Op::log, [](float x) { return exact::log(x); }, detail::speculative::log,
-     [](float x) { return x > 0.0f && x < std::numeric_limits<float>::infinity(); }},
+     [](float x) { return x >= 0x1p-126f && x < std::numeric_limits<float>::infinity(); }},  // subnormals: scalar
     {"sin", Op::sin, [](float x) { return exact::sin(x); }, detail::speculative::sin_or_cos<0>,
      [](float x) { return std::fabs(x) >= 0x1p-12f && std::fabs(x) < 0x1p28f; }},
     {"cos", Op::cos, [](float x) { return exact::cos(x); }, detail::speculative::sin_or_cos<1>,
@@ -209,6 +209,34 @@ const Function kFunctions[] = {
     {"tanh", Op::tanh, [](float x) { return exact::tanh(x); }, detail::speculative::tanh,
      [](float x) { return std::fabs(x) >= 0x1p-12f && std::fabs(x) < 10.0f; }},
 };
+
+// log's first pass reduces a positive normal float from its bits (log_reduce_normal_float), the scalar code from
+// the float's double (log_reduce); the first pass's bits are the scalar code's only if both give the same m,
+// exponent and interval. Checked on every 251st normal float and on every float within 2 of an interval's
+// edge (bits - 0x3f2f8000 crossing a multiple of 2^16) or of a binade's; and the double built from the bits
+// is the float's value.
+TEST(CpuVectorMath, LogReductionFromAFloatsBitsIsItsDoublesReduction) {
+  std::uint64_t checked = 0, differing = 0;
+  std::uint32_t first_differing = 0;
+  auto check = [&](std::uint32_t bits) {
+    if (bits < 0x00800000u || bits >= 0x7f800000u) return;
+    const float x = float_from(bits);
+    const exact::detail::LogReduction from_bits = exact::detail::log_reduce_normal_float(x);
+    const exact::detail::LogReduction from_double = exact::detail::log_reduce(static_cast<double>(x));
+    const bool same = exact::bits_of(from_bits.m) == exact::bits_of(from_double.m) &&
+                      from_bits.exponent == from_double.exponent && from_bits.index == from_double.index &&
+                      exact::double_of_positive_normal_float(bits) == static_cast<double>(x);
+    ++checked;
+    if (!same && differing++ == 0) first_differing = bits;
+  };
+  for (std::uint32_t bits = 0x00800000u; bits < 0x7f800000u; bits += 251) check(bits);
+  for (std::uint32_t edge = 0x8000u; edge < 0x7f800000u; edge += 0x10000u)
+    for (std::uint32_t d = 0; d < 4; ++d) check(edge + d - 2);
+  for (std::uint32_t binade = 0x00800000u; binade <= 0x7f800000u; binade += 0x00800000u)
+    for (std::uint32_t d = 0; d < 4; ++d) check(binade + d - 2);
+  EXPECT_GT(checked, 8000000u);
+  EXPECT_EQ(differing, 0u) << "first at 0x" << std::hex << first_differing;
+}
 
 // Every float32 input of each function through the backend (the widest instruction set it runs, 2 threads)
 // against the scalar function, in slices of 2^24; and how many inputs the first pass flagged, with the
