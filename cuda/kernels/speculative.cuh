@@ -42,18 +42,25 @@ TW_EXACT_HD float exp(float x, bool& uncertain) {
   return static_cast<float>(y);
 }
 
-// exact::tanh: x itself below 2^-12, +-1 from 10 on, the fast path between; uncertain for NaN or near a
-// boundary. The fast path runs on min(|x|, 10) (10 for NaN), harmless for every input.
+// exact::tanh: the fast path on every input, run on min(|x|, 10) (10 for NaN), with the sign put back;
+// uncertain for NaN or near a boundary. Below 2^-12, where exact::tanh returns x itself, the fast path gives
+// it too: tanh_of_float_fast's double is within 2^-49.3 of tanh|x|, which is within |x|^3/3 < 2^-25.58 |x| of
+// |x| (and, for a subnormal |x|, far under half its quantum), so it rounds to |x| and lies far from a boundary
+// (+-0 give +-0). From 10 on, exact::tanh returns +-1: tanh(10)'s double rounds to 1 (1 - tanh 10 < 2^-27.8,
+// under the half ulp 2^-25 below 1) and is certain. So no input needs a selection of its own.
 TW_EXACT_HD float tanh(float x, bool& uncertain) {
   using namespace exact::detail::exp_tanh;
   const std::uint32_t sign = bits_of(x) & 0x80000000u;
   const float ax = float_of(bits_of(x) ^ sign);
-  const bool tiny = ax < 0x1p-12f;
-  const bool below_10 = ax < 10.0f;  // false for NaN
-  const double y = tanh_of_float_fast(below_10 ? ax : 10.0f);
-  uncertain = below_10 ? !tiny & !float_rounding_is_certain(y, 32) : ax != ax;
-  const std::uint32_t magnitude_bits = below_10 ? bits_of(static_cast<float>(y)) : 0x3F800000u;
-  return float_of(tiny ? bits_of(x) : magnitude_bits | sign);
+  // min(|x|, 10), NaN giving 10 either way: one FMNMX on the GPU, a comparison and a blend in the CPU's vectors
+  // (where fminf would be a call).
+#if defined(__CUDA_ARCH__)
+  const double y = tanh_of_float_fast(::fminf(ax, 10.0f));
+#else
+  const double y = tanh_of_float_fast(ax < 10.0f ? ax : 10.0f);
+#endif
+  uncertain = (ax != ax) | !float_rounding_is_certain(y, 32);
+  return float_of(bits_of(static_cast<float>(y)) | sign);
 }
 
 // exact::log's fast path, reduced from the float's bits; uncertain for inputs not positive, normal and finite
