@@ -72,6 +72,21 @@ TW_EXACT_HD double double_of_positive_normal_float(std::uint32_t bits) {
 // (-fmad=false, -ffp-contract=off), so every other a * b + c is two roundings on both.
 TW_EXACT_HD double fma(double a, double b, double c) { return ::fma(a, b, c); }
 
+// table[index] of a TW_EXACT_TABLE. On the GPU the address is one 32-bit index times the entry's size plus the
+// table's base (mad.wide.u32, two instructions), computed once per entry read: left to itself, nvcc folds the
+// scaling into the index's own shift and mask, once per table read, and adds the base in two more. Read
+// through the read-only path (ld.global.nc), as the table's own reads are.
+template <class T>
+TW_EXACT_HD T table_read(const T* table, std::uint32_t index) {
+#if defined(__CUDA_ARCH__)
+  const T* entry;
+  asm("mad.wide.u32 %0, %1, %2, %3;" : "=l"(entry) : "r"(index), "n"(static_cast<int>(sizeof(T))), "l"(table));
+  return __ldg(entry);
+#else
+  return table[index];
+#endif
+}
+
 // A first approximation r0 of 1 / d, for d in [2, 2^29]: |1 - d r0| < 2^-18 (what a Newton step needs to
 // start from; the float result it serves is correctly rounded whatever r0's bits). The host: the float
 // reciprocal RN32(1 / RN32(d)), within 2^-22.9. The GPU: rcp.approx.ftz.f64 (one MUFU.RCP64H, no float

@@ -98,8 +98,15 @@ TW_EXACT_HD double reduced_double(const Reduced& a) { return exact::fma(a.k, -kL
 // 2^e for e in [-1022, 1023], built from its bits; multiplying by it is exact while the product is normal.
 TW_EXACT_HD double two_to(int e) { return double_of(static_cast<std::uint64_t>(e + 1023) << 52); }
 
-TW_EXACT_HD Exp2Of64th exp2_64ths(int j) { return kExp2Of64ths[j]; }
-TW_EXACT_HD double exp2_64ths_hi(int j) { return kExp2Of64thsHi[j]; }
+TW_EXACT_HD Exp2Of64th exp2_64ths(int j) {
+#if defined(__CUDA_ARCH__)
+  const double2 pair = table_read(reinterpret_cast<const double2*>(kExp2Of64ths), static_cast<std::uint32_t>(j));
+  return {pair.x, pair.y};
+#else
+  return kExp2Of64ths[j];
+#endif
+}
+TW_EXACT_HD double exp2_64ths_hi(int j) { return table_read(kExp2Of64thsHi, static_cast<std::uint32_t>(j)); }
 
 // e^r - 1 ~ r + r^2 (c2 + c3 r + c4 r^2 + c5 r^3), coefficients from Sollya's fpminimax (relative error,
 // double coefficients) on [-0.005416, 0.005416]; its supnorm bounds the relative error of the exact

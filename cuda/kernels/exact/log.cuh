@@ -154,8 +154,10 @@ TW_EXACT_HD LogReduction log_reduce_normal_float(float x) {
 // y's; interval 80: s1 = 0, y = t within 2^-53 |t| + 2^-58 |r|.
 TW_EXACT_CONSTANT double kLn2 = 0x1.62e42fefa39efp-1;
 TW_EXACT_HD double log_of_reduced_float_fast(LogReduction reduced) {
-  double r = fma(reduced.m, static_cast<double>(kLogInvC[reduced.index]), -1.0);  // exact: a multiple of 2^-48, < 2^-8
-  double s1 = fma(static_cast<double>(reduced.exponent), kLn2, kLogCHi[reduced.index]);
+  const auto index = static_cast<std::uint32_t>(reduced.index);
+  // r is exact: a multiple of 2^-48, below 2^-8.
+  double r = fma(reduced.m, static_cast<double>(table_read(kLogInvC, index)), -1.0);
+  double s1 = fma(static_cast<double>(reduced.exponent), kLn2, table_read(kLogCHi, index));
   double t = fma(r * r, log1p_minus_r_over_r2(r), r);
   return s1 + t;
 }
