@@ -67,11 +67,16 @@ constexpr MapShape vjp_shape(Op op, bool f64) {
 // are long in double precision, so a thread's loads are few against its work; more vectors a thread keep
 // more bytes in flight. From the four shapes side by side at 2^26 on an H100 (2026-12-05): four vectors
 // for the forwards of sin, cos, tanh and the nodes built on exp and tanh but softplus (sin 72% of the copy
-// with one, 92% with four), two for log, softplus and safeLog and for every fused VJP. On the H200
-// (2026-12-06) exp's forward ran 89-90% of the copy with two and 93-95% with four.
+// with one, 92% with four), two for softplus and safeLog and for every fused VJP. On the H200
+// (2026-12-06) exp's forward ran 89-90% of the copy with two and 93-95% with four: there these kernels
+// are bound by instruction issue, and four vectors share a thread's indexing among more elements. log's
+// forward takes four for that reason (about 11 instructions an element besides its first pass with two,
+// 8 with four; on the H100, which copies at a rate it meets either way, 99.0% of the copy with two and
+// 98.1% with four).
 constexpr MapShape exact_forward_shape(Op op) {
   switch (op) {
-    case Op::exp: case Op::sin: case Op::cos: case Op::tanh: case Op::sigmoid: case Op::silu: case Op::gelu:
+    case Op::exp: case Op::log: case Op::sin: case Op::cos: case Op::tanh: case Op::sigmoid: case Op::silu:
+    case Op::gelu:
       return MapShape::t256v4;
     default: return MapShape::t128v2;
   }
