@@ -75,18 +75,23 @@ TW_EXACT_HD float log(float x, bool& uncertain) {
   return static_cast<float>(y);
 }
 
-// exact::sin (quadrant_shift 0) and cos (1): the tiny-argument results, the fast path for |x| < 2^28 (one
-// polynomial for both); uncertain for |x| >= 2^28 (Payne-Hanek), infinities, NaN, or near a boundary.
+// exact::sin (quadrant_shift 0) and cos (1): the fast path for |x| < 2^28 (one polynomial for both), its sign
+// applied to the float; uncertain for |x| >= 2^28 (Payne-Hanek), infinities, NaN, or near a boundary. Below
+// 2^-12, where exact::sin returns x and exact::cos 1, the fast path gives those too or flags them. sin: r is
+// x itself, and sin_wide(x) is within 7.41 ulps of sin x, itself within x^3/6 < 2^-25.6 |x| of x (for a
+// subnormal x, r^3 underflows and y = x; -0 is the one input taken apart, below). cos: r = x -+ pi/2 errs by
+// at most 3 ulps of r (the error bound's large-argument case), and cos x > 1 - 2^-25, the halfway point
+// below 1, so y rounds to 1 or is flagged.
 template <unsigned quadrant_shift>
 TW_EXACT_HD float sin_or_cos(float x, bool& uncertain) {
   using namespace exact::detail::trig;
-  const std::uint32_t magnitude = bits_of(x) & 0x7FFFFFFFu;
-  const bool tiny = magnitude < 0x39800000u;
-  const bool moderate = !tiny & (magnitude < 0x4D800000u);
-  const double y = sin_or_cos_moderate<quadrant_shift>(static_cast<double>(float_of(moderate ? bits_of(x) : 0x3F800000u)));
-  uncertain = !(tiny | (moderate & float_rounding_is_certain(y)));
-  const float tiny_result = quadrant_shift ? 1.0f : x;
-  return tiny ? tiny_result : static_cast<float>(y);
+  const bool moderate = (bits_of(x) & 0x7FFFFFFFu) < 0x4D800000u;
+  const SinOfReduced y =
+      sin_or_cos_moderate_parts<quadrant_shift>(static_cast<double>(float_of(moderate ? bits_of(x) : 0x3F800000u)));
+  uncertain = !(moderate & float_rounding_is_certain(y.sin_r));  // the same low bits either sign
+  const float result = float_of(bits_of(static_cast<float>(y.sin_r)) ^ y.flip);  // RN(-y) = -RN(y)
+  if constexpr (quadrant_shift == 0) return x == 0.0f ? x : result;  // sin(-0) = -0: sin_wide's sum gives +0
+  return result;
 }
 
 // ---- a float32 value of the first pass, with its flag
