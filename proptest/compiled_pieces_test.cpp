@@ -57,7 +57,9 @@ std::vector<Step> keyed_steps(const std::vector<StepKey>& keys) {
 rc::Gen<StepKey> small_key() {
   std::vector<StepKey> kinds;
   for (int code : {kOpCount, kOpCount + 5, kOpCount + 10, 3})
-    for (unsigned source : {1u << detail::kIn0, 1u << (detail::kFromWritten0 + detail::kIn0), 1u << detail::kFromWritten1})
+    for (unsigned source : {detail::source_field(detail::kIn0, detail::kFromMemory),
+                            detail::source_field(detail::kIn0, detail::register_source(1, 0)),
+                            detail::source_field(detail::kIn0, detail::register_source(3, 1))})
       kinds.push_back({static_cast<std::uint8_t>(code), static_cast<std::uint16_t>(source)});
   return rc::gen::elementOf(kinds);
 }
@@ -188,7 +190,7 @@ RC_GTEST_PROP(PieceSource, TheSourceRunsEachStepWithItsOwnCodeAndSources, ()) {
 TEST(PieceSource, PiecesTheInterpreterKeeps) {
   const PieceLaunch launch{DType::float32, 1, detail::kStepsPerLaunch, false};
   std::vector<Step> chain;
-  for (int i = 0; i < 100; ++i) chain.push_back(keyed_step({static_cast<std::uint8_t>(i % 5), 1u << detail::kFromWritten0}));
+  for (int i = 0; i < 100; ++i) chain.push_back(keyed_step({static_cast<std::uint8_t>(i % 5), static_cast<std::uint16_t>(detail::source_field(detail::kIn0, detail::register_source(1, 0)))}));
   EXPECT_TRUE(piece_source(chain, 1000, 1000, launch).has_value());
   EXPECT_FALSE(piece_source(std::span<const Step>(chain).first(detail::kMinCompiledSteps - 1), 1000, 1000, launch))
       << "too short";
@@ -210,8 +212,9 @@ std::vector<Step> chain_steps(bool backward) {
   for (int i = 0; i < 60; ++i) {
     const int op = static_cast<int>(ops[i % 5]);
     steps.push_back(keyed_step(backward ? StepKey{static_cast<std::uint8_t>(kOpCount + op),
-                                                  static_cast<std::uint16_t>((1u << detail::kIn0) | (1u << (detail::kFromWritten0 + detail::kGrad)))}
-                                        : StepKey{static_cast<std::uint8_t>(op), static_cast<std::uint16_t>(1u << (detail::kFromWritten0 + detail::kIn0))}));
+                                                  static_cast<std::uint16_t>(detail::source_field(detail::kIn0, detail::kFromMemory) |
+                                                                              detail::source_field(detail::kGrad, detail::register_source(1, 0)))}
+                                        : StepKey{static_cast<std::uint8_t>(op), static_cast<std::uint16_t>(detail::source_field(detail::kIn0, detail::register_source(1, 0)))}));
   }
   return steps;
 }

@@ -344,29 +344,82 @@ TEST_P(Programs, AWantedIdOffTheTapeIsRefused) {
   }
 }
 
-// keep_in_registers on a chain: the gradients only the next step reads never reach memory (their
+// Step::sources: an operand one of the kHistory steps before (in the piece) wrote comes from that
+// step's register, the nearest write counting; further back, or from a step of another numel two or
+// more back, or across a piece's start, from memory.
+TEST(StepSources, RegistersReachThreeStepsBackWithinAPiece) {
+  float buffers[8] = {};
+  auto forward = [&](Op op, int in0, int in1, int out, std::int64_t numel = 4, DType dtype = DType::float32) {
+    detail::Step step{};
+    step.kind = detail::StepKind::forward;
+    step.op = op;
+    step.dtype = dtype;
+    step.numel = numel;
+    step.in[0] = &buffers[in0];
+    step.in[1] = in1 >= 0 ? &buffers[in1] : nullptr;
+    step.out[0] = &buffers[out];
+    return step;
+  };
+  auto code = [](const detail::Step& step, int operand) { return detail::source_code(step.sources, operand); };
+  detail::Program p;
+  p.add(forward(Op::sin, 0, -1, 1));        // 0: b1 = sin(b0)
+  p.add(forward(Op::tanh, 1, -1, 2));       // 1: b2 = tanh(b1)
+  p.add(forward(Op::exp, 1, -1, 3));        // 2: b3 = exp(b1)
+  p.add(forward(Op::add, 2, 3, 4));         // 3: b4 = b2 + b3
+  p.add(forward(Op::add, 1, 4, 5));         // 4: b5 = b1 + b4
+  p.add(forward(Op::mul, 2, 1, 6, 8));      // 5: b6 = b2 * b1, another numel
+  p.add(forward(Op::mul, 4, 5, 7, 8));      // 6: b7 = b4 * b5
+  EXPECT_EQ(code(p.steps[0], detail::kIn0), detail::kFromMemory) << "a piece's first step";
+  EXPECT_EQ(code(p.steps[0], detail::kIn1), detail::kNotRead);
+  EXPECT_EQ(code(p.steps[1], detail::kIn0), detail::register_source(1, 0));
+  EXPECT_EQ(code(p.steps[2], detail::kIn0), detail::register_source(2, 0));
+  EXPECT_EQ(code(p.steps[3], detail::kIn0), detail::register_source(2, 0));
+  EXPECT_EQ(code(p.steps[3], detail::kIn1), detail::register_source(1, 0));
+  EXPECT_EQ(code(p.steps[4], detail::kIn0), detail::kFromMemory) << "four steps back";
+  EXPECT_EQ(code(p.steps[4], detail::kIn1), detail::register_source(1, 0));
+  EXPECT_EQ(code(p.steps[5], detail::kIn0), detail::kFromMemory) << "another numel, three back";
+  EXPECT_EQ(code(p.steps[6], detail::kIn0), detail::kFromMemory) << "another numel, three back";
+  EXPECT_EQ(code(p.steps[6], detail::kIn1), detail::kFromMemory) << "another numel, two back";
+  p.add(forward(Op::neg, 7, -1, 1));        // 7: one back holds whatever its numel (memory has it where it did not run)
+  EXPECT_EQ(code(p.steps[7], detail::kIn0), detail::register_source(1, 0));
+
+  // A piece's start: the step after kStepsPerLaunch steps, or a dtype change.
+  detail::Program chain;
+  for (int i = 0; i < detail::kStepsPerLaunch + 2; ++i) chain.add(forward(Op::sin, i % 2, -1, (i + 1) % 2));
+  chain.add(forward(Op::add, 0, 1, 2));
+  EXPECT_EQ(code(chain.steps[detail::kStepsPerLaunch - 1], detail::kIn0), detail::register_source(1, 0));
+  EXPECT_EQ(code(chain.steps[detail::kStepsPerLaunch], detail::kIn0), detail::kFromMemory);
+  EXPECT_EQ(code(chain.steps[detail::kStepsPerLaunch + 1], detail::kIn0), detail::register_source(1, 0));
+  EXPECT_EQ(code(chain.steps.back(), detail::kIn0), detail::register_source(1, 0)) << "the nearest write of buffer 0";
+  EXPECT_EQ(code(chain.steps.back(), detail::kIn1), detail::register_source(2, 0));
+  chain.add(forward(Op::sin, 2, -1, 3, 4, DType::float64));
+  EXPECT_EQ(code(chain.steps.back(), detail::kIn0), detail::kFromMemory) << "another dtype";
+}
+
+// The register pass on a chain: the gradients only the next step reads never reach memory (their
 // buffers keep a sentinel), the returned one does, and the results are the unmarked program's. A
-// chain longer than one launch keeps the store at each piece's boundary.
-TEST(KeepInRegisters, UnwantedChainGradientsNeverReachMemory) {
+// chain longer than one launch keeps the store at each piece's boundary. As the backward's builder
+// does, the program is built over stand-in addresses for the slots in between (a byte each), which the
+// pass knows them by, and then given the buffers' addresses (nullptr where the pass dropped a store).
+TEST(RegisterPass, UnwantedChainGradientsNeverReachMemory) {
   const std::shared_ptr<Backend> be = make_cpu_backend();
   constexpr int kNodes = 1000;  // more than two launches of steps
   const std::vector<double> x0{0.5, -1.25, 2.0};
   std::vector<Buffer> values, slots;
   for (int i = 0; i <= kNodes; ++i) values.push_back(must(be->upload(host(std::vector<double>{x0[0] + i * 1e-3, x0[1], x0[2]}))));
   const double sentinel = -12345.0;
-  auto fresh_slots = [&] {
-    slots.clear();
-    for (int i = 0; i <= kNodes + 1; ++i) slots.push_back(must(be->upload(host(std::vector<double>(3, sentinel)))));
-  };
+  for (int i = 0; i <= kNodes + 1; ++i) slots.push_back(must(be->upload(host(std::vector<double>(3, sentinel)))));
+  std::vector<std::byte> stand_ins(kNodes + 2);  // slot i's is &stand_ins[i]; slot 1 is returned: its own
+  auto slot = [&](int i, bool kept) -> void* { return kept && i != 1 ? &stand_ins[static_cast<std::size_t>(i)] : slots[static_cast<std::size_t>(i)].data(); };
   // slot[kNodes + 1] = seed copy; node i's VJP (sin at values[i]) reads slot[i + 1], writes slot[i].
-  auto chain = [&] {
+  auto chain = [&](bool kept) {
     detail::Program program;
     detail::Step pass{};
     pass.kind = detail::StepKind::pass;
     pass.dtype = DType::float64;
     pass.numel = 3;
     pass.in[0] = values[kNodes].data();
-    pass.out[0] = slots[kNodes + 1].data();
+    pass.out[0] = slot(kNodes + 1, kept);
     pass.write[0] = detail::SlotWrite::store;
     program.add(pass);
     for (int i = kNodes; i >= 1; --i) {
@@ -374,24 +427,30 @@ TEST(KeepInRegisters, UnwantedChainGradientsNeverReachMemory) {
       vjp.kind = detail::StepKind::vjp;
       vjp.op = Op::sin;
       vjp.in[0] = values[i - 1].data();
-      vjp.g = slots[i + 1].data();
-      vjp.out[0] = slots[i].data();
+      vjp.g = slot(i + 1, kept);
+      vjp.out[0] = slot(i, kept);
       program.add(vjp);
     }
     return program;
   };
-  fresh_slots();
-  detail::Program plain = chain();
+  detail::Program plain = chain(false);
   ASSERT_TRUE(detail::engine_of(*be).run_program(plain));
   std::vector<HostArray> expected;
   for (const Buffer& s : slots) expected.push_back(must(be->download(s)));
 
-  fresh_slots();
-  detail::Program kept = chain();
-  // Every slot but slot 1 (written last, returned) is read by the next step alone.
-  std::vector<std::uint8_t> only_the_next_reads(kept.steps.size(), 1);
-  only_the_next_reads.back() = 0;
-  detail::keep_in_registers(kept, only_the_next_reads);
+  for (Buffer& s : slots) s = must(be->upload(host(std::vector<double>(3, sentinel))));
+  detail::Program kept = chain(true);
+  detail::RegisterPass().run(kept, stand_ins);
+  auto placed = [&](const void* p) -> void* {
+    const auto* b = static_cast<const std::byte*>(p);
+    for (std::size_t i = 0; i < stand_ins.size(); ++i)
+      if (b == &stand_ins[i]) return slots[i].data();
+    return const_cast<void*>(p);
+  };
+  for (detail::Step& step : kept.steps) {
+    step.g = placed(step.g);
+    for (void*& out : step.out) out = placed(out);
+  }
   ASSERT_TRUE(detail::engine_of(*be).run_program(kept));
   EXPECT_EQ(must(be->download(slots[1])).bytes, expected[1].bytes);
   int stored = 0;
@@ -406,20 +465,19 @@ TEST(KeepInRegisters, UnwantedChainGradientsNeverReachMemory) {
   EXPECT_EQ(stored, kNodes / detail::kStepsPerLaunch);
 }
 
-// A backward program's slots in between get memory only where a step stores to them: a 1,000-node chain
-// whose gradients pass in registers holds the returned slot and the stores at its pieces' boundaries,
-// not 1,000 slots (a chain past L2 would otherwise hold a gradient per node, where node by node holds
-// one or two). The program's gradients are the per-node path's, bit for bit.
-TEST(BackwardProgram, AChainsInternalSlotsTakeMemoryOnlyWhereAStepStoresThem) {
+// A backward program's slots in between get memory only where a step stores to them: a 1,000-node graph
+// whose gradients pass in registers holds the returned slot and the stores at its pieces' boundaries
+// (at most `live` slots each), not a slot per node (a chain past L2 would otherwise hold a gradient per
+// node, where node by node holds one or two). The program's gradients are the per-node path's, bit for bit.
+using RecordGraph = NodeId (*)(Tape&, NodeId x, int nodes);
+void expect_internal_slots_only_at_piece_boundaries(RecordGraph record, int nodes_wanted, int live) {
   const std::shared_ptr<Backend> be = make_cpu_backend();
-  constexpr int kNodes = 1000;
   constexpr std::int64_t kElements = 4096;
   constexpr std::int64_t kSlotBytes = kElements * 4;
   Tape tape(be);
   must(tape.set_options(TapeOptions{.program_threshold = kElements}));
   const NodeId x = must(tape.leaf(host(std::vector<float>(kElements, 0.5f))));
-  NodeId y = x;
-  for (int i = 0; i < kNodes; ++i) y = must(i % 2 ? tape.sin(y) : tape.tanh(y));
+  const NodeId y = record(tape, x, nodes_wanted);
   must(tape.flush());
   const std::span<const Node> nodes(must(tape.node(x)), tape.size());
   const auto out = static_cast<NodeId>(node_position(y));
@@ -435,9 +493,11 @@ TEST(BackwardProgram, AChainsInternalSlotsTakeMemoryOnlyWhereAStepStoresThem) {
   const detail::Program& program = builder.build(plan, nodes, out, seed, kElements);
   ASSERT_TRUE(builder.allocate_internal_slots(engine, "backward"));
   const std::int64_t held = be->stats().bytes(AllocTag::gradient) - before;
-  const std::int64_t pieces = (kNodes + 1 + detail::kStepsPerLaunch - 1) / detail::kStepsPerLaunch;
+  const auto steps = static_cast<std::int64_t>(program.steps.size());
+  const std::int64_t pieces = (steps + detail::kStepsPerLaunch - 1) / detail::kStepsPerLaunch;
   EXPECT_GE(held, kSlotBytes) << "the returned slot";
-  EXPECT_LE(held, (1 + pieces) * kSlotBytes) << "the returned slot and a store per piece boundary, not " << kNodes;
+  EXPECT_LE(held, (1 + live * pieces) * kSlotBytes)
+      << "the returned slot and " << live << " stores per piece boundary, not a slot per node of " << nodes.size();
   ASSERT_TRUE(engine.run_program(program));
   HostArray got;
   builder.hand_out([&](NodeId, Buffer slot) { got = must(be->download(slot)); });
@@ -447,12 +507,34 @@ TEST(BackwardProgram, AChainsInternalSlotsTakeMemoryOnlyWhereAStepStoresThem) {
   Tape per_node(be);
   must(per_node.set_options(TapeOptions{.program_threshold = 0}));
   const NodeId x2 = must(per_node.leaf(host(std::vector<float>(kElements, 0.5f))));
-  NodeId y2 = x2;
-  for (int i = 0; i < kNodes; ++i) y2 = must(i % 2 ? per_node.sin(y2) : per_node.tanh(y2));
+  const NodeId y2 = record(per_node, x2, nodes_wanted);
   const Gradients expected = must(per_node.backward(y2, host(std::vector<float>(kElements, 1.0f)), std::vector<NodeId>{x2}));
   EXPECT_EQ(got.bytes, must(expected.host(x2)).bytes);
 }
 
+TEST(BackwardProgram, AChainsInternalSlotsTakeMemoryOnlyWhereAStepStoresThem) {
+  expect_internal_slots_only_at_piece_boundaries(
+      [](Tape& tape, NodeId y, int nodes) {
+        for (int i = 0; i < nodes; ++i) y = must(i % 2 ? tape.sin(y) : tape.tanh(y));
+        return y;
+      },
+      1000, 1);
+}
+
+// A fan-out: h feeds sin, tanh and sigmoid, whose VJPs accumulate into h's slot, and the sum's VJPs
+// write the three slots two and three steps before their readers. Those gradients pass in the
+// registers of the steps before (kHistory), so they never reach memory either.
+TEST(BackwardProgram, AFanOutsInternalSlotsTakeMemoryOnlyWhereAStepStoresThem) {
+  expect_internal_slots_only_at_piece_boundaries(
+      [](Tape& tape, NodeId h, int nodes) {
+        for (int i = 0; i + 6 <= nodes; i += 6) {
+          const NodeId s = must(tape.sin(h)), t = must(tape.tanh(h)), g = must(tape.sigmoid(h));
+          h = must(tape.scale(must(tape.add(must(tape.add(s, t)), g)), 0.5));
+        }
+        return h;
+      },
+      996, 4);
+}
 
 // A step the builder appended and never sealed is refused, naming it, on every backend, and nothing
 // runs: before, its code was 0 and it ran as add's forward.
@@ -741,11 +823,12 @@ TEST_P(Programs, InjectedAllocationFailuresInBackwardChangeNothing) {
       ASSERT_TRUE(t.sin(unrelated));
       const NodeId q = must(t.div(a, b));
       const NodeId m = must(t.max(q, q));
-      // q's gradient gathers two contributions (mul's, then max's): the one slot in between that reaches
-      // memory, so an only-a backward allocates the seed, the returned slots and the internal slots.
-      const NodeId z = must(t.mul(must(t.gelu(m)), q));
+      // q's gradient gathers two contributions (mul's, then max's, four steps apart, past the registers
+      // of kHistory steps): the one slot in between that reaches memory, so an only-a backward
+      // allocates the seed, the returned slots and the internal slots.
+      const NodeId z = must(t.mul(must(t.gelu(must(t.sin(must(t.tanh(m)))))), q));
       const Snapshot before = snapshot(t);
-      EXPECT_EQ(before.pending, 4u);
+      EXPECT_EQ(before.pending, 6u);
       const HostArray seed = host<float>({1, -1, 2});
       const NodeId wanted[] = {a};
       int failures = 0;

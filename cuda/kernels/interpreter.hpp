@@ -11,10 +11,10 @@
 //   load_operands(step k + 1)  its memory operands, issued now, consumed one step later
 //   run_step(step k)           one dispatch on step.code (forward / vjp of each op, pass, zero), then
 //     StepOperands             each operand from memory (loaded a step ago) or from the register
-//                              step k - 1 wrote (Written), as step.sources says
+//                              one of steps k - 3 .. k - 1 wrote (History), as step.sources says
 //     forward_at / vjp_at      ForwardFn / VjpFn of the op at those operands
 //     write_slot               a vjp's or pass's contribution landed (land_contribution) and stored
-//   Written                    what step k wrote, handed to step k + 1 in registers
+//   History                    what step k wrote, kept in registers for steps k + 1 .. k + 3
 //
 // A lane past a step's numel runs the math on what is in hand but stores nothing, and the next step
 // then reads its operands from memory.
@@ -61,25 +61,58 @@ TW_HD LoadPlan<Index> load_plan(const Step& s) {
 // (previous_ran false), also those it would have handed over in registers: memory holds them then.
 template <class T, class Index>
 TW_HD void load_operands(const LoadPlan<Index>& plan, Index i, bool previous_ran, Operands<T>& loaded) {
-  const unsigned s = plan.sources;
-  const unsigned from_memory =
-      (s | (previous_ran ? 0u : (s >> kFromWritten0) | (s >> kFromWritten1))) & kOperandBits;
+  const unsigned sources = previous_ran ? plan.sources : without_previous_step(plan.sources);
   for (int k = 0; k < kOperandCount; ++k)
-    if (from_memory & (1u << k)) loaded.at[k] = static_cast<const T*>(plan.at[k])[i];
+    if (source_code(sources, k) == kFromMemory) loaded.at[k] = static_cast<const T*>(plan.at[k])[i];
 }
 
-// A step's operands at one element: those loaded, with what the step before wrote in place of the
-// ones it hands over (when it ran at the element). Each is merged where a node's case reads it, long
-// after the loads were issued, and only the operands the node has are merged.
-template <class T>
+// What the last kHistory steps wrote at a thread's lanes, the step before first (back(0, l)). Few
+// lanes (CUDA's): registers, shifted as each step ends, which a compiled piece's code does by naming
+// (no instruction); the interpreter's shift is a few moves. Many (the CPU's wide lanes): a ring turned
+// as each step ends, so that no lane's values are copied.
+template <class T, int Lanes>
+struct History {
+  static constexpr bool kRing = Lanes > 4;
+  static constexpr int kEntries = kHistory + 1;  // and the one the running step writes
+  Written<T> entry[kEntries][Lanes] = {};
+  int newest = 0;  // the ring's entry of the step before
+
+  TW_HD const Written<T>& back(int d, int l) const {
+    if constexpr (kRing) return entry[(newest + kEntries - d) % kEntries][l];
+    else return entry[d][l];
+  }
+  // Where the running step writes.
+  TW_HD Written<T> (&running())[Lanes] {
+    if constexpr (kRing) return entry[(newest + 1) % kEntries];
+    else return entry[kHistory];
+  }
+  // The running step has ended: its values become back(0, l).
+  TW_HD void turn() {
+    if constexpr (kRing) {
+      newest = (newest + 1) % kEntries;
+    } else {
+      for (int d = kHistory - 1; d > 0; --d)
+        for (int l = 0; l < Lanes; ++l) entry[d][l] = entry[d - 1][l];
+      for (int l = 0; l < Lanes; ++l) entry[0][l] = entry[kHistory][l];
+    }
+  }
+};
+
+// A step's operands at one element: those loaded, with what the steps before wrote in place of the
+// ones they hand over. Each is merged where a node's case reads it, long after the loads were issued,
+// and only the operands the node has are merged.
+template <class T, int Lanes>
 struct StepOperands {
   const Operands<T>& loaded;
-  const Written<T>& written;
-  unsigned sources;  // Step::sources where the step before ran at the element, else 0
+  const History<T, Lanes>& history;
+  int lane;
+  unsigned sources;  // Step::sources, without_previous_step where the step before did not run at the element
   TW_HD T operator[](int k) const {
+    const unsigned code = source_code(sources, k);
     T v = loaded.at[k];
-    if (sources & (1u << (kFromWritten0 + k))) v = written.value[0];
-    if (sources & (1u << (kFromWritten1 + k))) v = written.value[1];
+    for (int d = 1; d <= kHistory; ++d)
+      for (int which = 0; which < 2; ++which)
+        if (code == register_source(d, which)) v = history.back(d - 1, lane).value[which];
     return v;
   }
 };
@@ -110,8 +143,8 @@ TW_HD void write_slot(const Step& step, int k, Index i, bool runs, T c, T existi
 // The four kinds of step at element i, each through the functors the per-node kernels run. `runs`
 // false (an element past the step's numel): the math runs on what is in hand, nothing is stored, and
 // what it returns is never read (the next step takes its operands from memory then).
-template <Op op, class T, class Index>
-TW_HD Written<T> forward_at(const Step& step, Index i, bool runs, const StepOperands<T>& o) {
+template <Op op, class T, class Index, int Lanes>
+TW_HD Written<T> forward_at(const Step& step, Index i, bool runs, const StepOperands<T, Lanes>& o) {
   const T in[2] = {o[kIn0], kArity<op> == 2 ? o[kIn1] : T(0)};
   T y[1];
   ForwardFn<op, T>{params_of<T>(Scalars{step.s0, step.s1})}(in, y);
@@ -119,8 +152,8 @@ TW_HD Written<T> forward_at(const Step& step, Index i, bool runs, const StepOper
   return Written<T>{{y[0], T(0)}};
 }
 
-template <Op op, class T, class Index>
-TW_HD Written<T> vjp_at(const Step& step, Index i, bool runs, const StepOperands<T>& o) {
+template <Op op, class T, class Index, int Lanes>
+TW_HD Written<T> vjp_at(const Step& step, Index i, bool runs, const StepOperands<T, Lanes>& o) {
   constexpr int arity = kArity<op>;
   T in[arity + 1];  // the inputs, then g: VjpFn's operand order
   in[0] = o[kIn0];
@@ -138,8 +171,8 @@ TW_HD Written<T> vjp_at(const Step& step, Index i, bool runs, const StepOperands
   return written;
 }
 
-template <class T, class Index>
-TW_HD Written<T> pass_at(const Step& step, Index i, bool runs, const StepOperands<T>& o) {
+template <class T, class Index, int Lanes>
+TW_HD Written<T> pass_at(const Step& step, Index i, bool runs, const StepOperands<T, Lanes>& o) {
   Written<T> written{{T(0), T(0)}};
   write_slot(step, 0, i, runs, o[kIn0], o[kSlot0], written);
   return written;
@@ -158,9 +191,9 @@ struct LaneSet {
   Index at[Lanes];
   bool runs[Lanes];
   Operands<T> loaded[Lanes];   // the step's memory operands
-  Written<T> handed[Lanes];    // what the step before wrote
-  unsigned sources[Lanes];     // Step::sources where the step before ran at the lane, else 0
-  TW_HD StepOperands<T> operands(int l) const { return {loaded[l], handed[l], sources[l]}; }
+  History<T, Lanes> history;   // what the steps before wrote
+  unsigned sources[Lanes];     // Step::sources, without_previous_step where the step before did not run at the lane
+  TW_HD StepOperands<T, Lanes> operands(int l) const { return {loaded[l], history, l, sources[l]}; }
   // A single lane runs the step whenever it is dispatched (run_steps_at): stores need no predicate.
   TW_HD bool stores(int l) const { return Lanes == 1 || runs[l]; }
 };
@@ -221,7 +254,6 @@ struct StepPipeline {
   using IndexType = Index;
   LaneSet<T, Index, Lanes> lanes;
   Operands<T> loaded[Lanes] = {};  // the next step's memory operands, loaded while this one runs
-  Written<T> written[Lanes] = {};  // what the step before wrote
   bool previous_ran[Lanes] = {};
 
   TW_HD StepPipeline(Index first, Index stride) {
@@ -241,12 +273,12 @@ struct StepPipeline {
       lanes.runs[l] = EveryStepRuns || lanes.at[l] < static_cast<Index>(step.numel);
       any_runs = any_runs || lanes.runs[l];
       lanes.loaded[l] = loaded[l];
-      lanes.handed[l] = written[l];
-      lanes.sources[l] = previous_ran[l] ? sources : 0u;
+      lanes.sources[l] = previous_ran[l] ? sources : without_previous_step(sources);
     }
     for (int l = 0; l < Lanes; ++l)
       if (has_next && (EveryStepRuns || lanes.at[l] < next.numel)) load_operands(next, lanes.at[l], lanes.runs[l], loaded[l]);
-    if (any_runs) run(step, lanes, written);
+    if (any_runs) run(step, lanes, lanes.history.running());
+    lanes.history.turn();
     for (int l = 0; l < Lanes; ++l) previous_ran[l] = lanes.runs[l];
   }
 };
@@ -256,7 +288,7 @@ struct StepPipeline {
 // reads and writes element i only), so a runner may cover them in any order or in parallel, as long
 // as each element sees the steps in order. While a step runs, the next step's memory operands are
 // being loaded and the load plan of the step after that read, so neither latency waits for the step's
-// math; what a step writes reaches the next in registers (Step::sources). Same values, same order:
+// math; what a step writes reaches the next few in registers (Step::sources). Same values, same order:
 // identical up to NaN to step by step. Index: the type of element indices, 32 bits where the piece allows
 // (cheaper address arithmetic). Lanes: one for small pieces (every thread a scheduler can get), more
 // for large ones (a step's decode is then shared by several elements). EveryStepRuns: the caller knows

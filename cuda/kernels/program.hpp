@@ -79,11 +79,31 @@ inline const void* operand_address(const Step& step, int operand) {
 }
 #endif  // !defined(__CUDACC_RTC__)
 
-// Where a step takes each operand from at an element, a bit per Operand k in Step::sources: bit k,
-// memory; bit kFromWritten0 + k or kFromWritten1 + k, the register holding what the step before
-// wrote (Written::value[0] or [1]) when that step ran at the element, else memory.
-inline constexpr int kFromWritten0 = kOperandCount, kFromWritten1 = 2 * kOperandCount;
-inline constexpr unsigned kOperandBits = (1u << kOperandCount) - 1;
+// Where a step takes each operand from at an element: a field of kSourceBits per Operand k in
+// Step::sources (source_code): kNotRead; kFromMemory; or register_source(d, w), the register holding
+// what the step d back in the same piece wrote (Written::value[w]; d <= kHistory). A register source
+// one step back holds when that step ran at the element, else memory does (it stored the value); one
+// further back is only given where that step has the reader's numel, so it ran wherever the reader runs.
+inline constexpr int kHistory = 3;
+inline constexpr int kSourceBits = 3;
+inline constexpr unsigned kSourceMask = (1u << kSourceBits) - 1;
+inline constexpr unsigned kNotRead = 0, kFromMemory = 1;
+constexpr unsigned register_source(int back, int which) { return 2u + 2u * static_cast<unsigned>(back - 1) + static_cast<unsigned>(which); }
+constexpr unsigned source_code(unsigned sources, int operand) { return (sources >> (kSourceBits * operand)) & kSourceMask; }
+// The field of `operand` holding `code`, for or-ing into a Step::sources.
+constexpr unsigned source_field(int operand, unsigned code) { return code << (kSourceBits * operand); }
+constexpr int steps_back(unsigned code) { return code >= 2 ? static_cast<int>((code - 2) / 2) + 1 : 0; }
+static_assert(register_source(kHistory, 1) <= kSourceMask && kSourceBits * kOperandCount <= 16, "sources fit Step::sources");
+// `sources` where the step before did not run at the element: what it would have handed over in a
+// register (codes 01x), memory (001) holds. Six operations rather than a loop over the fields.
+constexpr unsigned without_previous_step(unsigned sources) {
+  constexpr unsigned kBit0 = 0x1249, kBit1 = kBit0 << 1, kBit2 = kBit0 << 2;  // bit 0, 1, 2 of every field
+  const unsigned previous = sources & kBit1 & ~((sources & kBit2) >> 1);      // bit 1 of the 01x fields
+  return (sources & ~(previous | (previous >> 1))) | (previous >> 1);
+}
+static_assert(without_previous_step(register_source(1, 0) | register_source(1, 1) << 3 | register_source(2, 0) << 6 |
+                                    kFromMemory << 9 | register_source(3, 1) << 12) ==
+              (kFromMemory | kFromMemory << 3 | register_source(2, 0) << 6 | kFromMemory << 9 | register_source(3, 1) << 12));
 
 // The dense dispatch number: forwards 0..kOpCount-1, VJPs kOpCount..2 kOpCount-1, then pass, zero.
 // kCodeUnsealed marks a step Program::append made and seal_last has not yet given its code: an engine
@@ -91,6 +111,13 @@ inline constexpr unsigned kOperandBits = (1u << kOperandCount) - 1;
 inline constexpr int kCodePass = 2 * kOpCount, kCodeZero = 2 * kOpCount + 1;
 inline constexpr std::uint8_t kCodeUnsealed = 0xFF;
 static_assert(kCodeZero < kCodeUnsealed, "the dispatch numbers fit below the unsealed mark");
+
+// Steps per CUDA launch: the steps travel as one __grid_constant__ kernel parameter, and CUDA 12.1+
+// allows 32,764 bytes of parameters (448 steps x 72 bytes, the count, and the piece's two element
+// counts: 32,280). Longer programs run as several launches in order, which keeps each element's order
+// of steps.
+inline constexpr int kStepsPerLaunch = 448;
+
 #if !defined(__CUDACC_RTC__)
 inline std::uint8_t code_of(StepKind kind, Op op) {
   switch (kind) {
@@ -138,22 +165,30 @@ inline bool reads(const Step& step, int operand) {
   }
 }
 
-// `step`'s sources, given the step before it in the program (null for the first). An operand the
-// previous step writes comes from that step's register, never from memory: a chain of nodes passes
-// its values in registers, and no load reads memory before its first write (compute-sanitizer's
-// initcheck holds the program to that). Of two writes to one buffer the later (slot 1) counts.
-inline std::uint16_t sources_of(const Step& step, const Step* previous) {
-  const Overwritten written = previous ? overwritten_by(*previous) : Overwritten{};
+// `step`'s sources, given the steps before it in its piece (`before`, the nearest last; kHistory at
+// most are looked at). An operand one of them writes comes from that step's register where the
+// format allows (register_source), else from memory; the nearest write of a buffer counts, and of two
+// writes to one buffer in a step the later (slot 1). So a chain of nodes passes its values in registers
+// and a gradient reaches the steps a few after it without memory; a piece's first step reads all from
+// memory, and no load reads memory before its first write (compute-sanitizer's initcheck holds the
+// program to that).
+inline std::uint16_t sources_of(const Step& step, std::span<const Step> before) {
+  const int depth = static_cast<int>(std::min<std::size_t>(before.size(), kHistory));
+  Overwritten written[kHistory];
+  for (int d = 1; d <= depth; ++d) written[d - 1] = overwritten_by(before[before.size() - static_cast<std::size_t>(d)]);
   unsigned sources = 0;
   for (int operand = 0; operand < kOperandCount; ++operand) {
     if (!reads(step, operand)) continue;
     const void* p = operand_address(step, operand);
-    int bit = operand;  // memory
-    if (written.at[1] && p == written.at[1])
-      bit += kFromWritten1;
-    else if (written.at[0] && p == written.at[0])
-      bit += kFromWritten0;
-    sources |= 1u << bit;
+    unsigned code = kFromMemory;
+    for (int d = 1; d <= depth; ++d) {
+      const Overwritten& w = written[d - 1];
+      const int which = w.at[1] && p == w.at[1] ? 1 : w.at[0] && p == w.at[0] ? 0 : -1;
+      if (which < 0) continue;
+      if (d == 1 || before[before.size() - static_cast<std::size_t>(d)].numel == step.numel) code = register_source(d, which);
+      break;
+    }
+    sources |= source_field(operand, code);
   }
   return static_cast<std::uint16_t>(sources);
 }
@@ -174,12 +209,19 @@ struct Program {
     step.code = kCodeUnsealed;
     return step;
   }
-  // Derives the last step's code and sources from its fields (and the step before it).
+  // Derives the last step's code and sources from its fields (and the steps before it in its piece:
+  // piece_at's cut, followed as the steps come).
   void seal_last() {
-    Step& step = steps.back();
+    const std::size_t last = steps.size() - 1;
+    Step& step = steps[last];
+    if (last == 0 || step.dtype != steps[last - 1].dtype || last - piece_first_ == kStepsPerLaunch) piece_first_ = last;
     step.code = code_of(step.kind, step.op);
-    step.sources = sources_of(step, steps.size() > 1 ? &steps[steps.size() - 2] : nullptr);
+    const std::size_t before = std::min<std::size_t>(last - piece_first_, kHistory);
+    step.sources = sources_of(step, std::span<const Step>(steps).subspan(last - before, before));
   }
+
+ private:
+  std::size_t piece_first_ = 0;  // the first step of the last step's piece
 };
 // The index of the program's first step that was appended and never sealed, or -1 when every step is.
 inline std::int64_t first_unsealed_step(const Program& program) {
@@ -189,11 +231,6 @@ inline std::int64_t first_unsealed_step(const Program& program) {
 }
 #endif  // !defined(__CUDACC_RTC__)
 
-// Steps per CUDA launch: the steps travel as one __grid_constant__ kernel parameter, and CUDA 12.1+
-// allows 32,764 bytes of parameters (448 steps x 72 bytes, the count, and the piece's two element
-// counts: 32,280). Longer programs run as several launches in order, which keeps each element's order
-// of steps.
-inline constexpr int kStepsPerLaunch = 448;
 
 // A launch's steps, one kernel parameter (__grid_constant__): the interpreter's kernel
 // (backends/program_launch.cu) and a compiled piece's (program_kernel.cuh, piece_source.hpp) take the same.

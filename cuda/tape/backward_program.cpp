@@ -10,28 +10,43 @@
 
 namespace tapewise::detail {
 
-void keep_in_registers(Program& program, std::span<const std::uint8_t> only_the_next_reads) {
+void RegisterPass::run(Program& program, std::span<const std::byte> internal) {
+  if (internal.empty()) return;
   std::vector<Step>& steps = program.steps;
-  std::size_t next_piece = 0;  // the first step of the piece after the current one
+  const auto first = reinterpret_cast<std::uintptr_t>(internal.data());
+  auto slot_of = [&](const void* p) -> std::int64_t {  // the internal slot at p, else -1
+    const auto at = reinterpret_cast<std::uintptr_t>(p);
+    return p && at >= first && at - first < internal.size() ? static_cast<std::int64_t>(at - first) : -1;
+  };
+  last_store_.assign(internal.size(), -1);
+  from_memory_.assign(steps.size(), 0);
+  for (std::size_t r = 0; r < steps.size(); ++r) {
+    const Step& reader = steps[r];
+    for (int operand = 0; operand < kOperandCount; ++operand) {
+      if (!reads(reader, operand)) continue;
+      const std::int64_t slot = slot_of(operand_address(reader, operand));
+      if (slot < 0) continue;
+      const std::int64_t store = last_store_[static_cast<std::size_t>(slot)];
+      const auto j = static_cast<std::size_t>(store / 2);
+      const int k = static_cast<int>(store % 2);
+      const bool in_register = store >= 0 && r - j <= static_cast<std::size_t>(kHistory) && steps[j].numel == reader.numel &&
+                               source_code(reader.sources, operand) == register_source(static_cast<int>(r - j), k);
+      if (in_register) continue;
+      if (store >= 0) from_memory_[j] |= static_cast<std::uint8_t>(1u << k);
+      // An accumulation reading its own slot from memory loads through the address it stores to.
+      if (operand >= kSlot0) from_memory_[r] |= static_cast<std::uint8_t>(1u << (operand - kSlot0));
+    }
+    const Overwritten written = overwritten_by(reader);
+    for (int k = 0; k < 2; ++k)
+      if (const std::int64_t slot = slot_of(written.at[k]); slot >= 0)
+        last_store_[static_cast<std::size_t>(slot)] = 2 * static_cast<std::int64_t>(r) + k;
+  }
   for (std::size_t j = 0; j < steps.size(); ++j) {
-    if (j == next_piece) next_piece += static_cast<std::size_t>(piece_at(program, j, kStepsPerLaunch).count);
     Step& step = steps[j];
     if (step.out[1] && step.out[1] == step.out[0]) continue;  // one buffer written twice: both stores kept
-    for (int k = 0; k < 2; ++k) {
-      const SlotWrite how = step.write[k];
-      const bool first_contribution = how == SlotWrite::store || how == SlotWrite::store_dense;
-      if (!first_contribution || !step.out[k] || !((only_the_next_reads[j] >> k) & 1u)) continue;
-      bool in_register = true;  // every read of the slot by step j + 1 comes from the register
-      if (j + 1 < steps.size()) {
-        const Step& next = steps[j + 1];
-        for (int operand = 0; operand < kOperandCount; ++operand) {
-          if (!reads(next, operand) || operand_address(next, operand) != step.out[k]) continue;
-          const unsigned from_register = (1u << (kFromWritten0 + operand)) | (1u << (kFromWritten1 + operand));
-          in_register = in_register && j + 1 != next_piece && next.numel == step.numel && (next.sources & from_register);
-        }
-      }
-      if (in_register) step.out[k] = nullptr;
-    }
+    for (int k = 0; k < 2; ++k)
+      if (step.write[k] != SlotWrite::none && slot_of(step.out[k]) >= 0 && !((from_memory_[j] >> k) & 1u))
+        step.out[k] = nullptr;
   }
 }
 
@@ -159,7 +174,7 @@ const Program& BackwardProgram::build(const BackwardPlan& plan, std::span<const 
     zero.out[0] = zeros.data();
     program_.seal_last();
   }
-  if (!plan.wanted.empty()) keep_unwanted_in_registers(plan, nodes, out);
+  register_pass_.run(program_, stand_ins_);
   return program_;
 }
 
@@ -172,37 +187,6 @@ Result<void> BackwardProgram::fill_large_zeros(Engine& engine) {
 void BackwardProgram::release() {
   slots_.clear();
   internal_slots_ = Buffer();
-}
-
-// For a backward returning only the wanted gradients: which slot writes of its program (the seed copy,
-// then a step per visit) no step but the next reads, the slot not being returned — a slot no
-// contribution accumulates onto, read only by its own node's visit — and so stay in registers.
-void BackwardProgram::keep_unwanted_in_registers(const BackwardPlan& plan, std::span<const Node> nodes, NodeId out) {
-  const std::size_t count = plan.wanted.size();
-  reader_step_.assign(count, -1);  // the step reading a node's slot as g
-  accumulated_.assign(count, 0);
-  for (std::size_t i = 0; i < plan.visits.size(); ++i) {
-    const Visit& visit = plan.visits[i];
-    reader_step_[static_cast<std::size_t>(visit.node)] = static_cast<std::int64_t>(i + 1);
-    for (std::size_t k = 0; k < 2; ++k)
-      if (visit.write[k] == SlotWrite::accumulate)
-        accumulated_[node_position(nodes[static_cast<std::size_t>(visit.node)].parents[k])] = 1;
-  }
-  only_the_next_reads_.assign(program_.steps.size(), 0);
-  auto mark = [&](std::size_t step, int k, NodeId node) {
-    const std::size_t id = node_position(node);
-    if (!plan.wanted[id] && !accumulated_[id] &&
-        (reader_step_[id] < 0 || reader_step_[id] == static_cast<std::int64_t>(step + 1)))
-      only_the_next_reads_[step] |= static_cast<std::uint8_t>(1u << k);
-  };
-  mark(0, 0, out);  // the seed copy
-  for (std::size_t i = 0; i < plan.visits.size(); ++i) {
-    const Visit& visit = plan.visits[i];
-    for (int k = 0; k < 2; ++k)
-      if (visit.write[static_cast<std::size_t>(k)] != SlotWrite::none)
-        mark(i + 1, k, nodes[static_cast<std::size_t>(visit.node)].parents[static_cast<std::size_t>(k)]);
-  }
-  keep_in_registers(program_, only_the_next_reads_);
 }
 
 }  // namespace tapewise::detail

@@ -17,14 +17,21 @@
 
 namespace tapewise::detail {
 
-// Slot writes kept in registers. `only_the_next_reads[j]` has bit k where the program's builder
-// knows that slot k of step j is not returned and that no step but j + 1 reads it (or none does).
-// Where that step then takes it from the register step j writes it to — the same piece, the same
-// elements, and its sources say so — or nothing reads it, out[k] becomes nullptr: the interpreter
-// stores nothing and hands the value on in the register, so an unwanted gradient of a chain never
-// reaches memory. Only first contributions (store, store_dense) qualify: an accumulation reads its
-// slot. Called once the program is complete (sources final); O(steps).
-void keep_in_registers(Program& program, std::span<const std::uint8_t> only_the_next_reads);
+// The register pass: the stores to gradient slots in between (`internal`, the builder's stand-in
+// addresses, a byte per slot; nobody reads those slots after the program) that no step reads from
+// memory become nullptr. A store at step j is read from memory by a later step reading the slot before
+// the slot's next write, unless that step takes it from step j's register (sources_of: within
+// kHistory steps of one piece, of j's numel). The interpreter then stores nothing and hands the value
+// on in the register, so a chain's gradients, and a fan-out's a few steps apart, never reach memory.
+// Run once the program is complete (sources final); O(steps). Keeps its work space between calls.
+class RegisterPass {
+ public:
+  void run(Program& program, std::span<const std::byte> internal);
+
+ private:
+  std::vector<std::int64_t> last_store_;  // per internal slot: 2 j + k of the last step j storing it (out[k]), else -1
+  std::vector<std::uint8_t> from_memory_;  // per step: bit k where out[k] is read from memory (by a later step, or by its own accumulation)
+};
 
 // The builder of one backward program. Reused by every backward of a thread (backward.cpp keeps one
 // per thread), so a long tape's backward builds its steps and slot lists in memory already there; it
@@ -58,7 +65,6 @@ class BackwardProgram {
 
  private:
   static constexpr std::size_t kNoSlot = SIZE_MAX;
-  void keep_unwanted_in_registers(const BackwardPlan& plan, std::span<const Node> nodes, NodeId out);
 
   Program program_;
   std::vector<BufferSpec> specs_;
@@ -70,8 +76,7 @@ class BackwardProgram {
   std::int64_t internal_stride_ = 0;   // bytes apart in internal_slots_ (16-byte aligned, as allocate_many's parts)
   DType internal_dtype_ = DType::float32;
   std::vector<NodeId> large_zeros_;
-  std::vector<std::int64_t> reader_step_;
-  std::vector<std::uint8_t> accumulated_, only_the_next_reads_;
+  RegisterPass register_pass_;
   std::vector<Buffer> slots_;          // the returned slots; empty between calls
   Buffer internal_slots_;
 };
