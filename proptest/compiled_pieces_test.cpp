@@ -26,7 +26,9 @@
 
 namespace tapewise::detail {
 // How RapidCheck shows a step's key in a counterexample: code:sources.
-inline void showValue(const StepKey& k, std::ostream& os) { os << static_cast<int>(k.code) << ":" << k.sources; }
+inline void showValue(const StepKey& k, std::ostream& os) {
+  os << static_cast<int>(k.code) << ":" << k.sources << ":" << static_cast<int>(k.writes);
+}
 }  // namespace tapewise::detail
 
 namespace tapewise::testing {
@@ -39,11 +41,17 @@ using detail::piece_source;
 using detail::Step;
 using detail::StepKey;
 
-// A step with only what a piece's runs and source read: its code and sources.
+// A step with only what a piece's runs and source read: its code, sources and slot writes (a buffer
+// where the writes say so: one byte no kernel touches).
 Step keyed_step(StepKey key) {
+  static std::byte buffer;
   Step s{};
   s.code = key.code;
   s.sources = key.sources;
+  for (int k = 0; k < 2; ++k) {
+    s.write[k] = detail::slot_write(key.writes, k);
+    if (detail::slot_has_buffer(key.writes, k)) s.out[k] = &buffer;
+  }
   return s;
 }
 
@@ -60,7 +68,8 @@ rc::Gen<StepKey> small_key() {
     for (unsigned source : {detail::source_field(detail::kIn0, detail::kFromMemory),
                             detail::source_field(detail::kIn0, detail::register_source(1, 0)),
                             detail::source_field(detail::kIn0, detail::register_source(3, 1))})
-      kinds.push_back({static_cast<std::uint8_t>(code), static_cast<std::uint16_t>(source)});
+      for (unsigned writes : {0u, 0x11u, 0x37u})  // none; a store with a buffer; accumulate, store, both buffers
+        kinds.push_back({static_cast<std::uint8_t>(code), static_cast<std::uint16_t>(source), static_cast<std::uint8_t>(writes)});
   return rc::gen::elementOf(kinds);
 }
 
@@ -107,18 +116,19 @@ RC_GTEST_PROP(PieceSource, ARepeatedBlockIsWrittenOutOnce, ()) {
   RC_ASSERT(detail::written_steps(compress_piece(keyed_steps(keys))) <= 3 * length + 1);
 }
 
-// The steps a piece's source runs, in order, as (index, code, sources), read back from the source
+// The steps a piece's source runs, in order, as (index, code, sources, writes), read back from the source
 // text: straight-line steps name their index, a loop's steps an offset from `b`, which the loop's
 // head defines. Also checks that each step hands over to the next step's sources.
 struct Ran {
   int index;
   int code;
   unsigned sources;
+  unsigned writes;
 };
 std::vector<Ran> steps_the_source_runs(const std::string& source, const std::vector<Step>& steps) {
   const std::regex loop_head(R"(for \(int r = 0; r < (\d+); \+\+r\) \{)");
   const std::regex base(R"(const Step\* b = s \+ (\d+) \+ (\d+) \* r;)");
-  const std::regex step_line(R"((last_step|step)<(\d+), (\d+)u(?:, (\d+)u)?>\(p, ([sb])\[(\d+)\](?:, ([sb])\[(\d+)\])?\);)");
+  const std::regex step_line(R"((last_step|step)<(\d+), (\d+)u, (\d+)u(?:, (\d+)u)?>\(p, ([sb])\[(\d+)\](?:, ([sb])\[(\d+)\])?\);)");
   std::vector<Ran> ran;
   std::istringstream in(source);
   std::string line;
@@ -126,10 +136,10 @@ std::vector<Ran> steps_the_source_runs(const std::string& source, const std::vec
   std::vector<std::string> body_text;
   int loop_count = -1, first = 0, length = 0;
   auto record = [&](const std::smatch& m, int index, int next_index) {
-    ran.push_back({index, std::stoi(m[2]), static_cast<unsigned>(std::stoul(m[3]))});
+    ran.push_back({index, std::stoi(m[2]), static_cast<unsigned>(std::stoul(m[3])), static_cast<unsigned>(std::stoul(m[4]))});
     if (m[1] == "step") {
       RC_ASSERT(next_index < static_cast<int>(steps.size()));
-      RC_ASSERT(std::stoul(m[4]) == steps[static_cast<std::size_t>(next_index)].sources);
+      RC_ASSERT(std::stoul(m[5]) == steps[static_cast<std::size_t>(next_index)].sources);
     } else {
       RC_ASSERT(index == static_cast<int>(steps.size()) - 1);
     }
@@ -147,17 +157,17 @@ std::vector<Ran> steps_the_source_runs(const std::string& source, const std::vec
         for (const std::string& text : body_text) {
           std::smatch s;
           RC_ASSERT(std::regex_search(text, s, step_line));
-          RC_ASSERT(s[5] == "b");
-          const int offset = std::stoi(s[6]);
-          record(s, first + length * r + offset, first + length * r + std::stoi(s[8]));
+          RC_ASSERT(s[6] == "b");
+          const int offset = std::stoi(s[7]);
+          record(s, first + length * r + offset, first + length * r + std::stoi(s[9]));
         }
       loop_count = -1;
     } else if (std::regex_search(line, m, step_line)) {
       if (loop_count >= 0) {
         body_text.push_back(line);
       } else {
-        RC_ASSERT(m[5] == "s");
-        record(m, std::stoi(m[6]), m[8].matched ? std::stoi(m[8]) : -1);
+        RC_ASSERT(m[6] == "s");
+        record(m, std::stoi(m[7]), m[9].matched ? std::stoi(m[9]) : -1);
       }
     }
   }
@@ -183,6 +193,7 @@ RC_GTEST_PROP(PieceSource, TheSourceRunsEachStepWithItsOwnCodeAndSources, ()) {
     RC_ASSERT(ran[k].index == static_cast<int>(k));
     RC_ASSERT(ran[k].code == steps[k].code);
     RC_ASSERT(ran[k].sources == steps[k].sources);
+    RC_ASSERT(ran[k].writes == detail::writes_of(steps[k]));
   }
   RC_ASSERT(source->find("load_plan<Index>(s[0], " + std::to_string(steps[0].sources) + "u)") != std::string::npos);
 }
@@ -190,14 +201,15 @@ RC_GTEST_PROP(PieceSource, TheSourceRunsEachStepWithItsOwnCodeAndSources, ()) {
 TEST(PieceSource, PiecesTheInterpreterKeeps) {
   const PieceLaunch launch{DType::float32, 1, detail::kStepsPerLaunch, false};
   std::vector<Step> chain;
-  for (int i = 0; i < 100; ++i) chain.push_back(keyed_step({static_cast<std::uint8_t>(i % 5), static_cast<std::uint16_t>(detail::source_field(detail::kIn0, detail::register_source(1, 0)))}));
+  const auto from_previous = static_cast<std::uint16_t>(detail::source_field(detail::kIn0, detail::register_source(1, 0)));
+  for (int i = 0; i < 100; ++i) chain.push_back(keyed_step({static_cast<std::uint8_t>(i % 5), from_previous, 0x10}));
   EXPECT_TRUE(piece_source(chain, 1000, 1000, launch).has_value());
   EXPECT_FALSE(piece_source(std::span<const Step>(chain).first(detail::kMinCompiledSteps - 1), 1000, 1000, launch))
       << "too short";
   EXPECT_FALSE(piece_source(chain, 1000, 999, launch)) << "steps of different lengths";
   EXPECT_FALSE(piece_source(chain, std::int64_t{1} << 30, std::int64_t{1} << 30, launch)) << "past 32-bit indices";
   std::vector<Step> irregular;  // no block repeats: every step different
-  for (int i = 0; i < 100; ++i) irregular.push_back(keyed_step({static_cast<std::uint8_t>(i % 96), static_cast<std::uint16_t>(i)}));
+  for (int i = 0; i < 100; ++i) irregular.push_back(keyed_step({static_cast<std::uint8_t>(i % 96), static_cast<std::uint16_t>(i), 0}));
   EXPECT_FALSE(piece_source(irregular, 1000, 1000, launch)) << "too irregular";
   EXPECT_TRUE(compress_piece({}).empty());
   EXPECT_FALSE(piece_source({}, 0, 0, launch)) << "no steps";
@@ -213,8 +225,11 @@ std::vector<Step> chain_steps(bool backward) {
     const int op = static_cast<int>(ops[i % 5]);
     steps.push_back(keyed_step(backward ? StepKey{static_cast<std::uint8_t>(kOpCount + op),
                                                   static_cast<std::uint16_t>(detail::source_field(detail::kIn0, detail::kFromMemory) |
-                                                                              detail::source_field(detail::kGrad, detail::register_source(1, 0)))}
-                                        : StepKey{static_cast<std::uint8_t>(op), static_cast<std::uint16_t>(detail::source_field(detail::kIn0, detail::register_source(1, 0)))}));
+                                                                              detail::source_field(detail::kGrad, detail::register_source(1, 0))),
+                                                  std::uint8_t{0x11}}
+                                        : StepKey{static_cast<std::uint8_t>(op),
+                                                  static_cast<std::uint16_t>(detail::source_field(detail::kIn0, detail::register_source(1, 0))),
+                                                  std::uint8_t{0x10}}));
   }
   return steps;
 }

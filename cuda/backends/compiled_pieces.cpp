@@ -166,8 +166,8 @@ Cache& cache() {
   return *c;
 }
 
-// A piece's cache key: what its source is generated from (the math mode, the launch, each step's code
-// and sources), a few bytes a step, so a launch that finds its kernel builds no source.
+// A piece's cache key: what its source is generated from (the math mode, the launch, each step's code,
+// sources and slot writes), a few bytes a step, so a launch that finds its kernel builds no source.
 std::string piece_key(std::span<const Step> steps, const PieceLaunch& launch, const CompiledPieceTarget& target) {
   std::string key = target.arch;
   key += target.exact_math ? 'e' : 'a';
@@ -179,6 +179,7 @@ std::string piece_key(std::span<const Step> steps, const PieceLaunch& launch, co
     const StepKey k = key_of(step);
     key += static_cast<char>(k.code);
     key.append(reinterpret_cast<const char*>(&k.sources), sizeof k.sources);
+    key += static_cast<char>(k.writes);
   }
   return key;
 }

@@ -130,13 +130,15 @@ struct ElementSums {
 };
 
 // Contribution c landed in slot k of a step at element i, stored where the step runs there and has
-// a buffer for it (keep_in_registers clears out[k] of a value only the next step reads, from the register).
-template <class T, class Index>
+// a buffer for it (the register pass clears out[k] where no step reads the value from memory). Writes:
+// the step's slot writes as a constant (a compiled piece), or kWritesAtRunTime (read from the step).
+template <unsigned Writes, class T, class Index>
 TW_HD void write_slot(const Step& step, int k, Index i, bool runs, T c, T existing, Written<T>& written) {
-  const SlotWrite how = step.write[k];
+  const SlotWrite how = Writes == kWritesAtRunTime ? step.write[k] : slot_write(Writes, k);
+  const bool has_buffer = Writes == kWritesAtRunTime ? step.out[k] != nullptr : slot_has_buffer(Writes, k);
   ElementSums<T> sums{c, existing};
   const T v = land_contribution(how, sums);
-  if (runs && how != SlotWrite::none && step.out[k]) static_cast<T*>(step.out[k])[i] = v;
+  if (runs && how != SlotWrite::none && has_buffer) static_cast<T*>(step.out[k])[i] = v;
   written.value[k] = v;
 }
 
@@ -152,7 +154,7 @@ TW_HD Written<T> forward_at(const Step& step, Index i, bool runs, const StepOper
   return Written<T>{{y[0], T(0)}};
 }
 
-template <Op op, class T, class Index, int Lanes>
+template <Op op, unsigned Writes, class T, class Index, int Lanes>
 TW_HD Written<T> vjp_at(const Step& step, Index i, bool runs, const StepOperands<T, Lanes>& o) {
   constexpr int arity = kArity<op>;
   T in[arity + 1];  // the inputs, then g: VjpFn's operand order
@@ -162,19 +164,19 @@ TW_HD Written<T> vjp_at(const Step& step, Index i, bool runs, const StepOperands
   T d[arity];
   VjpFn<op, T>{params_of<T>(Scalars{step.s0, step.s1})}(in, d);
   Written<T> written{{T(0), T(0)}};
-  write_slot(step, 0, i, runs, d[0], o[kSlot0], written);
+  write_slot<Writes>(step, 0, i, runs, d[0], o[kSlot0], written);
   if constexpr (arity == 2) {
     // Both inputs one node: slot 1 accumulates onto what slot 0 has just received.
     const bool onto_slot0 = step.out[0] && step.out[1] == step.out[0] && step.write[0] != SlotWrite::none;
-    write_slot(step, 1, i, runs, d[1], onto_slot0 ? written.value[0] : o[kSlot1], written);
+    write_slot<Writes>(step, 1, i, runs, d[1], onto_slot0 ? written.value[0] : o[kSlot1], written);
   }
   return written;
 }
 
-template <class T, class Index, int Lanes>
+template <unsigned Writes, class T, class Index, int Lanes>
 TW_HD Written<T> pass_at(const Step& step, Index i, bool runs, const StepOperands<T, Lanes>& o) {
   Written<T> written{{T(0), T(0)}};
-  write_slot(step, 0, i, runs, o[kIn0], o[kSlot0], written);
+  write_slot<Writes>(step, 0, i, runs, o[kIn0], o[kSlot0], written);
   return written;
 }
 
@@ -198,17 +200,18 @@ struct LaneSet {
   TW_HD bool stores(int l) const { return Lanes == 1 || runs[l]; }
 };
 
-// One step at a thread's lanes, of dispatch number Code (Step::code): what run_step's case for that
-// code does, and all a compiled piece (program_kernel.cuh) runs for a step it knows the code of.
-template <int Code, class T, class Index, int Lanes>
+// One step at a thread's lanes, of dispatch number Code (Step::code) and slot writes Writes: what
+// run_step's case for that code does (Writes = kWritesAtRunTime), and all a compiled piece
+// (program_kernel.cuh) runs for a step it knows the code and slot writes of.
+template <int Code, unsigned Writes, class T, class Index, int Lanes>
 TW_HD void run_code(const Step& step, const LaneSet<T, Index, Lanes>& lanes, Written<T> (&written)[Lanes]) {
   for (int l = 0; l < Lanes; ++l) {
     if constexpr (Code < kOpCount)
       written[l] = forward_at<static_cast<Op>(Code), T, Index>(step, lanes.at[l], lanes.stores(l), lanes.operands(l));
     else if constexpr (Code < 2 * kOpCount)
-      written[l] = vjp_at<static_cast<Op>(Code - kOpCount), T, Index>(step, lanes.at[l], lanes.stores(l), lanes.operands(l));
+      written[l] = vjp_at<static_cast<Op>(Code - kOpCount), Writes, T, Index>(step, lanes.at[l], lanes.stores(l), lanes.operands(l));
     else if constexpr (Code == kCodePass)
-      written[l] = pass_at<T, Index>(step, lanes.at[l], lanes.stores(l), lanes.operands(l));
+      written[l] = pass_at<Writes, T, Index>(step, lanes.at[l], lanes.stores(l), lanes.operands(l));
     else
       written[l] = zero_at<T, Index>(step, lanes.at[l], lanes.stores(l));
   }
@@ -220,29 +223,29 @@ TW_HD void run_step(const Step& step, const LaneSet<T, Index, Lanes>& lanes, Wri
   switch (step.code) {
 #define TAPEWISE_OP(name, ...)                                                    \
   case static_cast<int>(Op::name):                                                \
-    return run_code<static_cast<int>(Op::name), T, Index, Lanes>(step, lanes, written); \
+    return run_code<static_cast<int>(Op::name), kWritesAtRunTime, T, Index, Lanes>(step, lanes, written); \
   case kOpCount + static_cast<int>(Op::name):                                     \
-    return run_code<kOpCount + static_cast<int>(Op::name), T, Index, Lanes>(step, lanes, written);
+    return run_code<kOpCount + static_cast<int>(Op::name), kWritesAtRunTime, T, Index, Lanes>(step, lanes, written);
 #include <tapewise/ops.def>
 #undef TAPEWISE_OP
-    case kCodePass: return run_code<kCodePass, T, Index, Lanes>(step, lanes, written);
-    default: return run_code<kCodeZero, T, Index, Lanes>(step, lanes, written);
+    case kCodePass: return run_code<kCodePass, kWritesAtRunTime, T, Index, Lanes>(step, lanes, written);
+    default: return run_code<kCodeZero, kWritesAtRunTime, T, Index, Lanes>(step, lanes, written);
   }
 }
 
 // What StepPipeline::advance runs a step with: by its code read at run time (the interpreter), or
-// by a code known at compile time (a compiled piece).
+// by a code and slot writes known at compile time (a compiled piece).
 struct RunStep {
   template <class T, class Index, int Lanes>
   TW_HD void operator()(const Step& step, const LaneSet<T, Index, Lanes>& lanes, Written<T> (&written)[Lanes]) const {
     run_step(step, lanes, written);
   }
 };
-template <int Code>
+template <int Code, unsigned Writes>
 struct RunCode {
   template <class T, class Index, int Lanes>
   TW_HD void operator()(const Step& step, const LaneSet<T, Index, Lanes>& lanes, Written<T> (&written)[Lanes]) const {
-    run_code<Code>(step, lanes, written);
+    run_code<Code, Writes>(step, lanes, written);
   }
 };
 

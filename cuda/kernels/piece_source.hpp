@@ -15,14 +15,23 @@
 
 namespace tapewise::detail {
 
-// What a compiled piece fixes of a step: everything else (addresses, scalars, slot writes, numel) it
-// reads from the step at run time, as the interpreter does.
+// A step's slot writes as program.hpp's one number (the constant a compiled piece runs it with).
+inline std::uint8_t writes_of(const Step& step) {
+  unsigned writes = 0;
+  for (int k = 0; k < 2; ++k)
+    writes |= static_cast<unsigned>(step.write[k]) << (2 * k) | (step.out[k] ? 1u : 0u) << (4 + k);
+  return static_cast<std::uint8_t>(writes);
+}
+
+// What a compiled piece fixes of a step: everything else (addresses, scalars, numel) it reads from the
+// step at run time, as the interpreter does.
 struct StepKey {
   std::uint8_t code;
   std::uint16_t sources;
+  std::uint8_t writes;  // writes_of
   friend bool operator==(const StepKey&, const StepKey&) = default;
 };
-inline StepKey key_of(const Step& step) { return {step.code, step.sources}; }
+inline StepKey key_of(const Step& step) { return {step.code, step.sources, writes_of(step)}; }
 
 // Steps [first, first + length * repeats): one block of `length` steps, `repeats` times over.
 struct PieceRun {
@@ -106,9 +115,10 @@ inline std::optional<std::string> piece_source(std::span<const Step> steps, std:
   auto sources = [&](int k) { return std::to_string(steps[static_cast<std::size_t>(k)].sources) + "u"; };
   // Step k, reached as base[offset], handing over to the step reached as next_at (none: the last).
   auto step_line = [&](int k, const std::string& at, const std::string& next_at, int next_k) {
-    const std::string code = std::to_string(steps[static_cast<std::size_t>(k)].code);
-    if (next_k >= count) return "    last_step<" + code + ", " + sources(k) + ">(p, " + at + ");\n";
-    return "    step<" + code + ", " + sources(k) + ", " + sources(next_k) + ">(p, " + at + ", " + next_at + ");\n";
+    const Step& s = steps[static_cast<std::size_t>(k)];
+    const std::string fixed = std::to_string(s.code) + ", " + sources(k) + ", " + std::to_string(writes_of(s)) + "u";
+    if (next_k >= count) return "    last_step<" + fixed + ">(p, " + at + ");\n";
+    return "    step<" + fixed + ", " + sources(next_k) + ">(p, " + at + ", " + next_at + ");\n";
   };
   std::string body;
   for (const PieceRun& run : runs) {

@@ -105,6 +105,14 @@ static_assert(without_previous_step(register_source(1, 0) | register_source(1, 1
                                     kFromMemory << 9 | register_source(3, 1) << 12) ==
               (kFromMemory | kFromMemory << 3 | register_source(2, 0) << 6 | kFromMemory << 9 | register_source(3, 1) << 12));
 
+// A step's slot writes as one number: Step::write[k] in bits 2k..2k+1, and bit 4 + k where out[k]
+// has a buffer. A compiled piece passes it as a constant (piece_source.hpp: writes_of), so that landing
+// and storing a contribution takes no decision at run time; the interpreter reads the step
+// (kWritesAtRunTime).
+inline constexpr unsigned kWritesAtRunTime = 0xFFu;
+constexpr SlotWrite slot_write(unsigned writes, int k) { return static_cast<SlotWrite>((writes >> (2 * k)) & 3u); }
+constexpr bool slot_has_buffer(unsigned writes, int k) { return (writes >> (4 + k)) & 1u; }
+
 // The dense dispatch number: forwards 0..kOpCount-1, VJPs kOpCount..2 kOpCount-1, then pass, zero.
 // kCodeUnsealed marks a step Program::append made and seal_last has not yet given its code: an engine
 // refuses a program holding one (Engine::run_program), rather than run it as code 0, add's forward.

@@ -23,16 +23,17 @@ struct InterpretedSteps {
   }
 };
 
-// What a compiled piece's code calls for step `step` of dispatch number Code and sources Sources,
-// with NextSources the sources of the step after it, `next`: the interpreter's loop body for it.
-template <int Code, unsigned Sources, unsigned NextSources, class Pipeline>
+// What a compiled piece's code calls for step `step` of dispatch number Code, sources Sources and
+// slot writes Writes, with NextSources the sources of the step after it, `next`: the interpreter's
+// loop body for it.
+template <int Code, unsigned Sources, unsigned Writes, unsigned NextSources, class Pipeline>
 __device__ __forceinline__ void step(Pipeline& pipeline, const Step& step, const Step& next) {
-  pipeline.advance(step, Sources, load_plan<typename Pipeline::IndexType>(next, NextSources), true, RunCode<Code>{});
+  pipeline.advance(step, Sources, load_plan<typename Pipeline::IndexType>(next, NextSources), true, RunCode<Code, Writes>{});
 }
 // The piece's last step: nothing to load after it.
-template <int Code, unsigned Sources, class Pipeline>
+template <int Code, unsigned Sources, unsigned Writes, class Pipeline>
 __device__ __forceinline__ void last_step(Pipeline& pipeline, const Step& step) {
-  pipeline.advance(step, Sources, LoadPlan<typename Pipeline::IndexType>{}, false, RunCode<Code>{});
+  pipeline.advance(step, Sources, LoadPlan<typename Pipeline::IndexType>{}, false, RunCode<Code, Writes>{});
 }
 
 // A block covers tiles of kProgramThreads * Lanes elements; thread t takes t, t + kProgramThreads, ...
