@@ -17,10 +17,9 @@ namespace tapewise::detail {
 
 // A step's slot writes as program.hpp's one number (the constant a compiled piece runs it with).
 inline std::uint8_t writes_of(const Step& step) {
-  unsigned writes = 0;
-  for (int k = 0; k < 2; ++k)
-    writes |= static_cast<unsigned>(step.write[k]) << (2 * k) | (step.out[k] ? 1u : 0u) << (4 + k);
-  return static_cast<std::uint8_t>(writes);
+  const unsigned how = static_cast<unsigned>(step.write[0]) | static_cast<unsigned>(step.write[1]) << 2;
+  const unsigned buffers = (step.out[0] ? 1u : 0u) | (step.out[1] ? 2u : 0u);
+  return static_cast<std::uint8_t>(how | buffers << 4);
 }
 
 // What a compiled piece fixes of a step: everything else (addresses, scalars, numel) it reads from the
