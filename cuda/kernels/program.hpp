@@ -92,7 +92,6 @@ constexpr unsigned register_source(int back, int which) { return 2u + 2u * stati
 constexpr unsigned source_code(unsigned sources, int operand) { return (sources >> (kSourceBits * operand)) & kSourceMask; }
 // The field of `operand` holding `code`, for or-ing into a Step::sources.
 constexpr unsigned source_field(int operand, unsigned code) { return code << (kSourceBits * operand); }
-constexpr int steps_back(unsigned code) { return code >= 2 ? static_cast<int>((code - 2) / 2) + 1 : 0; }
 static_assert(register_source(kHistory, 1) <= kSourceMask && kSourceBits * kOperandCount <= 16, "sources fit Step::sources");
 // `sources` where the step before did not run at the element: what it would have handed over in a
 // register (codes 01x), memory (001) holds. Six operations rather than a loop over the fields.
