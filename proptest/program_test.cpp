@@ -442,10 +442,8 @@ TEST(RegisterPass, UnwantedChainGradientsNeverReachMemory) {
   detail::Program kept = chain(true);
   detail::RegisterPass().run(kept, stand_ins);
   auto placed = [&](const void* p) -> void* {
-    const auto* b = static_cast<const std::byte*>(p);
-    for (std::size_t i = 0; i < stand_ins.size(); ++i)
-      if (b == &stand_ins[i]) return slots[i].data();
-    return const_cast<void*>(p);
+    const std::int64_t i = detail::stand_in_index(stand_ins, p);
+    return i >= 0 ? slots[static_cast<std::size_t>(i)].data() : const_cast<void*>(p);
   };
   for (detail::Step& step : kept.steps) {
     step.g = placed(step.g);

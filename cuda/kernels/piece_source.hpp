@@ -15,13 +15,6 @@
 
 namespace tapewise::detail {
 
-// A step's slot writes as program.hpp's one number (the constant a compiled piece runs it with).
-inline std::uint8_t writes_of(const Step& step) {
-  const unsigned how = static_cast<unsigned>(step.write[0]) | static_cast<unsigned>(step.write[1]) << 2;
-  const unsigned buffers = (step.out[0] ? 1u : 0u) | (step.out[1] ? 2u : 0u);
-  return static_cast<std::uint8_t>(how | buffers << 4);
-}
-
 // What a compiled piece fixes of a step: everything else (addresses, scalars, numel) it reads from the
 // step at run time, as the interpreter does.
 struct StepKey {

@@ -105,7 +105,7 @@ static_assert(without_previous_step(register_source(1, 0) | register_source(1, 1
               (kFromMemory | kFromMemory << 3 | register_source(2, 0) << 6 | kFromMemory << 9 | register_source(3, 1) << 12));
 
 // A step's slot writes as one number: Step::write[k] in bits 2k..2k+1, and bit 4 + k where out[k]
-// has a buffer. A compiled piece passes it as a constant (piece_source.hpp: writes_of), so that landing
+// has a buffer. A compiled piece passes it as a constant (writes_of, below), so that landing
 // and storing a contribution takes no decision at run time; the interpreter reads the step
 // (kWritesAtRunTime).
 inline constexpr unsigned kWritesAtRunTime = 0xFFu;
@@ -126,6 +126,13 @@ static_assert(kCodeZero < kCodeUnsealed, "the dispatch numbers fit below the uns
 inline constexpr int kStepsPerLaunch = 448;
 
 #if !defined(__CUDACC_RTC__)
+// A step's slot writes as that one number (slot_write, slot_has_buffer read it back).
+inline std::uint8_t writes_of(const Step& step) {
+  const unsigned how = static_cast<unsigned>(step.write[0]) | static_cast<unsigned>(step.write[1]) << 2;
+  const unsigned buffers = (step.out[0] ? 1u : 0u) | (step.out[1] ? 2u : 0u);
+  return static_cast<std::uint8_t>(how | buffers << 4);
+}
+
 inline std::uint8_t code_of(StepKind kind, Op op) {
   switch (kind) {
     case StepKind::forward: return static_cast<std::uint8_t>(static_cast<int>(op));

@@ -10,14 +10,16 @@
 
 namespace tapewise::detail {
 
+std::int64_t stand_in_index(std::span<const std::byte> stand_ins, const void* p) {
+  const auto first = reinterpret_cast<std::uintptr_t>(stand_ins.data());
+  const auto at = reinterpret_cast<std::uintptr_t>(p);
+  return p && at >= first && at - first < stand_ins.size() ? static_cast<std::int64_t>(at - first) : -1;
+}
+
 void RegisterPass::run(Program& program, std::span<const std::byte> internal) {
   if (internal.empty()) return;
   std::vector<Step>& steps = program.steps;
-  const auto first = reinterpret_cast<std::uintptr_t>(internal.data());
-  auto slot_of = [&](const void* p) -> std::int64_t {  // the internal slot at p, else -1
-    const auto at = reinterpret_cast<std::uintptr_t>(p);
-    return p && at >= first && at - first < internal.size() ? static_cast<std::int64_t>(at - first) : -1;
-  };
+  auto slot_of = [&](const void* p) { return stand_in_index(internal, p); };
   last_store_.assign(internal.size(), -1);
   from_memory_.assign(steps.size(), 0);
   for (std::size_t r = 0; r < steps.size(); ++r) {
@@ -85,11 +87,7 @@ Result<void> BackwardProgram::allocate_slots(Engine& engine, const BackwardPlan&
 
 Result<void> BackwardProgram::allocate_internal_slots(Engine& engine, const char* what) {
   if (stand_ins_.empty()) return {};
-  const auto first = reinterpret_cast<std::uintptr_t>(stand_ins_.data());
-  auto stand_in = [&](const void* p) -> std::int64_t {  // the internal slot p stands in for, else -1
-    const auto at = reinterpret_cast<std::uintptr_t>(p);
-    return at >= first && at - first < stand_ins_.size() ? static_cast<std::int64_t>(at - first) : -1;
-  };
+  auto stand_in = [&](const void* p) { return stand_in_index(stand_ins_, p); };
   // A slot no step stores to holds nothing a step could load: its readers take it from a register.
   place_.assign(stand_ins_.size(), -1);
   std::int64_t stored = 0;

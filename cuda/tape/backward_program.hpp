@@ -17,6 +17,9 @@
 
 namespace tapewise::detail {
 
+// The internal slot whose stand-in address (a byte of `stand_ins` each) p is, else -1.
+std::int64_t stand_in_index(std::span<const std::byte> stand_ins, const void* p);
+
 // The register pass: the stores to gradient slots in between (`internal`, the builder's stand-in
 // addresses, a byte per slot; nobody reads those slots after the program) that no step reads from
 // memory become nullptr. A store at step j is read from memory by a later step reading the slot before
