@@ -193,9 +193,11 @@ MemoryStats difference(const MemoryStats& after, const MemoryStats& before) {
 enum BackwardKind { sparse_fused, dense_fused, sparse_staged, dense_staged };
 constexpr std::array<BackwardKind, 4> kBackwardKinds{sparse_fused, dense_fused, sparse_staged, dense_staged};
 
-// What a tape gave: every value, and each backward's gradients and what it left allocated.
+// What a tape gave: every value, and each backward's gradients and what it left allocated; and every
+// value read only after a fused backward (which leaves the forwards it does not read pending).
 struct Outcome {
   std::vector<HostArray> values;
+  std::vector<HostArray> values_after_backward;
   std::array<std::vector<std::optional<HostArray>>, 4> grads;
   std::array<MemoryStats, 4> left_allocated;
 };
@@ -208,7 +210,8 @@ Result<Gradients> run(const Tape& t, BackwardKind kind, NodeId out_position, con
 }
 
 // Records the DAG under `threshold`, runs every backward before reading any value (so the
-// backward itself must flush), then reads the values.
+// backward itself must flush what it reads), then reads the values. Again on a fresh tape with the
+// fused backward alone, so that the values it left pending are read afterwards.
 Outcome record_and_differentiate(const std::shared_ptr<Backend>& be, std::int64_t threshold,
                                  const std::vector<DagNode>& dag, NodeId out, const HostArray& seed) {
   Outcome o;
@@ -217,9 +220,11 @@ Outcome record_and_differentiate(const std::shared_ptr<Backend>& be, std::int64_
   RC_ASSERT(t.pending() == expected_pending(dag, threshold));
   for (BackwardKind kind : kBackwardKinds) {
     const MemoryStats before = be->stats();
+    const std::size_t pending_before = t.pending();
     auto grads = run(t, kind, out, seed);
     RC_ASSERT(grads.has_value());
-    RC_ASSERT(t.pending() == 0u);
+    // Staged runs node by node after a whole flush; fused as a program leaves what it does not read.
+    RC_ASSERT(t.pending() <= (kind == sparse_fused || kind == dense_fused ? pending_before : 0u));
     o.left_allocated[kind] = difference(be->stats(), before);
     RC_ASSERT(o.left_allocated[kind].count(AllocTag::workspace) == 0);
     for (std::size_t id = 0; id < dag.size(); ++id)
@@ -227,6 +232,10 @@ Outcome record_and_differentiate(const std::shared_ptr<Backend>& be, std::int64_
                                                                   : std::nullopt);
   }
   for (std::size_t id = 0; id < dag.size(); ++id) o.values.push_back(must(t.value(t.id_at(id))));
+  Tape fresh = tape_with_threshold(be, threshold);
+  record(fresh, dag);
+  RC_ASSERT(run(fresh, sparse_fused, out, seed).has_value());
+  for (std::size_t id = 0; id < dag.size(); ++id) o.values_after_backward.push_back(must(fresh.value(fresh.id_at(id))));
   return o;
 }
 
@@ -244,9 +253,11 @@ TEST_P(Programs, RandomDagsGiveThePerNodeBitsExactly) {
     const Outcome per_node = record_and_differentiate(backend, 0, dag, out, seed);
     const Outcome programs = record_and_differentiate(backend, kSmall, dag, out, seed);
     for (std::size_t id = 0; id < dag.size(); ++id) {
-      if (!agree(programs.values[id], per_node.values[id])) {
-        RC_LOG() << "value of node " << id << " (" << (dag[id].op ? op_name(*dag[id].op) : "leaf") << "), program vs per-node "
-                 << first_difference(programs.values[id], per_node.values[id]);
+      for (const auto* values : {&programs.values, &programs.values_after_backward}) {
+        if (agree((*values)[id], per_node.values[id])) continue;
+        RC_LOG() << "value of node " << id << " (" << (dag[id].op ? op_name(*dag[id].op) : "leaf") << ")"
+                 << (values == &programs.values ? "" : ", read after a fused backward,") << " program vs per-node "
+                 << first_difference((*values)[id], per_node.values[id]);
         RC_FAIL("a program's value differs from the per-node forward");
       }
     }
@@ -678,6 +689,54 @@ TEST_P(Programs, PendingNodesAreFlushedBeforeAnyRead) {
   h = must(t.scale(h, 2.0));
   EXPECT_EQ(t.pending(), 1u);
   EXPECT_EQ(must(t.value(h)).at<float>(2), 6.0f);
+}
+
+// A fused program backward stores the forwards it reads and leaves the rest pending: in a fan-out
+// chain (h feeds sin, tanh and sigmoid, summed by two adds and scaled), only each h reaches memory,
+// the value every VJP of sin, tanh and sigmoid reads, and the output. The others run in registers,
+// stay pending, and a later read computes them with the per-node path's bits; the leaf's gradient
+// has its bits too, and is all the backward leaves allocated.
+TEST_P(Programs, AFusedBackwardLeavesTheValuesItDoesNotReadPending) {
+  constexpr int kCycles = 4;
+  const std::vector<float> xs{0.5f, -1.25f, 3.0f, 0.0f, -0.0f, 7.5f};
+  auto record_chain = [&](Tape& t) {
+    std::vector<NodeId> ids{must(t.leaf(host(xs)))};
+    for (int c = 0; c < kCycles; ++c) {
+      const NodeId h = ids.back();
+      const NodeId s = must(t.sin(h)), th = must(t.tanh(h)), sg = must(t.sigmoid(h));
+      const NodeId a = must(t.add(s, th));
+      const NodeId b = must(t.add(a, sg));
+      ids.insert(ids.end(), {s, th, sg, a, b, must(t.scale(b, 0.5))});
+    }
+    return ids;
+  };
+  const HostArray seed = host(std::vector<float>(xs.size(), 1.0f));
+  Tape per_node = tape_with_threshold(backend, 0);
+  const std::vector<NodeId> q = record_chain(per_node);
+  const NodeId per_node_leaf[1] = {q[0]};
+  const Gradients expected = must(per_node.backward(q.back(), seed, per_node_leaf));
+
+  Tape t = tape_with_threshold(backend, kSmall);
+  const std::vector<NodeId> ids = record_chain(t);
+  ASSERT_EQ(t.pending(), static_cast<std::size_t>(6 * kCycles));
+  const MemoryStats before = backend->stats();
+  const NodeId leaf[1] = {ids[0]};
+  const Gradients grads = must(t.backward(ids.back(), seed, leaf));
+  EXPECT_EQ(t.pending(), static_cast<std::size_t>(5 * kCycles)) << "every h stored, the sums' inputs left pending";
+  EXPECT_EQ(backend->stats().count(AllocTag::gradient) - before.count(AllocTag::gradient), 1) << "the leaf's gradient";
+  EXPECT_EQ(backend->stats().count(AllocTag::value), before.count(AllocTag::value));
+  const std::vector<float> got = must(grads.host(ids[0])).to_vector<float>();
+  const std::vector<float> want = must(expected.host(q[0])).to_vector<float>();
+  for (std::size_t i = 0; i < xs.size(); ++i) EXPECT_EQ(bits_of(got[i]), bits_of(want[i])) << "gradient at " << i;
+  // A second backward finds what it reads stored already; then a read computes the rest.
+  ASSERT_TRUE(t.backward(ids.back(), seed, leaf));
+  EXPECT_EQ(t.pending(), static_cast<std::size_t>(5 * kCycles));
+  for (std::size_t k = 1; k < ids.size(); ++k) {
+    const std::vector<float> v = must(t.value(ids[k])).to_vector<float>();
+    EXPECT_EQ(t.pending(), 0u);
+    const std::vector<float> w = must(per_node.value(q[k])).to_vector<float>();
+    for (std::size_t i = 0; i < xs.size(); ++i) EXPECT_EQ(bits_of(v[i]), bits_of(w[i])) << "node " << k << " at " << i;
+  }
 }
 
 // A tape starts at its backend's program threshold: 16 elements on the CPU backend, where a node's own

@@ -145,12 +145,15 @@ TW_HD void write_slot(const Step& step, int k, Index i, bool runs, T c, T existi
 // The four kinds of step at element i, each through the functors the per-node kernels run. `runs`
 // false (an element past the step's numel): the math runs on what is in hand, nothing is stored, and
 // what it returns is never read (the next step takes its operands from memory then).
-template <Op op, class T, class Index, int Lanes>
+// A forward without a buffer (out[0] null: a value the tape leaves pending, tape.cpp) hands its value
+// on in the register only.
+template <Op op, unsigned Writes, class T, class Index, int Lanes>
 TW_HD Written<T> forward_at(const Step& step, Index i, bool runs, const StepOperands<T, Lanes>& o) {
   const T in[2] = {o[kIn0], kArity<op> == 2 ? o[kIn1] : T(0)};
   T y[1];
   ForwardFn<op, T>{params_of<T>(Scalars{step.s0, step.s1})}(in, y);
-  if (runs) static_cast<T*>(step.out[0])[i] = y[0];
+  const bool has_buffer = Writes == kWritesAtRunTime ? step.out[0] != nullptr : slot_has_buffer(Writes, 0);
+  if (runs && has_buffer) static_cast<T*>(step.out[0])[i] = y[0];
   return Written<T>{{y[0], T(0)}};
 }
 
@@ -207,7 +210,7 @@ template <int Code, unsigned Writes, class T, class Index, int Lanes>
 TW_HD void run_code(const Step& step, const LaneSet<T, Index, Lanes>& lanes, Written<T> (&written)[Lanes]) {
   for (int l = 0; l < Lanes; ++l) {
     if constexpr (Code < kOpCount)
-      written[l] = forward_at<static_cast<Op>(Code), T, Index>(step, lanes.at[l], lanes.stores(l), lanes.operands(l));
+      written[l] = forward_at<static_cast<Op>(Code), Writes, T, Index>(step, lanes.at[l], lanes.stores(l), lanes.operands(l));
     else if constexpr (Code < 2 * kOpCount)
       written[l] = vjp_at<static_cast<Op>(Code - kOpCount), Writes, T, Index>(step, lanes.at[l], lanes.stores(l), lanes.operands(l));
     else if constexpr (Code == kCodePass)

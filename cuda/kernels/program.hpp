@@ -163,14 +163,17 @@ inline Overwritten overwritten_by(const Step& step) {
   return o;
 }
 
-// Whether `step` reads `operand`: forward, vjp: the inputs (in[1] for two); vjp: g; pass: in[0];
-// a slot it accumulates into. Slot 1 of a VJP whose inputs are one node (out[1] == out[0])
-// accumulates onto what slot 0 has just received, which the interpreter has in hand: it is not read.
+// Whether `step` reads `operand`: forward: the inputs (in[1] for two); vjp: g, and the inputs where
+// the op's VJP depends on them (spec/ops.def's vjp_reads: add's, sub's, neg's and scale's do not, so
+// their inputs' values need never reach memory); pass: in[0]; a slot it accumulates into. Slot 1 of a
+// VJP whose inputs are one node (out[1] == out[0]) accumulates onto what slot 0 has just received,
+// which the interpreter has in hand: it is not read.
 inline bool reads(const Step& step, int operand) {
   const bool vjp = step.kind == StepKind::vjp, pass = step.kind == StepKind::pass;
+  const bool reads_inputs = step.kind == StepKind::forward || (vjp && op_info(step.op).vjp_reads == VjpReads::inputs);
   switch (operand) {
-    case kIn0: return step.kind != StepKind::zero;
-    case kIn1: return (vjp || step.kind == StepKind::forward) && step.in[1];
+    case kIn0: return pass || reads_inputs;
+    case kIn1: return reads_inputs && step.in[1];
     case kGrad: return vjp;
     case kSlot0: return (vjp || pass) && step.write[0] == SlotWrite::accumulate;
     default:

@@ -176,8 +176,8 @@ Result<Gradients> Tape::run_plan_per_node(const detail::BackwardPlan& plan, Node
 
 // The plan as one program (backward_program.hpp builds it): the same visits in the same order, each
 // contribution written as the per-node executor lands it. The program is built and its slots allocated
-// before the pending forwards are flushed (building reads only the values' addresses, given at record),
-// so a failing allocation changes nothing at all.
+// before the pending forwards it reads are flushed (building reads only the values' addresses, given at
+// record), so a failing allocation changes nothing at all.
 Result<Gradients> Tape::run_plan_as_program(const detail::BackwardPlan& plan, NodeId out, const Buffer& seed,
                                             bool dense) const {
   detail::Engine& engine = detail::engine_of(*backend_);
@@ -190,7 +190,7 @@ Result<Gradients> Tape::run_plan_as_program(const detail::BackwardPlan& plan, No
   TAPEWISE_CHECK(builder.allocate_slots(engine, plan, nodes_, out, dense));
   const detail::Program& program = builder.build(plan, nodes_, out, seed, options_.program_threshold);
   TAPEWISE_CHECK(builder.allocate_internal_slots(engine, what));
-  TAPEWISE_CHECK(flush());
+  TAPEWISE_CHECK(flush_for_backward(builder.values_read(), out));
   TAPEWISE_CHECK(engine.run_program(program));
   TAPEWISE_CHECK(builder.fill_large_zeros(engine));
   Gradients grads(nodes_.size());

@@ -128,6 +128,7 @@ const Program& BackwardProgram::build(const BackwardPlan& plan, std::span<const 
   auto slot = [&](NodeId id) { return address_[node_position(id)]; };
   const Buffer& like = at(out).value;
   program_.steps.clear();
+  values_read_.clear();
   // A new step of the program, filled where it lies (Program::append) and sealed once complete.
   auto new_step = [&](StepKind kind, const Buffer& shaped) -> Step& {
     Step& step = program_.append();
@@ -158,6 +159,8 @@ const Program& BackwardProgram::build(const BackwardPlan& plan, std::span<const 
       if (visit.write[k] != SlotWrite::none) step.out[k] = slot(n.parents[k]);
     }
     program_.seal_last();
+    for (int k = 0; k < (visit.pass_once ? 0 : n.arity); ++k)
+      if (reads(step, kIn0 + k)) values_read_.push_back(static_cast<NodeId>(node_position(n.parents[k])));
   }
   // Dense: slots that received nothing hold +0; a large one (a node outside the output's graph) by a
   // fill kernel, so the program's threads stay as many as the output's elements. Each is returned.

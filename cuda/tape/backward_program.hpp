@@ -50,6 +50,9 @@ class BackwardProgram {
   // are wanted, the register pass. Not runnable before allocate_internal_slots.
   const Program& build(const BackwardPlan& plan, std::span<const Node> nodes, NodeId out, const Buffer& seed,
                        std::int64_t threshold);
+  // The positions of the nodes whose values the built program reads (the inputs of VJPs that depend
+  // on them; repeats possible): the pending forwards it needs (Tape::flush_for_backward).
+  std::span<const NodeId> values_read() const { return values_read_; }
   // Memory for the slots in between that a step of the built program stores to, in one allocation, and
   // their addresses in the steps; the others (the register pass kept them out of memory: a chain's
   // gradients) get none, so a long chain's backward holds about one slot's memory, as node by node.
@@ -79,6 +82,7 @@ class BackwardProgram {
   std::int64_t internal_stride_ = 0;   // bytes apart in internal_slots_ (16-byte aligned, as allocate_many's parts)
   DType internal_dtype_ = DType::float32;
   std::vector<NodeId> large_zeros_;
+  std::vector<NodeId> values_read_;
   RegisterPass register_pass_;
   std::vector<Buffer> slots_;          // the returned slots; empty between calls
   Buffer internal_slots_;

@@ -154,8 +154,8 @@ Result<void> Tape::set_options(const TapeOptions& options) {
   return {};
 }
 
-Result<void> Tape::flush() const {
-  if (pending_.empty()) return {};
+// The pending forwards as one program, a step per node in pending_'s order, each storing its value.
+detail::Program& Tape::pending_program() const {
   detail::Program& program = flush_program;
   program.steps.clear();
   for (NodeId at : pending_) {
@@ -171,11 +171,58 @@ Result<void> Tape::flush() const {
     step.out[0] = writable(n.value);
     program.seal_last();
   }
+  return program;
+}
+
+Result<void> Tape::flush() const {
+  if (pending_.empty()) return {};
+  const detail::Program& program = pending_program();
   TAPEWISE_LOG(debug, "tape " + std::to_string(serial_) + ": flush: " + std::to_string(pending_.size()) +
                           " pending nodes run as one program");
-  // On failure the nodes stay pending (tape.hpp says why) and the next read runs them again.
+  // On failure the nodes stay pending (tape.hpp says why) and the next read tries again.
   if (auto ok = detail::engine_of(*backend_).run_program(program); !ok) return ok;
   pending_.clear();
+  return {};
+}
+
+namespace {
+// Which pending nodes a program backward's flush stores, by position from the first pending one.
+thread_local std::vector<std::uint8_t> flush_stores;
+}  // namespace
+
+// The pending forwards a program backward needs, run as one program that stores only the values that
+// some step reads from memory: the backward's (`read`, positions: its VJPs' inputs), the output's (the
+// value a caller reads next), and those a later pending forward reads from memory rather than from a
+// register (sources_of: within kHistory steps of one piece). The others run in registers only and stay
+// pending, in order, so a later read computes them again from their stored inputs, with the same bits
+// (a forward depends only on its inputs). A chain whose VJPs read few of its values then writes few.
+Result<void> Tape::flush_for_backward(std::span<const NodeId> read, NodeId out) const {
+  if (pending_.empty()) return {};
+  detail::Program& program = pending_program();
+  const auto first = static_cast<std::size_t>(pending_.front());
+  std::vector<std::uint8_t>& stores = flush_stores;
+  stores.assign(nodes_.size() - first, 0);
+  auto mark = [&](NodeId position) {
+    if (static_cast<std::size_t>(position) >= first) stores[static_cast<std::size_t>(position) - first] = 1;
+  };
+  for (NodeId position : read) mark(position);
+  mark(out);
+  for (std::size_t j = 0; j < program.steps.size(); ++j) {
+    const Node& n = nodes_[static_cast<std::size_t>(pending_[j])];
+    for (int k = 0; k < n.arity; ++k)
+      if (detail::source_code(program.steps[j].sources, detail::kIn0 + k) == detail::kFromMemory)
+        mark(static_cast<NodeId>(node_position(n.parents[k])));
+  }
+  std::size_t left = 0;
+  for (std::size_t j = 0; j < program.steps.size(); ++j)
+    if (!stores[static_cast<std::size_t>(pending_[j]) - first]) {
+      program.steps[j].out[0] = nullptr;
+      ++left;
+    }
+  TAPEWISE_LOG(debug, "tape " + std::to_string(serial_) + ": flush for a backward: " + std::to_string(pending_.size()) +
+                          " pending nodes run as one program, " + std::to_string(left) + " of them left pending");
+  if (auto ok = detail::engine_of(*backend_).run_program(program); !ok) return ok;
+  std::erase_if(pending_, [&](NodeId position) { return stores[static_cast<std::size_t>(position) - first] != 0; });
   return {};
 }
 

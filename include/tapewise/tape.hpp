@@ -12,7 +12,10 @@
 /// options().max_pending_nodes are pending, or when flush() is called. A fused backward whose output is that
 /// small (every node it visits has the output's shape) runs as one program too, the gradient slots it
 /// returns carved from one allocation (and, when only some are asked for, the others from one more, released
-/// as it returns). Programs call the per-node path's per-element code in the same
+/// as it returns). Such a backward flushes only what it needs: the pending forwards run as one program
+/// that stores the values its VJPs read and the output's; the rest (inputs of add, sub, neg and scale
+/// alone, say) are computed in registers on the way and stay pending, so a read computes them again, with
+/// the same bits. A long chain's forward then writes only what its backward reads. Programs call the per-node path's per-element code in the same
 /// order, so values and gradients are identical either way up to NaN: equal bits, or both NaN (a
 /// NaN's sign and payload may differ between programs and per-node kernels, as between builds).
 ///
@@ -54,6 +57,7 @@ constexpr std::size_t node_position(NodeId id) { return static_cast<std::uint32_
 constexpr std::uint32_t node_tape(NodeId id) { return static_cast<std::uint32_t>(static_cast<std::uint64_t>(id) >> 32); }
 namespace detail {
 struct BackwardPlan;  ///< the backward walk (cuda/tape/backward_plan.hpp): internal to the library
+struct Program;       ///< a tape program (cuda/kernels/program.hpp): internal to the library
 }  // namespace detail
 
 /// The program threshold a tape on the CPU backend starts with: 16 elements. There a node's own loop
@@ -260,6 +264,8 @@ class TAPEWISE_API Tape {
                                                const std::span<const NodeId>* wanted) const;
   [[nodiscard]] Result<Gradients> run_plan_per_node(const detail::BackwardPlan& plan, NodeId out, const Buffer& seed,
                                       VjpPath path, Buffer* seed_to_take) const;
+  detail::Program& pending_program() const;
+  [[nodiscard]] Result<void> flush_for_backward(std::span<const NodeId> read, NodeId out) const;
   [[nodiscard]] Result<Gradients> run_plan_as_program(const detail::BackwardPlan& plan, NodeId out, const Buffer& seed,
                                         bool dense) const;
 
