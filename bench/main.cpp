@@ -324,8 +324,11 @@ Result<Options> parse_options(int argc, char** argv) {
          "binary's fresh leaves'; default) or all (every node's)")
       ->check(CLI::IsMember({"leaf", "all"}));
   app.add_option("--program-threshold", opt.program_threshold,
-                 "elements up to which the chain's tapes run as programs (default: the library's, 2^20)")
+                 "elements up to which the chain's tapes run as programs (default: the library's, 2^26)")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 40));
+  app.add_option("--max-pending-nodes", opt.max_pending_nodes,
+                 "forwards a chain's tape defers before it flushes (default: the library's, 448)")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{65536}));
   app.add_option("--map-shapes", shapes, "launch shapes to measure side by side (TAPEWISE_MAP_SHAPE names, "
                                          "comma-separated; default: the library's); float32 and float64 "
                                          "only, each 16-bit kernel has one shape");
@@ -628,6 +631,7 @@ Result<std::vector<ChainResult>> measure_chains(const Options& opt, const std::s
   setup.dtype = opt.chain_dtype;
   setup.every_gradient = opt.chain_every_gradient;
   if (opt.program_threshold >= 0) setup.tape.program_threshold = opt.program_threshold;
+  if (opt.max_pending_nodes > 0) setup.tape.max_pending_nodes = opt.max_pending_nodes;
   for (const std::string& shape : opt.chain_shapes) {
     for (const int log2n : opt.chain_log2_sizes) {
       std::printf("  measuring the %s chain at 2^%d ...\n", shape.c_str(), log2n);

@@ -228,8 +228,10 @@ void compile_queued(Cache& c) {
 }
 
 // At exit, before NVRTC is unloaded (it is constructed after NVRTC is loaded, so its destructor runs
-// first): drops what is queued and gives the piece compiling a few seconds to finish, so that the
-// worker does not run into NVRTC's teardown. Bounded: an exit never hangs on a compilation.
+// first): drops what is queued and waits for the piece being compiled, so that the worker does not run
+// into NVRTC's teardown, which crashes the process at its exit (SIGSEGV: compute-sanitizer's exit status
+// 11 after every test had passed, where a slowed compile outlasted the earlier wait of 5 s). One piece
+// takes seconds; the wait is bounded all the same, so an exit never hangs on a compilation.
 struct ExitGuard {
   Cache& c;
   ~ExitGuard() {
@@ -237,7 +239,7 @@ struct ExitGuard {
     c.exiting = true;
     c.unfinished -= static_cast<int>(c.queue.size());
     c.queue.clear();
-    c.idle.wait_for(lock, std::chrono::seconds(5), [&] { return c.unfinished == 0; });
+    c.idle.wait_for(lock, std::chrono::seconds(120), [&] { return c.unfinished == 0; });
   }
 };
 
