@@ -379,7 +379,7 @@ TEST(CApi, BackendQueries) {
   TW_EXPECT_OK(tw_tape_program_threshold(tape, &threshold));
   TW_EXPECT_OK(tw_tape_max_pending_nodes(tape, &pending));
   EXPECT_EQ(threshold, tapewise::kCpuProgramThreshold);  // a CPU backend's tape (CUDA's: 2^26)
-  EXPECT_EQ(pending, 448);
+  EXPECT_EQ(pending, 4096);
   TW_EXPECT_OK(tw_tape_set_program_threshold(tape, 4096));
   TW_EXPECT_OK(tw_tape_set_max_pending_nodes(tape, 7));
   EXPECT_EQ(tw_tape_set_program_threshold(tape, -1), TW_INVALID_ARGUMENT);

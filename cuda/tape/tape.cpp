@@ -19,8 +19,8 @@
 
 namespace tapewise {
 
-static_assert(TapeOptions{}.max_pending_nodes == detail::kStepsPerLaunch,
-              "a full pending list is meant to be exactly one CUDA launch of program steps");
+static_assert(TapeOptions{}.max_pending_nodes >= detail::kStepsPerLaunch,
+              "a full pending list by default fills at least one CUDA launch of program steps");
 constexpr std::int64_t kMostPendingNodes = 65536;  // TapeOptions::max_pending_nodes's upper bound
 constexpr std::size_t kMostNodes = std::size_t{1} << 32;  // a position fills an id's low 32 bits
 constexpr std::uint32_t kMostSerials = 0x7fffffff;         // serials 1 .. 2^31 - 1 keep every id positive

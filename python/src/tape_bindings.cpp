@@ -540,7 +540,8 @@ void bind_tape(nb::module_& m) {
                    "from about 32 elements up). A negative count raises InvalidArgumentError.");
   bind_tape_option(tape, "max_pending_nodes", &TapeOptions::max_pending_nodes,
                    "At most this many nodes wait for their forward; recording one more flushes first (1 .. 65536,\n"
-                   "default 448: one CUDA launch of program steps). Out of range: InvalidArgumentError.");
+                   "default 4096, so a backward finds a tape of that many nodes pending and stores only the values it\n"
+                   "reads). Out of range: InvalidArgumentError.");
   bind_nodes(tape);
   bind_node(m);
   bind_gradients(m);

@@ -49,7 +49,8 @@ def test_info_names_the_path_each_backward_ran():
 
 def test_debug_adds_flushes_and_nodes_run_at_once():
     lines = run("DEBUG")
-    assert any("flush: 2 pending nodes run as one program" in line for line in lines), lines
+    assert any("flush for a backward: 2 pending nodes run as one program, 0 of them left pending" in line
+               for line in lines), lines
     assert any("tanh #3 runs node by node, now: 8 elements, above program_threshold 4" in line for line in lines), lines
     assert any(line.startswith("tapewise[info] ") for line in lines)
 

@@ -74,7 +74,7 @@ def test_program_threshold_zero_runs_nodes_at_once(backend):
 
 def test_max_pending_nodes_flushes_a_full_list(backend):
     tape = tapewise.Tape(backend)
-    assert tape.max_pending_nodes == 448
+    assert tape.max_pending_nodes == 4096
     tape.max_pending_nodes = 2
     y = leaf(tape, np.ones(8))
     for expected in [1, 2, 1]:

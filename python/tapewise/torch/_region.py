@@ -205,7 +205,7 @@ def region(fn):
     requires_grad as the tensor's), and returns the output as an ordinary torch tensor (zero-copy from
     the tape's memory) whose grad_fn runs Tape.backward(out, g, wanted=[the inputs that need a
     gradient]). The tape runs them as it always does: up to Tape.program_threshold elements (2^26 by
-    default) the forward is a tape program per Tape.max_pending_nodes nodes (448) and the backward one
+    default) the forward is a tape program per Tape.max_pending_nodes nodes (4,096) and the backward one
     program; larger tensors run a kernel per node.
 
         @twt.region
