@@ -194,8 +194,8 @@ thread_local std::vector<std::uint8_t> flush_stores;
 // some step reads from memory: the backward's (`read`, positions: its VJPs' inputs), the output's (the
 // value a caller reads next), and those a later pending forward reads from memory rather than from a
 // register (sources_of: within kHistory steps of one piece). The others run in registers only and stay
-// pending, in order, so a later read computes them again from their stored inputs, with the same bits
-// (a forward depends only on its inputs). A chain whose VJPs read few of its values then writes few.
+// pending, in order, so a later read computes them again from their stored inputs by the same code (a
+// forward depends only on its inputs). A chain whose VJPs read few of its values then writes few.
 Result<void> Tape::flush_for_backward(std::span<const NodeId> read, NodeId out) const {
   if (pending_.empty()) return {};
   detail::Program& program = pending_program();

@@ -15,7 +15,7 @@
 /// as it returns). Such a backward flushes only what it needs: the pending forwards run as one program
 /// that stores the values its VJPs read and the output's; the rest (inputs of add, sub, neg and scale
 /// alone, say) are computed in registers on the way and stay pending, so a read computes them again,
-/// with the same bits. A long chain's forward then writes only what its backward reads. Programs call
+/// by the same per-element code. A long chain's forward then writes only what its backward reads. Programs call
 /// the per-node path's per-element code in the same order, so values and gradients are identical either
 /// way up to NaN: equal bits, or both NaN (a NaN's sign and payload may differ between programs and
 /// per-node kernels, as between builds).
