@@ -327,7 +327,7 @@ Result<Options> parse_options(int argc, char** argv) {
                  "elements up to which the chain's tapes run as programs (default: the library's, 2^26)")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 40));
   app.add_option("--max-pending-nodes", opt.max_pending_nodes,
-                 "forwards a chain's tape defers before it flushes (default: the library's, 448)")
+                 "forwards a chain's tape defers before it flushes (default: the library's, 4,096)")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{65536}));
   app.add_option("--map-shapes", shapes, "launch shapes to measure side by side (TAPEWISE_MAP_SHAPE names, "
                                          "comma-separated; default: the library's); float32 and float64 "

@@ -229,7 +229,7 @@ void compile_queued(Cache& c) {
 
 // At exit, before NVRTC is unloaded (it is constructed after NVRTC is loaded, so its destructor runs
 // first): drops what is queued and waits for the piece being compiled, so that the worker does not run
-// into NVRTC's teardown. A piece takes well under a second (6 s under a profiler); the wait is bounded
+// into NVRTC's teardown. A piece takes well under a second (about 3 s under a profiler); the wait is bounded
 // all the same, so an exit never hangs on a compilation.
 struct ExitGuard {
   Cache& c;

@@ -129,16 +129,22 @@ struct ElementSums {
   TW_HD T dropped() const { return c; }
 };
 
+// Whether out[k] of a step has a buffer to store to: from Writes where a compiled piece knows it,
+// else from the step (the register pass and the tape's pending values leave it null).
+template <unsigned Writes>
+TW_HD bool has_buffer(const Step& step, int k) {
+  return Writes == kWritesAtRunTime ? step.out[k] != nullptr : slot_has_buffer(Writes, k);
+}
+
 // Contribution c landed in slot k of a step at element i, stored where the step runs there and has
 // a buffer for it (the register pass clears out[k] where no step reads the value from memory). Writes:
 // the step's slot writes as a constant (a compiled piece), or kWritesAtRunTime (read from the step).
 template <unsigned Writes, class T, class Index>
 TW_HD void write_slot(const Step& step, int k, Index i, bool runs, T c, T existing, Written<T>& written) {
   const SlotWrite how = Writes == kWritesAtRunTime ? step.write[k] : slot_write(Writes, k);
-  const bool has_buffer = Writes == kWritesAtRunTime ? step.out[k] != nullptr : slot_has_buffer(Writes, k);
   ElementSums<T> sums{c, existing};
   const T v = land_contribution(how, sums);
-  if (runs && how != SlotWrite::none && has_buffer) static_cast<T*>(step.out[k])[i] = v;
+  if (runs && how != SlotWrite::none && has_buffer<Writes>(step, k)) static_cast<T*>(step.out[k])[i] = v;
   written.value[k] = v;
 }
 
@@ -152,8 +158,7 @@ TW_HD Written<T> forward_at(const Step& step, Index i, bool runs, const StepOper
   const T in[2] = {o[kIn0], kArity<op> == 2 ? o[kIn1] : T(0)};
   T y[1];
   ForwardFn<op, T>{params_of<T>(Scalars{step.s0, step.s1})}(in, y);
-  const bool has_buffer = Writes == kWritesAtRunTime ? step.out[0] != nullptr : slot_has_buffer(Writes, 0);
-  if (runs && has_buffer) static_cast<T*>(step.out[0])[i] = y[0];
+  if (runs && has_buffer<Writes>(step, 0)) static_cast<T*>(step.out[0])[i] = y[0];
   return Written<T>{{y[0], T(0)}};
 }
 

@@ -15,10 +15,10 @@
 /// as it returns). Such a backward flushes only what it needs: the pending forwards run as one program
 /// that stores the values its VJPs read and the output's; the rest (inputs of add, sub, neg and scale
 /// alone, say) are computed in registers on the way and stay pending, so a read computes them again,
-/// by the same per-element code. A long chain's forward then writes only what its backward reads. Programs call
-/// the per-node path's per-element code in the same order, so values and gradients are identical either
-/// way up to NaN: equal bits, or both NaN (a NaN's sign and payload may differ between programs and
-/// per-node kernels, as between builds).
+/// by the same per-element code. A long chain's forward then writes only what its backward reads.
+/// Programs call the per-node path's per-element code in the same order, so values and gradients are
+/// identical either way up to NaN: equal bits, or both NaN (a NaN's sign and payload may differ between
+/// programs and per-node kernels, as between builds).
 ///
 /// A failed flush (a kernel launch error: in practice a device that is gone) returns its error from
 /// the call that flushed, and that call changes nothing: the nodes stay on the tape and pending,
