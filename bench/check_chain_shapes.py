@@ -175,6 +175,9 @@ class TapewiseBench(Checks):
         cls.doc, cls.values, cls.stdout = run_bench(cls.tmp.name, 'leaf')
         _, cls.per_node, _ = run_bench(cls.tmp.name, 'per_node', '--program-threshold', '0')
         _, cls.every, _ = run_bench(cls.tmp.name, 'every', '--chain-gradients', 'all')
+        # As programs (on the CPU too), flushed every 3 nodes while recording, the rest left for the backward.
+        _, cls.few_pending, _ = run_bench(cls.tmp.name, 'few_pending', '--program-threshold', str(2 ** LOG2N),
+                                          '--max-pending-nodes', '3')
 
     @classmethod
     def tearDownClass(cls):
@@ -203,6 +206,10 @@ class TapewiseBench(Checks):
         for shape in SHAPES:
             self.assertEqual(self.per_node[shape], self.values[shape], f'{shape}: per-node tape != program')
 
+    def test_few_pending_nodes_give_the_same_recording(self):
+        for shape in SHAPES:
+            self.assertEqual(self.few_pending[shape], self.values[shape], f'{shape}: --max-pending-nodes 3 changed it')
+
     def test_every_gradient_keeps_the_leaves_gradients(self):
         for shape in SHAPES:
             self.assertEqual(self.every[shape], self.values[shape], f'{shape}: --chain-gradients all changed the leaves')
@@ -220,15 +227,17 @@ class TapewiseBench(Checks):
         self.assertEqual(stdout.count('over 3 blocks'), len(SHAPES))
         self.assertEqual(values, self.values, 'more timed blocks change no recording')
 
-    def test_a_bad_chain_calls_is_refused_naming_the_option(self):
-        for bad in ('0', '-1', '101', '1.5', 'abc', '', '99999999999999999999', 'nan'):
-            with self.subTest(bad=bad):
-                json_path = os.path.join(self.tmp.name, 'refused.json')
-                done = subprocess.run([BENCH, '--backend', BACKEND, '--no-kernels', '--chain-sizes', str(LOG2N),
-                                       '--chain-calls', bad, '--json', json_path], capture_output=True, text=True, timeout=60)
-                self.assertNotEqual(done.returncode, 0)
-                self.assertIn('--chain-calls', done.stdout + done.stderr)
-                self.assertFalse(os.path.exists(json_path), 'nothing written')
+    def test_a_bad_count_is_refused_naming_the_option(self):
+        common = ('0', '-1', '1.5', 'abc', '', '99999999999999999999', 'nan')
+        for option, bads in (('--chain-calls', common + ('101',)), ('--max-pending-nodes', common + ('65537', '1e3'))):
+            for bad in bads:
+                with self.subTest(option=option, bad=bad):
+                    json_path = os.path.join(self.tmp.name, 'refused.json')
+                    done = subprocess.run([BENCH, '--backend', BACKEND, '--no-kernels', '--chain-sizes', str(LOG2N),
+                                           option, bad, '--json', json_path], capture_output=True, text=True, timeout=60)
+                    self.assertNotEqual(done.returncode, 0)
+                    self.assertIn(option, done.stdout + done.stderr)
+                    self.assertFalse(os.path.exists(json_path), 'nothing written')
 
     def test_peers_attached_and_the_strongest_named(self):
         # A PyTorch file of the new form for binary and fanout (fanout's node count wrong on purpose: not
