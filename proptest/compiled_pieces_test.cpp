@@ -105,70 +105,82 @@ RC_GTEST_PROP(PieceSource, RunsCoverTheStepsInOrderAndRepeatOnlyEqualSteps, ()) 
 }
 
 // A block repeated is written out as a loop, whatever its phase: at most its length three times
-// over (the loop, its last repeat, the rest of a block), plus step 0.
+// over (the loop, its last repeat, the rest of a block), the steps that would reach ahead past the
+// loop's run, and step 0.
 RC_GTEST_PROP(PieceSource, ARepeatedBlockIsWrittenOutOnce, ()) {
   const int block_length = draw(1, detail::kMaxBlockLength);
   const auto block = *rc::gen::container<std::vector<StepKey>>(static_cast<std::size_t>(block_length), small_key());
   const int repeats = draw(3, 60);
+  const int reach = *rc::gen::element(1, detail::kHistory, detail::kOneLanePrefetchAhead);  // four lanes; one, without and with prefetches
   std::vector<StepKey> keys;
   for (int r = 0; r < repeats; ++r) keys.insert(keys.end(), block.begin(), block.end());
   const int length = static_cast<int>(block.size());
-  RC_ASSERT(detail::written_steps(compress_piece(keyed_steps(keys))) <= 3 * length + 1);
+  RC_ASSERT(detail::written_steps(compress_piece(keyed_steps(keys)), reach) <= 3 * length + reach);
 }
 
 // The steps a piece's source runs, in order, as (index, code, sources, writes), read back from the source
 // text: straight-line steps name their index, a loop's steps an offset from `b`, which the loop's
-// head defines. Also checks that each step hands over to the next step's sources.
+// head defines. Also checks that each step loads for the step `ahead.load` after it and is prefetched
+// for the step `ahead.prefetch` after it, with those steps' sources, and that only steps that near the
+// piece's end reach for none.
 struct Ran {
   int index;
   int code;
   unsigned sources;
   unsigned writes;
 };
-std::vector<Ran> steps_the_source_runs(const std::string& source, const std::vector<Step>& steps) {
+std::vector<Ran> steps_the_source_runs(const std::string& source, const std::vector<Step>& steps, detail::Lookahead ahead) {
   const std::regex loop_head(R"(for \(int r = 0; r < (\d+); \+\+r\) \{)");
   const std::regex base(R"(const Step\* b = s \+ (\d+) \+ (\d+) \* r;)");
-  const std::regex step_line(R"((last_step|step)<(\d+), (\d+)u, (\d+)u(?:, (\d+)u)?>\(p, ([sb])\[(\d+)\](?:, ([sb])\[(\d+)\])?\);)");
+  const std::regex step_line(R"((tail_step|step)<(\d+), (\d+)u, (\d+)u(?:, (\d+)u)?>\(p, ([sb])\[(\d+)\](?:, ([sb])\[(\d+)\])?\);)");
+  const std::regex prefetch_line(R"(p\.prefetch\(load_plan<Index>\(([sb])\[(\d+)\], (\d+)u\)\);)");
+  const int count = static_cast<int>(steps.size());
+  auto sources_at = [&](int k) { return steps[static_cast<std::size_t>(k)].sources; };
   std::vector<Ran> ran;
-  std::istringstream in(source);
-  std::string line;
-  std::vector<std::smatch> body;  // the current loop's step lines
-  std::vector<std::string> body_text;
-  int loop_count = -1, first = 0, length = 0;
-  auto record = [&](const std::smatch& m, int index, int next_index) {
+  int prefetched = -1;  // the step the line before prefetched for, if any
+  // One line of the source, its indices offset by `shift` (a loop's b), else as written (s).
+  auto take = [&](const std::string& text, bool in_loop, int shift) {
+    std::smatch m;
+    if (std::regex_search(text, m, prefetch_line)) {
+      RC_ASSERT((m[1] == "b") == in_loop);
+      prefetched = shift + std::stoi(m[2]);
+      RC_ASSERT(prefetched < count && std::stoul(m[3]) == sources_at(prefetched));
+      return;
+    }
+    RC_ASSERT(std::regex_search(text, m, step_line));
+    RC_ASSERT((m[6] == "b") == in_loop);
+    const int index = shift + std::stoi(m[7]);
     ran.push_back({index, std::stoi(m[2]), static_cast<unsigned>(std::stoul(m[3])), static_cast<unsigned>(std::stoul(m[4]))});
     if (m[1] == "step") {
-      RC_ASSERT(next_index < static_cast<int>(steps.size()));
-      RC_ASSERT(std::stoul(m[5]) == steps[static_cast<std::size_t>(next_index)].sources);
+      const int loaded = shift + std::stoi(m[9]);
+      RC_ASSERT(loaded == index + ahead.load && loaded < count);
+      RC_ASSERT(std::stoul(m[5]) == sources_at(loaded));
     } else {
-      RC_ASSERT(index == static_cast<int>(steps.size()) - 1);
+      RC_ASSERT(index + ahead.load >= count);
     }
+    const bool prefetches = ahead.prefetch > 0 && index + ahead.prefetch < count;
+    RC_ASSERT(prefetched == (prefetches ? index + ahead.prefetch : -1));
+    prefetched = -1;
   };
+  std::istringstream in(source);
+  std::string line;
+  std::vector<std::string> body;  // the current loop's lines
+  int loop_count = -1, first = 0, length = 0;
   std::smatch m;
   while (std::getline(in, line)) {
     if (std::regex_search(line, m, loop_head)) {
       loop_count = std::stoi(m[1]);
-      body_text.clear();
+      body.clear();
     } else if (loop_count >= 0 && std::regex_search(line, m, base)) {
       first = std::stoi(m[1]);
       length = std::stoi(m[2]);
     } else if (loop_count >= 0 && line == "    }") {
       for (int r = 0; r < loop_count; ++r)
-        for (const std::string& text : body_text) {
-          std::smatch s;
-          RC_ASSERT(std::regex_search(text, s, step_line));
-          RC_ASSERT(s[6] == "b");
-          const int offset = std::stoi(s[7]);
-          record(s, first + length * r + offset, first + length * r + std::stoi(s[9]));
-        }
+        for (const std::string& text : body) take(text, true, first + length * r);
       loop_count = -1;
-    } else if (std::regex_search(line, m, step_line)) {
-      if (loop_count >= 0) {
-        body_text.push_back(line);
-      } else {
-        RC_ASSERT(m[6] == "s");
-        record(m, std::stoi(m[7]), m[9].matched ? std::stoi(m[9]) : -1);
-      }
+    } else if (std::regex_search(line, m, step_line) || std::regex_search(line, m, prefetch_line)) {
+      if (loop_count >= 0) body.push_back(line);
+      else take(line, false, 0);
     }
   }
   return ran;
@@ -182,12 +194,16 @@ RC_GTEST_PROP(PieceSource, TheSourceRunsEachStepWithItsOwnCodeAndSources, ()) {
   }
   std::vector<Step> steps = keyed_steps(keys);
   for (Step& s : steps) s.numel = 100;
-  const auto source = piece_source(steps, 100, 100, PieceLaunch{DType::float32, 1, detail::kStepsPerLaunch, false});
-  const bool regular = detail::written_steps(compress_piece(steps)) <= detail::kMaxWrittenSteps;
+  const int lanes = *rc::gen::element(1, 4);  // one lane loads kHistory steps ahead, four one step
+  const PieceLaunch launch{DType::float32, lanes, detail::kStepsPerLaunch, false, lanes == 1 && *rc::gen::arbitrary<bool>()};
+  const detail::Lookahead ahead = detail::lookahead(launch);
+  RC_TAG(launch.prefetch ? "prefetches" : "no prefetch");
+  const auto source = piece_source(steps, 100, 100, launch);
+  const bool regular = detail::written_steps(compress_piece(steps), ahead.reach()) <= detail::kMaxWrittenSteps;
   RC_ASSERT(source.has_value() == regular);
   RC_PRE(regular);
   RC_TAG(detail::compress_piece(steps).size() < steps.size() / 4 ? "repeats" : "few repeats");
-  const std::vector<Ran> ran = steps_the_source_runs(*source, steps);
+  const std::vector<Ran> ran = steps_the_source_runs(*source, steps, ahead);
   RC_ASSERT(ran.size() == steps.size());
   for (std::size_t k = 0; k < ran.size(); ++k) {
     RC_ASSERT(ran[k].index == static_cast<int>(k));
@@ -195,7 +211,13 @@ RC_GTEST_PROP(PieceSource, TheSourceRunsEachStepWithItsOwnCodeAndSources, ()) {
     RC_ASSERT(ran[k].sources == steps[k].sources);
     RC_ASSERT(ran[k].writes == detail::writes_of(steps[k]));
   }
+  // The steps before the first to load for, loaded before it runs: step 0 all from memory, the rest
+  // by their sources.
   RC_ASSERT(source->find("load_plan<Index>(s[0], " + std::to_string(steps[0].sources) + "u)") != std::string::npos);
+  for (int d = 1; d < ahead.load; ++d)
+    RC_ASSERT(source->find("p.load_ahead(" + std::to_string(d) + ", load_plan<Index>(s[" + std::to_string(d) + "], " +
+                           std::to_string(steps[static_cast<std::size_t>(d)].sources) + "u));") != std::string::npos);
+  RC_ASSERT(source->find("p.load_ahead(" + std::to_string(ahead.load)) == std::string::npos);
 }
 
 TEST(PieceSource, PiecesTheInterpreterKeeps) {
@@ -234,23 +256,46 @@ std::vector<Step> chain_steps(bool backward) {
   return steps;
 }
 
+// One lane loads kHistory steps ahead, and from kPrefetchFrom elements prefetches into L1 further
+// ahead; four lanes load one step ahead and never prefetch (a lane past a step's numel has no operand).
+TEST(PieceSource, OneLanePiecesLoadAheadAndPrefetchFromTheirThreshold) {
+  EXPECT_FALSE(detail::piece_prefetches(1, detail::kPrefetchFrom - 1));
+  EXPECT_TRUE(detail::piece_prefetches(1, detail::kPrefetchFrom));
+  EXPECT_TRUE(detail::piece_prefetches(1, std::int64_t{1} << 16));  // the largest one-lane piece
+  EXPECT_FALSE(detail::piece_prefetches(4, std::int64_t{1} << 18));
+  const std::vector<Step> steps = chain_steps(false);
+  for (bool prefetch : {false, true}) {
+    const auto one = piece_source(steps, 5000, 5000, PieceLaunch{DType::float32, 1, detail::kStepsPerLaunch, false, prefetch});
+    ASSERT_TRUE(one.has_value());
+    EXPECT_NE(one->find("StepPipeline<T, Index, Lanes, EveryStepRuns, " + std::to_string(detail::kHistory) + ">"), std::string::npos);
+    EXPECT_EQ(one->find("p.prefetch(") != std::string::npos, prefetch) << *one;
+  }
+  const auto four = piece_source(chain_steps(true), 5000, 5000, PieceLaunch{DType::float32, 4, detail::kStepsPerLaunch, true, true});
+  ASSERT_TRUE(four.has_value());
+  EXPECT_NE(four->find("StepPipeline<T, Index, Lanes, EveryStepRuns, 1>"), std::string::npos);
+  EXPECT_EQ(four->find("p.prefetch("), std::string::npos) << *four;
+}
+
 // In both math modes (exact mode's pieces hold tapewise's own functions, inline PTX among them), as
 // compiled_pieces.cpp prefixes the source. Needs NVRTC, not a GPU.
 TEST(CompiledPieces, NvrtcCompilesEveryDtypeAndLaunchShape) {
   for (bool exact : {false, true})
     for (DType dtype : kDTypes)
-      for (int lanes : {1, 4}) {
-        const bool shared = lanes == 4;
-        auto source = piece_source(chain_steps(lanes == 4), 5000, 5000, PieceLaunch{dtype, lanes, detail::kStepsPerLaunch, shared});
-        ASSERT_TRUE(source.has_value());
-        if (exact) source->insert(0, "#define TAPEWISE_MATH_EXACT 1\n");
-        auto cubin = detail::compile_piece_source(*source, "sm_90");
-        if (!cubin && cubin.error().message.find("NVRTC not found") != std::string::npos)
-          GTEST_SKIP() << "NVRTC is not installed: " << cubin.error().message;
-        ASSERT_TRUE(cubin) << (exact ? "exact" : "aten") << ", " << dtype_name(dtype) << ", " << lanes
-                           << " lanes: " << cubin.error().message;
-        EXPECT_GT(cubin->size(), 1000u);
-      }
+      for (int lanes : {1, 4})
+        for (bool prefetch : {false, true}) {
+          if (lanes == 4 && prefetch) continue;
+          const bool shared = lanes == 4;
+          auto source = piece_source(chain_steps(lanes == 4), 5000, 5000,
+                                     PieceLaunch{dtype, lanes, detail::kStepsPerLaunch, shared, prefetch});
+          ASSERT_TRUE(source.has_value());
+          if (exact) source->insert(0, "#define TAPEWISE_MATH_EXACT 1\n");
+          auto cubin = detail::compile_piece_source(*source, "sm_90");
+          if (!cubin && cubin.error().message.find("NVRTC not found") != std::string::npos)
+            GTEST_SKIP() << "NVRTC is not installed: " << cubin.error().message;
+          ASSERT_TRUE(cubin) << (exact ? "exact" : "aten") << ", " << dtype_name(dtype) << ", " << lanes << " lanes"
+                             << (prefetch ? ", prefetching" : "") << ": " << cubin.error().message;
+          EXPECT_GT(cubin->size(), 1000u);
+        }
 }
 
 TEST(CompiledPieces, ASourceThatDoesNotCompileIsAnErrorWithTheLog) {

@@ -174,6 +174,7 @@ std::string piece_key(std::span<const Step> steps, const PieceLaunch& launch, co
   key += static_cast<char>(launch.dtype);
   key += static_cast<char>(launch.lanes);
   key += static_cast<char>(launch.steps_in_shared);
+  key += static_cast<char>(launch.prefetch);
   key.append(reinterpret_cast<const char*>(&launch.capacity), sizeof launch.capacity);
   for (const Step& step : steps) {
     const StepKey k = key_of(step);

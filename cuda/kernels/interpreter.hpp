@@ -8,7 +8,8 @@
 // The life of one step k at one thread's elements (run_steps_at), while step k - 1 has just run:
 //
 //   load_plan(steps[k + 1])    step k + 1's addresses and sources, read two steps ahead
-//   load_operands(step k + 1)  its memory operands, issued now, consumed one step later
+//   load_operands(step k + 1)  its memory operands, issued now, consumed one step later (a compiled
+//                              piece of one lane: step k + 3's, consumed three steps later)
 //   run_step(step k)           one dispatch on step.code (forward / vjp of each op, pass, zero), then
 //     StepOperands             each operand from memory (loaded a step ago) or from the register
 //                              one of steps k - 3 .. k - 1 wrote (History), as step.sources says
@@ -260,11 +261,16 @@ struct RunCode {
 // A thread's way through a piece's steps at its lanes: what passes from one step to the next, and
 // the step itself (advance). The interpreter (run_steps_at) reads each step's code and sources from
 // the step; a compiled piece (piece_source.hpp, program_kernel.cuh) passes the same values as constants.
-template <class T, class Index, int Lanes, bool EveryStepRuns>
+// Ahead: how many steps ahead memory operands load. One, unless every step runs at every lane
+// (EveryStepRuns, a compiled piece of one lane): then up to kHistory, since a step's memory operands were
+// last written at least kHistory + 1 steps before it (sources_of), so before the load is issued.
+template <class T, class Index, int Lanes, bool EveryStepRuns, int Ahead = 1>
 struct StepPipeline {
+  static_assert(Ahead >= 1 && Ahead <= kHistory && (Ahead == 1 || EveryStepRuns),
+                "a load ahead of the step before it needs every step to run at every lane, and a value it reads stored");
   using IndexType = Index;
   LaneSet<T, Index, Lanes> lanes;
-  Operands<T> loaded[Lanes] = {};  // the next step's memory operands, loaded while this one runs
+  Operands<T> loaded[Ahead][Lanes] = {};  // the memory operands of the next Ahead steps, loading while this one runs
   bool previous_ran[Lanes] = {};
 
   TW_HD StepPipeline(Index first, Index stride) {
@@ -273,21 +279,40 @@ struct StepPipeline {
   // The first step's memory operands: nothing ran before it.
   TW_HD void load_first(const LoadPlan<Index>& plan) {
     for (int l = 0; l < Lanes; ++l)
-      if (EveryStepRuns || lanes.at[l] < plan.numel) load_operands(plan, lanes.at[l], false, loaded[l]);
+      if (EveryStepRuns || lanes.at[l] < plan.numel) load_operands(plan, lanes.at[l], false, loaded[0][l]);
+  }
+  // Step d's memory operands (0 < d < Ahead) before the first step runs: every step before it will run.
+  TW_HD void load_ahead(int d, const LoadPlan<Index>& plan) {
+    for (int l = 0; l < Lanes; ++l) load_operands(plan, lanes.at[l], true, loaded[d][l]);
+  }
+  // A later step's memory operands brought into the L1 cache (CUDA; elsewhere nothing): a hint, which
+  // changes no value, so it may look further ahead than a load. A compiled piece of one lane and enough
+  // elements issues it several steps before the load (piece_prefetches), whose latency is then the L1's.
+  TW_HD void prefetch(const LoadPlan<Index>& plan) const {
+#if defined(__CUDA_ARCH__)
+    for (int l = 0; l < Lanes; ++l)
+      for (int k = 0; k < kOperandCount; ++k)
+        if (source_code(plan.sources, k) == kFromMemory)
+          asm volatile("prefetch.L1 [%0];" ::"l"(static_cast<const T*>(plan.at[k]) + lanes.at[l]));
+#else
+    (void)plan;
+#endif
   }
   // `step`, whose sources are `sources` (Step::sources), run by `run` (run_step or run_code) at the
-  // lanes it covers, while the memory operands of the step after it load (`next`, where has_next).
+  // lanes it covers, while the memory operands of the step Ahead after it load (`ahead`, where has_ahead).
   template <class Run>
-  TW_HD void advance(const Step& step, unsigned sources, const LoadPlan<Index>& next, bool has_next, Run run) {
+  TW_HD void advance(const Step& step, unsigned sources, const LoadPlan<Index>& ahead, bool has_ahead, Run run) {
     bool any_runs = false;
     for (int l = 0; l < Lanes; ++l) {
       lanes.runs[l] = EveryStepRuns || lanes.at[l] < static_cast<Index>(step.numel);
       any_runs = any_runs || lanes.runs[l];
-      lanes.loaded[l] = loaded[l];
+      lanes.loaded[l] = loaded[0][l];
+      for (int d = 1; d < Ahead; ++d) loaded[d - 1][l] = loaded[d][l];
       lanes.sources[l] = previous_ran[l] ? sources : without_previous_step(sources);
     }
     for (int l = 0; l < Lanes; ++l)
-      if (has_next && (EveryStepRuns || lanes.at[l] < next.numel)) load_operands(next, lanes.at[l], lanes.runs[l], loaded[l]);
+      if (has_ahead && (EveryStepRuns || lanes.at[l] < ahead.numel))
+        load_operands(ahead, lanes.at[l], lanes.runs[l], loaded[Ahead - 1][l]);
     if (any_runs) run(step, lanes, lanes.history.running());
     lanes.history.turn();
     for (int l = 0; l < Lanes; ++l) previous_ran[l] = lanes.runs[l];

@@ -5,6 +5,7 @@
 // step through the interpreter's own StepPipeline::advance and run_code. Host only: plain strings.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -70,10 +71,31 @@ inline std::vector<PieceRun> compress_piece(std::span<const Step> steps) {
   return runs;
 }
 
-// The steps a piece's code writes out: a run repeated writes its block twice, a single step once.
-inline int written_steps(std::span<const PieceRun> runs) {
+// How far ahead a compiled piece reaches for memory operands: it loads them `load` steps ahead
+// (StepPipeline's Ahead) and, where `prefetch` is not 0, brings them into L1 that many steps ahead
+// (StepPipeline::prefetch).
+struct Lookahead {
+  int load;
+  int prefetch;
+  int reach() const { return std::max(load, prefetch); }
+};
+inline constexpr int kOneLanePrefetchAhead = 8;
+
+// The repeats of a run its code loops over: those whose steps reach ahead (`reach`, Lookahead) inside
+// the run, so that each step of the loop's block loads for the same step of the block every time. The
+// rest are written out.
+inline int looped_repeats(const PieceRun& run, int reach) {
+  if (run.repeats < 2) return 0;
+  return std::max(0, run.repeats - (reach + run.length - 1) / run.length);
+}
+
+// The steps a piece's code writes out: a run's looped block once, and each step after its loop.
+inline int written_steps(std::span<const PieceRun> runs, int reach) {
   int total = 0;
-  for (const PieceRun& run : runs) total += run.repeats > 1 ? 2 * run.length : run.length;
+  for (const PieceRun& run : runs) {
+    const int looped = looped_repeats(run, reach);
+    total += (looped > 0 ? run.length : 0) + run.length * (run.repeats - looped);
+  }
   return total;
 }
 
@@ -84,7 +106,22 @@ struct PieceLaunch {
   int lanes;          // 1 or 4 (program_lanes)
   int capacity;       // kShortLaunch or kStepsPerLaunch
   bool steps_in_shared;  // copied to shared memory first, as the interpreter does; else read from the parameter
+  bool prefetch = false;  // with one lane: L1 prefetches kOneLanePrefetchAhead steps ahead (piece_prefetches)
 };
+
+// With one lane a small tensor gives each scheduler one warp, and a step's math is short beside a
+// load's latency: a piece loads kHistory steps ahead, the most a value's last write allows
+// (StepPipeline). From kPrefetchFrom elements it also prefetches into L1, further ahead: on the H100
+// (2026-12-06) the 1,000-node chains at 2^16, whose values come from DRAM, ran 8-27% faster for it,
+// while at 2^12, whose values stay in L2, the prefetches' instructions cost more than they saved in
+// two of three shapes (unary float32: 0.159 against 0.176 us/node). With four lanes other warps cover
+// the latency, and a lane past a step's numel must not be prefetched for: one step ahead.
+inline constexpr std::int64_t kPrefetchFrom = std::int64_t{1} << 13;
+inline bool piece_prefetches(int lanes, std::int64_t numel) { return lanes == 1 && numel >= kPrefetchFrom; }
+inline Lookahead lookahead(const PieceLaunch& launch) {
+  if (launch.lanes != 1) return {1, 0};
+  return {kHistory, launch.prefetch ? kOneLanePrefetchAhead : 0};
+}
 
 // The name of the kernel a piece's source defines.
 inline constexpr const char* kPieceKernelName = "tapewise_compiled_piece";
@@ -102,31 +139,34 @@ inline std::optional<std::string> piece_source(std::span<const Step> steps, std:
   const int count = static_cast<int>(steps.size());
   if (!piece_long_enough(steps.size()) || !piece_even(numel, covered)) return std::nullopt;
   const std::vector<PieceRun> runs = compress_piece(steps);
-  if (written_steps(runs) > kMaxWrittenSteps) return std::nullopt;
+  const Lookahead ahead = lookahead(launch);
+  if (written_steps(runs, ahead.reach()) > kMaxWrittenSteps) return std::nullopt;
 
   auto sources = [&](int k) { return std::to_string(steps[static_cast<std::size_t>(k)].sources) + "u"; };
-  // Step k, reached as base[offset], handing over to the step reached as next_at (none: the last).
-  auto step_line = [&](int k, const std::string& at, const std::string& next_at, int next_k) {
+  // Step k, reached as base[j]: its prefetch for the step ahead.prefetch after it (none past the
+  // piece's end), then the step, loading for the step ahead.load after it (none: one of the last).
+  auto step_lines = [&](int k, const char* base, int j, const std::string& indent) {
     const Step& s = steps[static_cast<std::size_t>(k)];
+    auto at = [&](int d) { return std::string(base) + "[" + std::to_string(j + d) + "]"; };
+    std::string lines;
+    if (ahead.prefetch > 0 && k + ahead.prefetch < count)
+      lines += indent + "p.prefetch(load_plan<Index>(" + at(ahead.prefetch) + ", " + sources(k + ahead.prefetch) + "));\n";
     const std::string fixed = std::to_string(s.code) + ", " + sources(k) + ", " + std::to_string(writes_of(s)) + "u";
-    if (next_k >= count) return "    last_step<" + fixed + ">(p, " + at + ");\n";
-    return "    step<" + fixed + ", " + sources(next_k) + ">(p, " + at + ", " + next_at + ");\n";
+    if (k + ahead.load >= count) return lines + indent + "tail_step<" + fixed + ">(p, " + at(0) + ");\n";
+    return lines + indent + "step<" + fixed + ", " + sources(k + ahead.load) + ">(p, " + at(0) + ", " + at(ahead.load) + ");\n";
   };
   std::string body;
   for (const PieceRun& run : runs) {
-    const int end = run.first + run.length * run.repeats;
-    if (run.repeats > 1) {
-      body += "    for (int r = 0; r < " + std::to_string(run.repeats - 1) + "; ++r) {\n";
+    // A looped step reaches ahead within its run, whose keys are the same every time round.
+    const int looped = looped_repeats(run, ahead.reach());
+    if (looped > 0) {
+      body += "    for (int r = 0; r < " + std::to_string(looped) + "; ++r) {\n";
       body += "      const Step* b = s + " + std::to_string(run.first) + " + " + std::to_string(run.length) + " * r;\n";
-      for (int j = 0; j < run.length; ++j)
-        body += "  " + step_line(run.first + j, "b[" + std::to_string(j) + "]", "b[" + std::to_string(j + 1) + "]",
-                                 run.first + (j + 1) % run.length);
+      for (int j = 0; j < run.length; ++j) body += step_lines(run.first + j, "b", j, "      ");
       body += "    }\n";
     }
-    // The last (or only) repeat, whose last step hands over to the step after the run.
-    const int last_first = end - run.length;
-    for (int k = last_first; k < end; ++k)
-      body += step_line(k, "s[" + std::to_string(k) + "]", "s[" + std::to_string(k + 1) + "]", k + 1);
+    for (int k = run.first + run.length * looped; k < run.first + run.length * run.repeats; ++k)
+      body += step_lines(k, "s", k, "    ");
   }
 
   const char* type = launch.dtype == DType::float32    ? "float"
@@ -141,8 +181,10 @@ inline std::optional<std::string> piece_source(std::span<const Step> steps, std:
   src += "  static constexpr bool kOneLaneEveryStepRuns = true;  // every step covers all n elements\n";
   src += "  template <class T, class Index, int Lanes, bool EveryStepRuns>\n";
   src += "  static __device__ __forceinline__ void run(const Step* s, int, Index first, Index stride) {\n";
-  src += "    StepPipeline<T, Index, Lanes, EveryStepRuns> p(first, stride);\n";
+  src += "    StepPipeline<T, Index, Lanes, EveryStepRuns, " + std::to_string(ahead.load) + "> p(first, stride);\n";
   src += "    p.load_first(load_plan<Index>(s[0], " + sources(0) + "));\n";
+  for (int d = 1; d < ahead.load && d < count; ++d)
+    src += "    p.load_ahead(" + std::to_string(d) + ", load_plan<Index>(s[" + std::to_string(d) + "], " + sources(d) + "));\n";
   src += body;
   src += "  }\n};\n}  // namespace tapewise::detail\n";
   src += "extern \"C\" __global__ void __launch_bounds__(tapewise::detail::kProgramThreads)\n";

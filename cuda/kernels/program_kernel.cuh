@@ -24,15 +24,15 @@ struct InterpretedSteps {
 };
 
 // What a compiled piece's code calls for step `step` of dispatch number Code, sources Sources and
-// slot writes Writes, with NextSources the sources of the step after it, `next`: the interpreter's
-// loop body for it.
-template <int Code, unsigned Sources, unsigned Writes, unsigned NextSources, class Pipeline>
-__device__ __forceinline__ void step(Pipeline& pipeline, const Step& step, const Step& next) {
-  pipeline.advance(step, Sources, load_plan<typename Pipeline::IndexType>(next, NextSources), true, RunCode<Code, Writes>{});
+// slot writes Writes, with AheadSources the sources of the step whose memory operands load while it
+// runs, `ahead` (the pipeline's Ahead steps after it): the interpreter's loop body for it.
+template <int Code, unsigned Sources, unsigned Writes, unsigned AheadSources, class Pipeline>
+__device__ __forceinline__ void step(Pipeline& pipeline, const Step& step, const Step& ahead) {
+  pipeline.advance(step, Sources, load_plan<typename Pipeline::IndexType>(ahead, AheadSources), true, RunCode<Code, Writes>{});
 }
-// The piece's last step: nothing to load after it.
+// One of the piece's last Ahead steps: no step that far after it to load for.
 template <int Code, unsigned Sources, unsigned Writes, class Pipeline>
-__device__ __forceinline__ void last_step(Pipeline& pipeline, const Step& step) {
+__device__ __forceinline__ void tail_step(Pipeline& pipeline, const Step& step) {
   pipeline.advance(step, Sources, LoadPlan<typename Pipeline::IndexType>{}, false, RunCode<Code, Writes>{});
 }
 
