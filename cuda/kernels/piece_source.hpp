@@ -112,9 +112,9 @@ struct PieceLaunch {
 // With one lane a small tensor gives each scheduler one warp, and a step's math is short beside a
 // load's latency: a piece loads kHistory steps ahead, the most a value's last write allows
 // (StepPipeline). From kPrefetchFrom elements it also prefetches into L1, further ahead: on the H100
-// (2026-12-06) the 1,000-node chains at 2^16, whose values come from DRAM, ran 8-27% faster for it,
+// (2026-12-06) the 1,000-node chains at 2^16, whose values come from DRAM, ran up to 27% faster for it,
 // while at 2^12, whose values stay in L2, the prefetches' instructions cost more than they saved in
-// two of three shapes (unary float32: 0.159 against 0.176 us/node). With four lanes other warps cover
+// three of six rows (unary float32: 0.159 against 0.176 us/node). With four lanes other warps cover
 // the latency, and a lane past a step's numel must not be prefetched for: one step ahead.
 inline constexpr std::int64_t kPrefetchFrom = std::int64_t{1} << 13;
 inline bool piece_prefetches(int lanes, std::int64_t numel) { return lanes == 1 && numel >= kPrefetchFrom; }
