@@ -59,9 +59,9 @@ bool launch_compiled(cudaStream_t stream, StepBlock<Capacity>& block, const Piec
   const int lanes = program_lanes(piece.numel);
   int n = static_cast<int>(piece.numel), covered = static_cast<int>(piece.covered);  // unused past 2^30 (piece_even)
   void* args[] = {&block, &n, &covered};
+  const PieceLaunch launch{piece.dtype, lanes, Capacity, target.steps_in_shared, piece_prefetches(lanes, piece.numel)};
   return launch_compiled_piece(std::span<const Step>(piece.steps, static_cast<std::size_t>(piece.count)), piece.numel,
-                               piece.covered, PieceLaunch{piece.dtype, lanes, Capacity, target.steps_in_shared, piece_prefetches(lanes, piece.numel)}, target,
-                               program_blocks(piece.numel, lanes), args, stream, err);
+                               piece.covered, launch, target, program_blocks(piece.numel, lanes), args, stream, err);
 }
 
 template <int Capacity>

@@ -34,8 +34,10 @@ struct PieceRun {
 };
 
 // The longest block a run repeats, and the most steps a compiled piece's code may write out: each
-// run writes its block twice (a loop, and its last repeat, whose last step hands over to a different
-// step), and a piece above this falls back to the interpreter. Compile time grows with the code.
+// run writes its block once as a loop, then the repeats whose steps would reach ahead past the run
+// (written_steps), and a piece above this falls back to the interpreter. Compile time grows with the
+// code (the chain benchmark's 17 pieces on the H100's host: 10.3 s of NVRTC loading one step ahead, 14.5 s
+// loading three ahead and prefetching).
 inline constexpr int kMaxBlockLength = 16;
 inline constexpr int kMaxWrittenSteps = 64;
 // Shorter pieces stay with the interpreter: a compilation (0.4-1.3 s on the H200's host) pays only
