@@ -11,7 +11,7 @@
 //   load_operands(step k + 1)  its memory operands, issued now, consumed one step later (a compiled
 //                              piece of one lane: step k + 3's, consumed three steps later)
 //   run_step(step k)           one dispatch on step.code (forward / vjp of each op, pass, zero), then
-//     StepOperands             each operand from memory (loaded a step ago) or from the register
+//     StepOperands             each operand from memory (loaded a step ago, or three) or from the register
 //                              one of steps k - 3 .. k - 1 wrote (History), as step.sources says
 //     forward_at / vjp_at      ForwardFn / VjpFn of the op at those operands
 //     write_slot               a vjp's or pass's contribution landed (land_contribution) and stored
