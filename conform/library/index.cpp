@@ -18,9 +18,7 @@ namespace {
 
 using Json = nlohmann::ordered_json;  // as parse_json_document gives it
 
-tl::unexpected<Error> bad(const std::string& where, const std::string& why) {
-  return fail(ErrorCode::InvalidArgument, where + ": " + why);
-}
+using files_detail::file_error;  // "PATH: why", InvalidArgument
 
 // The member `key` of an object, or nullptr (a const Json's operator[] must not be used on a
 // missing key).
@@ -31,7 +29,7 @@ const Json* member(const Json& object, const char* key) {
 
 [[nodiscard]] Result<std::string> string_field(const Json& object, const char* key, const std::string& where) {
   const Json* j = member(object, key);
-  if (!j || !j->is_string()) return bad(where, std::string("'") + key + "' is missing or not a string");
+  if (!j || !j->is_string()) return file_error(where, std::string("'") + key + "' is missing or not a string");
   return j->get<std::string>();
 }
 
@@ -39,7 +37,7 @@ const Json* member(const Json& object, const char* key) {
 [[nodiscard]] Result<bool> optional_bool(const Json& object, const char* key, const std::string& where) {
   const Json* j = member(object, key);
   if (!j) return false;
-  if (!j->is_boolean()) return bad(where, std::string("'") + key + "' is not true or false");
+  if (!j->is_boolean()) return file_error(where, std::string("'") + key + "' is not true or false");
   return j->get<bool>();
 }
 
@@ -51,7 +49,7 @@ const Json* member(const Json& object, const char* key) {
     if (s == "-inf") return -HUGE_VAL;
     if (s == "nan") return std::nan("");
   }
-  return bad(where, "is neither a number nor \"inf\", \"-inf\", \"nan\"");
+  return file_error(where, "is neither a number nor \"inf\", \"-inf\", \"nan\"");
 }
 
 // Exactly the op's scalars, no others.
@@ -61,19 +59,19 @@ const Json* member(const Json& object, const char* key) {
   const Json* given = member(entry, "scalars");
   if (!given) {
     if (info.scalar_count() == 0) return s;
-    return bad(where, "'scalars' is missing");
+    return file_error(where, "'scalars' is missing");
   }
-  if (!given->is_object()) return bad(where, "'scalars' is not an object");
+  if (!given->is_object()) return file_error(where, "'scalars' is not an object");
   double* slots[2] = {&s.s0, &s.s1};
   for (int i = 0; i < info.scalar_count(); ++i) {
     const Json* value = member(*given, info.scalar_names[i]);
-    if (!value) return bad(where, std::string("scalar '") + info.scalar_names[i] + "' is missing");
+    if (!value) return file_error(where, std::string("scalar '") + info.scalar_names[i] + "' is missing");
     auto v = scalar_value(*value, where + ": scalar '" + info.scalar_names[i] + "'");
     TAPEWISE_CHECK(v);
     *slots[i] = *v;
   }
   if (static_cast<int>(given->size()) != info.scalar_count())
-    return bad(where, std::string("'scalars' names a scalar that ") + info.name + " does not take");
+    return file_error(where, std::string("'scalars' names a scalar that ") + info.name + " does not take");
   return s;
 }
 
@@ -81,15 +79,15 @@ const Json* member(const Json& object, const char* key) {
 [[nodiscard]] Result<void> exact_files(const Json& entry, const char* key, const std::vector<std::string>& names,
                                        std::string (*file_of)(const std::string&), const std::string& where) {
   const Json* files = member(entry, key);
-  if (!files || !files->is_object()) return bad(where, std::string("'") + key + "' is missing or not an object");
+  if (!files || !files->is_object()) return file_error(where, std::string("'") + key + "' is missing or not an object");
   std::string expected;
   for (const std::string& n : names) expected += (expected.empty() ? "" : ", ") + n + ": " + file_of(n);
   if (files->size() != names.size())
-    return bad(where, std::string("'") + key + "' must name exactly {" + expected + "}");
+    return file_error(where, std::string("'") + key + "' must name exactly {" + expected + "}");
   for (const std::string& n : names) {
     const Json* file = member(*files, n.c_str());
     if (!file || !file->is_string() || file->get<std::string>() != file_of(n))
-      return bad(where, std::string("'") + key + "' must name exactly {" + expected + "}");
+      return file_error(where, std::string("'") + key + "' must name exactly {" + expected + "}");
   }
   return {};
 }
@@ -98,15 +96,15 @@ const Json* member(const Json& object, const char* key) {
   std::vector<std::pair<int, std::string>> rows;
   const Json* given = member(entry, "rows");
   if (!given) return rows;
-  if (!given->is_array()) return bad(where, "'rows' is not an array");
+  if (!given->is_array()) return file_error(where, "'rows' is not an array");
   for (const Json& r : *given) {
-    if (!r.is_object()) return bad(where, "an element of 'rows' is not an object");
+    if (!r.is_object()) return file_error(where, "an element of 'rows' is not an object");
     const Json* line = member(r, "line");
     const Json* note = member(r, "note");
     if (!line || !line->is_number_integer() || line->get<std::int64_t>() < 0 ||
         line->get<std::int64_t>() > std::numeric_limits<int>::max())
-      return bad(where, "a row's 'line' is not a line number");
-    if (note && !note->is_string()) return bad(where, "a row's 'note' is not a string");
+      return file_error(where, "a row's 'line' is not a line number");
+    if (note && !note->is_string()) return file_error(where, "a row's 'note' is not a string");
     rows.push_back({line->get<int>(), note ? note->get<std::string>() : std::string()});
   }
   return rows;
@@ -127,33 +125,35 @@ const Json* member(const Json& object, const char* key) {
 }
 
 [[nodiscard]] Result<IndexedSuite> suite_of(const Json& entry, const std::string& where) {
-  if (!entry.is_object()) return bad(where, "is not an object");
+  if (!entry.is_object()) return file_error(where, "is not an object");
   IndexedSuite s;
   auto id = string_field(entry, "id", where);
   TAPEWISE_CHECK(id);
   if (!is_plain_file_name(*id) || escaped(*id) != *id)
-    return bad(where, "'id' '" + escaped_prefix(*id) + "' is not a plain folder name");
+    return file_error(where, "'id' '" + escaped_prefix(*id) + "' is not a plain folder name");
   s.id = *id;
   auto op_text = string_field(entry, "op", where);
   TAPEWISE_CHECK(op_text);
   const auto op = op_from_name(*op_text);
-  if (!op) return bad(where, "unknown op '" + escaped_prefix(*op_text) + "'");
+  if (!op) return file_error(where, "unknown op '" + escaped_prefix(*op_text) + "'");
   s.op = *op;
   auto dtype = string_field(entry, "dtype", where);
   TAPEWISE_CHECK(dtype);
   const std::optional<DType> named = dtype_from_name(*dtype);
   if (!named || *dtype != dtype_name(*named))  // the file's names are dtype_name's, no aliases
-    return bad(where, "dtype '" + escaped_prefix(*dtype) + "' is not float32, float64, bfloat16 or float16");
+    return file_error(where, "dtype '" + escaped_prefix(*dtype) + "' is not float32, float64, bfloat16 or float16");
   s.dtype = *named;
   auto kind = string_field(entry, "kind", where);
   TAPEWISE_CHECK(kind);
-  if (*kind != "special" && *kind != "random") return bad(where, "kind '" + escaped_prefix(*kind) + "' is not special or random");
+  if (*kind != "special" && *kind != "random")
+    return file_error(where, "kind '" + escaped_prefix(*kind) + "' is not special or random");
   s.special = *kind == "special";
   auto same = optional_bool(entry, "same", where);
   TAPEWISE_CHECK(same);
   s.same = *same;
-  if (s.same && op_info(s.op).arity != 2) return bad(where, "'same' on a unary op");
-  if (s.same && !s.special) return bad(where, "'same' on a random suite (vectors writes it for special suites only)");
+  if (s.same && op_info(s.op).arity != 2) return file_error(where, "'same' on a unary op");
+  if (s.same && !s.special)
+    return file_error(where, "'same' on a random suite (vectors writes it for special suites only)");
   auto scalars = scalars_of(entry, s.op, where);
   TAPEWISE_CHECK(scalars);
   s.scalars = *scalars;
@@ -168,17 +168,17 @@ const Json* member(const Json& object, const char* key) {
 [[nodiscard]] Result<void> header_of(const Json& index, VectorsIndex& out, const std::string& where) {
   const Json* seed = member(index, "seed");
   if (!seed || !seed->is_number_unsigned())
-    return bad(where, "'seed' must be a whole number from 0 to 18446744073709551615");
+    return file_error(where, "'seed' must be a whole number from 0 to 18446744073709551615");
   out.seed = seed->get<std::uint64_t>();
   const Json* cases = member(index, "cases");
   if (!cases || !cases->is_number_integer() || cases->get<std::int64_t>() < 0 || cases->get<std::int64_t>() > kMaxCases)
-    return bad(where, "'cases' must be a whole number from 0 to " + std::to_string(kMaxCases));
+    return file_error(where, "'cases' must be a whole number from 0 to " + std::to_string(kMaxCases));
   out.cases = cases->get<std::int64_t>();
   for (const auto& [key, field] : {std::pair{"tapewise_version", &out.tapewise_version},
                                    std::pair{"spec_sha256", &out.spec_sha256}}) {
     const Json* j = member(index, key);
     if (!j) continue;
-    if (!j->is_string()) return bad(where, std::string("'") + key + "' is not a string");
+    if (!j->is_string()) return file_error(where, std::string("'") + key + "' is not a string");
     *field = j->get<std::string>();
   }
   return {};
@@ -201,15 +201,15 @@ std::vector<std::string> suite_grad_names(Op op, bool same) {
 Result<VectorsIndex> parse_vectors_index(const std::string& text, const std::string& where) {
   // Depth-checked before any recursive copy; its message says where the text went wrong.
   TAPEWISE_TRY(index, parse_json_document(text, where));
-  if (!index.is_object()) return bad(where, "is not a JSON object");
+  if (!index.is_object()) return file_error(where, "is not a JSON object");
   const Json* schema = member(index, "schema");
   if (!schema || !schema->is_string() || schema->get<std::string>() != kVectorsSchema)
-    return bad(where, std::string("schema is not ") + kVectorsSchema);
+    return file_error(where, std::string("schema is not ") + kVectorsSchema);
   VectorsIndex out;
   TAPEWISE_CHECK(header_of(index, out, where));
   const Json* suites = member(index, "suites");
-  if (!suites || !suites->is_array()) return bad(where, "no 'suites' array");
-  if (suites->empty()) return bad(where, "lists no suites");
+  if (!suites || !suites->is_array()) return file_error(where, "no 'suites' array");
+  if (suites->empty()) return file_error(where, "lists no suites");
   for (std::size_t i = 0; i < suites->size(); ++i) {
     auto suite = suite_of((*suites)[i], where + ": suites[" + std::to_string(i) + "]");
     TAPEWISE_CHECK(suite);

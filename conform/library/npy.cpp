@@ -24,9 +24,7 @@ namespace {
 constexpr char kMagic[] = "\x93NUMPY";
 constexpr std::size_t kMagicSize = 6;
 
-tl::unexpected<Error> bad(const std::string& what, const std::string& why) {
-  return fail(ErrorCode::InvalidArgument, what + ": " + why);
-}
+using files_detail::file_error;  // "PATH: why", InvalidArgument
 
 // A cursor over the header text with the few token kinds a .npy header dict uses.
 class HeaderParser {
@@ -130,42 +128,42 @@ bool within_element_limit(const Shape& shape) {
 }
 
 [[nodiscard]] Result<Header> parse_header(std::string_view text, const std::string& what, bool u2_is_bfloat16) {
-  if (text.empty() || text.back() != '\n') return bad(what, "header does not end with a newline");
+  if (text.empty() || text.back() != '\n') return file_error(what, "header does not end with a newline");
   text.remove_suffix(1);
   HeaderParser p(text);
-  if (!p.eat('{')) return bad(what, "header is not a Python dict literal");
+  if (!p.eat('{')) return file_error(what, "header is not a Python dict literal");
   std::optional<std::string> descr;
   std::optional<bool> fortran_order;
   std::optional<std::vector<std::int64_t>> shape;
   while (!p.eat('}')) {
     const auto key = p.string_literal();
-    if (!key) return bad(what, "header dict has a malformed key");
-    if (!p.eat(':')) return bad(what, "header dict has no ':' after '" + *key + "'");
+    if (!key) return file_error(what, "header dict has a malformed key");
+    if (!p.eat(':')) return file_error(what, "header dict has no ':' after '" + *key + "'");
     std::string why;
     if (*key == "descr") {
-      if (descr) return bad(what, "header repeats 'descr'");
+      if (descr) return file_error(what, "header repeats 'descr'");
       descr = p.string_literal();
-      if (!descr) return bad(what, "'descr' is not a string (structured dtypes are not supported)");
+      if (!descr) return file_error(what, "'descr' is not a string (structured dtypes are not supported)");
     } else if (*key == "fortran_order") {
-      if (fortran_order) return bad(what, "header repeats 'fortran_order'");
+      if (fortran_order) return file_error(what, "header repeats 'fortran_order'");
       fortran_order = p.boolean();
-      if (!fortran_order) return bad(what, "'fortran_order' is not True or False");
+      if (!fortran_order) return file_error(what, "'fortran_order' is not True or False");
     } else if (*key == "shape") {
-      if (shape) return bad(what, "header repeats 'shape'");
+      if (shape) return file_error(what, "header repeats 'shape'");
       shape = p.int_tuple(why);
-      if (!shape) return bad(what, why);
+      if (!shape) return file_error(what, why);
     } else {
-      return bad(what, "header has an unknown key '" + *key + "'");
+      return file_error(what, "header has an unknown key '" + *key + "'");
     }
     if (!p.eat(',')) {
-      if (!p.eat('}')) return bad(what, "header dict is malformed after '" + *key + "'");
+      if (!p.eat('}')) return file_error(what, "header dict is malformed after '" + *key + "'");
       break;
     }
   }
   p.skip_space();
-  if (!p.at_end()) return bad(what, "header has text after the dict");
+  if (!p.at_end()) return file_error(what, "header has text after the dict");
   if (!descr || !fortran_order || !shape)
-    return bad(what, "header lacks one of 'descr', 'fortran_order', 'shape'");
+    return file_error(what, "header lacks one of 'descr', 'fortran_order', 'shape'");
 
   Header h;
   if (*descr == "<f4") {
@@ -177,23 +175,24 @@ bool within_element_limit(const Shape& shape) {
   } else if (*descr == "<u2" && u2_is_bfloat16) {
     h.dtype = DType::bfloat16;
   } else if (*descr == "<u2") {
-    return bad(what, "dtype '<u2' is read only as bfloat16 bits, where bfloat16 is expected (--dtype bfloat16)");
+    return file_error(what, "dtype '<u2' is read only as bfloat16 bits, where bfloat16 is expected (--dtype bfloat16)");
   } else if (*descr == ">f2" || *descr == ">f4" || *descr == ">f8" || *descr == ">u2") {
-    return bad(what, "dtype '" + *descr + "' is big-endian; tapewise reads '<f2', '<f4', '<f8' or '<u2'");
+    return file_error(what, "dtype '" + *descr + "' is big-endian; tapewise reads '<f2', '<f4', '<f8' or '<u2'");
   } else {
-    return bad(what, "dtype '" + *descr +
-                         "' is not supported; tapewise reads '<f4' (float32), '<f8' (float64), '<f2' (float16) or "
-                         "'<u2' (bfloat16 bits)");
+    return file_error(what,
+                      "dtype '" + *descr +
+                          "' is not supported; tapewise reads '<f4' (float32), '<f8' (float64), '<f2' (float16) or "
+                          "'<u2' (bfloat16 bits)");
   }
   if (*fortran_order)
-    return bad(what, "array is in Fortran order; write it C-contiguous (numpy.ascontiguousarray)");
+    return file_error(what, "array is in Fortran order; write it C-contiguous (numpy.ascontiguousarray)");
   h.shape = Shape(*shape);
   if (h.shape.dims.size() > kMaxNpyDims)
-    return bad(what, "shape has " + std::to_string(h.shape.dims.size()) + " dimensions; the limit is " +
-                         std::to_string(kMaxNpyDims));
+    return file_error(what, "shape has " + std::to_string(h.shape.dims.size()) + " dimensions; the limit is " +
+                                std::to_string(kMaxNpyDims));
   if (!within_element_limit(h.shape))
-    return bad(what, "shape " + h.shape.str() + " has too many elements (the limit is 2^28 = " +
-                         std::to_string(kMaxNpyElements) + ", per dimension and in total)");
+    return file_error(what, "shape " + h.shape.str() + " has too many elements (the limit is 2^28 = " +
+                                std::to_string(kMaxNpyElements) + ", per dimension and in total)");
   return h;
 }
 
@@ -231,7 +230,8 @@ constexpr std::size_t kMaxPrefix = kMagicSize + 2 + 4;
     const auto c = static_cast<unsigned char>(text[i]);
     if (i + 1 == text.size() && c == '\n') continue;
     if (c < 0x20 || c > 0x7e)
-      return bad(what, "header byte " + std::to_string(i) + " is not printable ASCII (" + escaped(text.substr(i, 1)) + ")");
+      return file_error(
+          what, "header byte " + std::to_string(i) + " is not printable ASCII (" + escaped(text.substr(i, 1)) + ")");
   }
   return {};
 }
@@ -240,20 +240,20 @@ constexpr std::size_t kMaxPrefix = kMagicSize + 2 + 4;
 // kMaxPrefix + kMaxNpyHeaderBytes bytes.
 [[nodiscard]] Result<Layout> parse_layout(std::span<const std::byte> lead, const std::string& what, bool u2_is_bfloat16) {
   if (lead.size() < kMagicSize || std::memcmp(lead.data(), kMagic, kMagicSize) != 0)
-    return bad(what, "not a .npy file (bad magic; expected \\x93NUMPY)");
-  if (lead.size() < kMagicSize + 2) return bad(what, "truncated before the version bytes");
+    return file_error(what, "not a .npy file (bad magic; expected \\x93NUMPY)");
+  if (lead.size() < kMagicSize + 2) return file_error(what, "truncated before the version bytes");
   const int major = static_cast<int>(lead[6]), minor = static_cast<int>(lead[7]);
   if ((major != 1 && major != 2) || minor != 0)
-    return bad(what, "unsupported .npy version " + std::to_string(major) + "." + std::to_string(minor) +
-                         " (tapewise reads 1.0 and 2.0)");
+    return file_error(what, "unsupported .npy version " + std::to_string(major) + "." + std::to_string(minor) +
+                                " (tapewise reads 1.0 and 2.0)");
   const int length_bytes = major == 1 ? 2 : 4;
   const std::size_t prefix = kMagicSize + 2 + static_cast<std::size_t>(length_bytes);
-  if (lead.size() < prefix) return bad(what, "truncated in the header length");
+  if (lead.size() < prefix) return file_error(what, "truncated in the header length");
   const std::size_t header_size = read_le(lead.data() + kMagicSize + 2, length_bytes);
   if (header_size > kMaxNpyHeaderBytes)
-    return bad(what, "header of " + std::to_string(header_size) + " bytes is longer than the limit of " +
-                         std::to_string(kMaxNpyHeaderBytes));
-  if (lead.size() - prefix < header_size) return bad(what, "truncated in the header");
+    return file_error(what, "header of " + std::to_string(header_size) + " bytes is longer than the limit of " +
+                                std::to_string(kMaxNpyHeaderBytes));
+  if (lead.size() - prefix < header_size) return file_error(what, "truncated in the header");
   const std::string_view header_text(reinterpret_cast<const char*>(lead.data() + prefix), header_size);
   TAPEWISE_CHECK(check_header_bytes(header_text, what));
   auto header = parse_header(header_text, what, u2_is_bfloat16);
@@ -270,10 +270,10 @@ constexpr std::size_t kMaxPrefix = kMagicSize + 2 + 4;
 [[nodiscard]] Result<void> check_data_size(const Layout& layout, std::uint64_t held, const std::string& what) {
   const std::string shape = layout.header.shape.str();
   if (held < layout.data_bytes)
-    return bad(what, "truncated data: shape " + shape + " needs " + std::to_string(layout.data_bytes) +
-                         " bytes, the file holds " + std::to_string(held));
+    return file_error(what, "truncated data: shape " + shape + " needs " + std::to_string(layout.data_bytes) +
+                                " bytes, the file holds " + std::to_string(held));
   if (held > layout.data_bytes)
-    return bad(what, std::to_string(held - layout.data_bytes) + " bytes after the data of shape " + shape);
+    return file_error(what, std::to_string(held - layout.data_bytes) + " bytes after the data of shape " + shape);
   return {};
 }
 
