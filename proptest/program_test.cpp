@@ -809,12 +809,13 @@ TEST_P(Programs, LoweringTheThresholdMidTapeStillComputesPendingParentsFirst) {
   EXPECT_EQ(v.at<double>(1), std::sqrt(2.0 * 3.0));
 }
 
-struct Snapshot {
-  std::size_t size, pending;
-  MemoryStats stats;
-  friend bool operator==(const Snapshot&, const Snapshot&) = default;
+// A failed command while nodes are pending leaves the pending list as it was too.
+struct PendingSnapshot {
+  Snapshot tape;
+  std::size_t pending;
+  friend bool operator==(const PendingSnapshot&, const PendingSnapshot&) = default;
 };
-Snapshot snapshot(const Tape& t) { return {t.size(), t.pending(), t.backend().stats()}; }
+PendingSnapshot pending_snapshot(const Tape& t) { return {snapshot(t), t.pending()}; }
 
 // Random commands (bad ids, mismatched shapes and dtypes, failed allocations) while nodes are
 // pending: each appends one node or changes nothing, the pending list included; in the end every
@@ -840,14 +841,14 @@ TEST_P(Programs, ErrorsWhileNodesArePendingChangeNothing) {
       auto id_of = [&](NodeId position) { return position < 0 ? position : t.id_at(static_cast<std::size_t>(position)); };
       const std::array<NodeId, 2> ids{id_of(positions[0]), id_of(positions[1])};
       const bool out_of_memory = *rc::gen::weightedElement<bool>({{6, false}, {1, true}});
-      const Snapshot before = snapshot(t);
+      const PendingSnapshot before = pending_snapshot(t);
       if (out_of_memory) inject_allocation_failure(be, 1);
       const Scalars scalars = pick_any_table_scalars(info.op);
       auto r = t.apply(info.op, {ids.data(), static_cast<std::size_t>(info.arity)}, scalars);
       inject_allocation_failure(be, 0);
       if (r) {
         RC_ASSERT(*r == t.id_at(static_cast<std::size_t>(n)));
-        RC_ASSERT(t.size() == before.size + 1);
+        RC_ASSERT(t.size() == before.tape.size + 1);
         RC_ASSERT(t.pending() <= kPendingLimit);
         DagNode node;
         node.op = info.op;
@@ -855,7 +856,7 @@ TEST_P(Programs, ErrorsWhileNodesArePendingChangeNothing) {
         node.scalars = scalars;
         replay.push_back(std::move(node));
       } else {
-        RC_ASSERT(snapshot(t) == before);
+        RC_ASSERT(pending_snapshot(t) == before);
         const ErrorCode c = r.error().code;
         RC_ASSERT(c == ErrorCode::InvalidNodeId || c == ErrorCode::ShapeMismatch || c == ErrorCode::DTypeMismatch ||
                   (out_of_memory && c == ErrorCode::OutOfMemory));
@@ -884,7 +885,7 @@ TEST_P(Programs, InjectedAllocationFailuresInBackwardChangeNothing) {
       // of kHistory steps): the one slot in between that reaches memory, so an only-a backward
       // allocates the seed, the returned slots and the internal slots.
       const NodeId z = must(t.mul(must(t.gelu(must(t.sin(must(t.tanh(m)))))), q));
-      const Snapshot before = snapshot(t);
+      const PendingSnapshot before = pending_snapshot(t);
       EXPECT_EQ(before.pending, 6u);
       const HostArray seed = host<float>({1, -1, 2});
       const NodeId wanted[] = {a};
@@ -901,11 +902,11 @@ TEST_P(Programs, InjectedAllocationFailuresInBackwardChangeNothing) {
         }
         ++failures;
         EXPECT_EQ(grads.error().code, ErrorCode::OutOfMemory) << grads.error().str();
-        EXPECT_EQ(snapshot(t), before) << "failing allocation " << nth;
+        EXPECT_EQ(pending_snapshot(t), before) << "failing allocation " << nth;
       }
       EXPECT_EQ(failures, only_a ? 3 : 2) << "dense " << dense << ", only_a " << only_a;
       EXPECT_EQ(t.pending(), 0u);
-      EXPECT_EQ(snapshot(t).stats, before.stats);
+      EXPECT_EQ(snapshot(t).stats, before.tape.stats);
     }
   }
 }

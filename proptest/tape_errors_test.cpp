@@ -12,13 +12,6 @@
 namespace tapewise::testing {
 namespace {
 
-struct Snapshot {
-  std::size_t size;
-  MemoryStats stats;
-  friend bool operator==(const Snapshot&, const Snapshot&) = default;
-};
-Snapshot snapshot(const Tape& t) { return {t.size(), t.backend().stats()}; }
-
 class TapeErrors : public PerBackend {};
 
 TEST_P(TapeErrors, InvalidIdsAreRejectedAndTapeUnchanged) {

@@ -256,6 +256,15 @@ inline void must(Result<void> r) {
   if (!r) throw std::runtime_error("unexpected error from tapewise: " + r.error().str());
 }
 
+// What a failed command must leave as it was: the tape's nodes and the backend's memory. (A failed
+// backward may have run the pending nodes' forwards: their values are the same, now computed.)
+struct Snapshot {
+  std::size_t size;
+  MemoryStats stats;
+  friend bool operator==(const Snapshot&, const Snapshot&) = default;
+};
+inline Snapshot snapshot(const Tape& t) { return {t.size(), t.backend().stats()}; }
+
 template <class T>
 HostArray host(const std::vector<T>& v) {
   return HostArray::of<T>(Shape{static_cast<std::int64_t>(v.size())}, v);
