@@ -123,7 +123,10 @@ FIXED_TUS = ["prove/main.cpp", "prove/prover.cpp", "prove/frameworks.cpp", "cuda
              "cuda/tape/staging.cpp",
              "cuda/backends/cuda_backend_absent.cpp"]
 # TAPEWISE_NO_ISA_CLONES: the CPU backend's baseline loops alone (the kernels' math is what a mutant changes).
-FLAGS = ["-std=c++20", "-O1", "-ffp-contract=off", "-fno-fast-math", "-w", "-DTAPEWISE_NO_ISA_CLONES"]
+# -O0: compiling is most of the step's time (2026-12-06, two cores, nine mutants: at -O1 262 s, 156 of them
+# compiling; at -O0 188 s, 101 compiling, with the provers run two at a time; -O1 for the units compiled
+# once gave the same 188 s).
+FLAGS = ["-std=c++20", "-O0", "-ffp-contract=off", "-fno-fast-math", "-w", "-DTAPEWISE_NO_ISA_CLONES"]
 
 
 def copy_sources(dest):
@@ -153,6 +156,65 @@ def compile_tu(cxx, src, build, tu, obj):
     if done.returncode != 0:
         raise RuntimeError(f"compiling {tu} failed:\n{done.stderr[-3000:]}")
     return obj
+
+
+def judge_report(report, nodes, refute, keep):
+    """The problems with a mutant's prover report, and the replayed counterexamples that refute it."""
+    problems, evidence = [], []
+    seen = {(entry["op"], entry["dtype"]) for entry in report["nodes"]}
+    problems += [f"{node} {dtype}: not in the report" for node in nodes for dtype in refute + keep
+                 if (node, dtype) not in seen]
+    for entry in report["nodes"]:
+        where = f"{entry['op']} {entry['dtype']}"
+        refuted = [c for c in entry["claims"] if c["status"] == "refuted"]
+        if entry["dtype"] in refute:
+            if not refuted:
+                problems.append(f"{where}: nothing refuted")
+            replayed = [c for c in refuted if c.get("counterexample", {}).get("differ")]
+            if refuted and not replayed:
+                problems.append(f"{where}: refuted, but no counterexample replays on the real kernels")
+            if replayed:
+                c = replayed[0]
+                ce = c["counterexample"]
+                evidence.append(f"{where} {c['lhs']} vs {c['rhs']} {c['output']} at "
+                                + ", ".join(f"{k}={v}" for k, v in sorted(ce["inputs"].items()))
+                                + f": {ce[c['lhs']].get(c['output'])} vs {ce[c['rhs']].get(c['output'])}")
+        if entry["dtype"] in keep and (refuted or any(c["status"] not in ("same", "congruent", "proven")
+                                                      for c in entry["claims"])):
+            problems.append(f"{where}: not proven, but the mutant does not change it")
+    return problems, evidence
+
+
+def check_mutant(mutant, src, objects, fixed, args):
+    """Links the mutant's prover, runs it on the mutant's nodes and judges its report: (passed, lines to print)."""
+    name, _, nodes, refute, keep, what = mutant
+    exe = os.path.join(src, "tapewise-prove")
+    link = subprocess.run([args.cxx, *objects, *fixed, "-o", exe, "-lpthread"], capture_output=True, text=True)
+    if link.returncode != 0:
+        return False, f"FAILED  {name}: link failed:\n{link.stderr[-2000:]}"
+    report_path = os.path.join(src, "prove.json")
+    t0 = time.time()
+    run = subprocess.run([exe, "--ops", ",".join(nodes), "--dtype", ",".join(refute + keep), "--backend", "cpu",
+                          "--json", report_path, "--solver", args.solver, "--timeout", args.timeout],
+                         capture_output=True, text=True)
+    seconds = time.time() - t0
+    problems = []
+    expected_exit = 1 if refute else 0  # 1: not every claim proven; 0: an equivalent mutant, all proven
+    if run.returncode != expected_exit:
+        problems.append(f"exit {run.returncode} ({expected_exit} expected)")
+    try:
+        report = json.load(open(report_path))
+    except (OSError, ValueError) as e:
+        report = {"nodes": []}
+        problems.append(f"no report: {e}")
+    more_problems, evidence = judge_report(report, nodes, refute, keep)
+    problems += more_problems
+    if problems:
+        return False, (f"FAILED  {name} ({what}): " + "; ".join(problems) + "\n"
+                       + run.stdout[-3000:] + " " + run.stderr[-2000:])
+    verdict = "refuted" if refute else "proven"
+    return True, (f"passed  {name} ({what}); {verdict} in {seconds:.1f} s" + (": " if evidence else "")
+                  + "; ".join(evidence))
 
 
 def main(argv=None):
@@ -208,61 +270,14 @@ def main(argv=None):
             objects.setdefault(futures[fut], []).append(fut.result())
     built = time.time() - start
 
-    passed = failed = 0
-    for name, changes, nodes, refute, keep, what in selected:
-        src = os.path.join(out, name)
-        exe = os.path.join(src, "tapewise-prove")
-        link = subprocess.run([args.cxx, *objects[name], *fixed, "-o", exe, "-lpthread"], capture_output=True, text=True)
-        if link.returncode != 0:
-            print(f"FAILED  {name}: link failed:\n{link.stderr[-2000:]}")
-            failed += 1
-            continue
-        report_path = os.path.join(src, "prove.json")
-        t0 = time.time()
-        run = subprocess.run([exe, "--ops", ",".join(nodes), "--dtype", ",".join(refute + keep), "--backend", "cpu",
-                              "--json", report_path, "--solver", args.solver, "--timeout", args.timeout],
-                             capture_output=True, text=True)
-        seconds = time.time() - t0
-        problems = []
-        expected_exit = 1 if refute else 0  # 1: not every claim proven; 0: an equivalent mutant, all proven
-        if run.returncode != expected_exit:
-            problems.append(f"exit {run.returncode} ({expected_exit} expected)")
-        try:
-            report = json.load(open(report_path))
-        except (OSError, ValueError) as e:
-            report = {"nodes": []}
-            problems.append(f"no report: {e}")
-        evidence = []
-        seen = {(entry["op"], entry["dtype"]) for entry in report["nodes"]}
-        problems += [f"{node} {dtype}: not in the report" for node in nodes for dtype in refute + keep
-                     if (node, dtype) not in seen]
-        for entry in report["nodes"]:
-            where = f"{entry['op']} {entry['dtype']}"
-            refuted = [c for c in entry["claims"] if c["status"] == "refuted"]
-            if entry["dtype"] in refute:
-                if not refuted:
-                    problems.append(f"{where}: nothing refuted")
-                replayed = [c for c in refuted if c.get("counterexample", {}).get("differ")]
-                if refuted and not replayed:
-                    problems.append(f"{where}: refuted, but no counterexample replays on the real kernels")
-                if replayed:
-                    c = replayed[0]
-                    ce = c["counterexample"]
-                    evidence.append(f"{where} {c['lhs']} vs {c['rhs']} {c['output']} at "
-                                    + ", ".join(f"{k}={v}" for k, v in sorted(ce["inputs"].items()))
-                                    + f": {ce[c['lhs']].get(c['output'])} vs {ce[c['rhs']].get(c['output'])}")
-            if entry["dtype"] in keep and (refuted or any(c["status"] not in ("same", "congruent", "proven")
-                                                          for c in entry["claims"])):
-                problems.append(f"{where}: not proven, but the mutant does not change it")
-        if problems:
-            failed += 1
-            print(f"FAILED  {name} ({what}): " + "; ".join(problems))
-            print(run.stdout[-3000:], run.stderr[-2000:])
-        else:
-            passed += 1
-            verdict = "refuted" if refute else "proven"
-            print(f"passed  {name} ({what}); {verdict} in {seconds:.1f} s" + (": " if evidence else "")
-                  + "; ".join(evidence))
+    # The mutants' provers run --jobs at a time, as their compilations did; their lines print in order.
+    with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+        verdicts = list(pool.map(lambda mutant: check_mutant(mutant, os.path.join(out, mutant[0]), objects[mutant[0]],
+                                                             fixed, args), selected))
+    for ok, lines in verdicts:
+        print(lines)
+    passed = sum(ok for ok, _ in verdicts)
+    failed = len(verdicts) - passed
     print(f"mutants: built in {built:.0f} s, {time.time() - start:.0f} s in all")
     print(f"mutants: {passed} passed, {failed} failed")
     return 0 if failed == 0 else 1
