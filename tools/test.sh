@@ -68,9 +68,9 @@ step() {
   } 9>"$logs/.lock"
   return 0
 }
-# Balanced on a 2-core machine (a clean clone, 2026-12-05, sixth session): the ASan build and its tests
-# (1,037 s) with the API reference against the other five (1,105 s); the vendored-headers build and
-# ThreadSanitizer (53 s) moved to lane b when the ASan tests became two processes instead of 1,714.
+# Balanced on a 2-core machine (a clean clone, 2026-12-06, fourteenth session): the ASan build and its
+# tests, the API reference, the vendored-headers build and ThreadSanitizer (903 s) against the other five
+# (925 s).
 lane_a() {
   step ctest ctest --test-dir "$build" --output-on-failure -j2
   step prove prove_tests
