@@ -3,6 +3,7 @@
 # TAPEWISE_BUILD_DOCS is off by default, so a build needs no Doxygen. Any Doxygen warning, an
 # undocumented public symbol among them, fails the target, so the reference cannot drift from the API.
 option(TAPEWISE_BUILD_DOCS "Build the HTML API reference with Doxygen (target tapewise_api_docs)" OFF)
+tapewise_require_switches(TAPEWISE_BUILD_DOCS)
 if(NOT TAPEWISE_BUILD_DOCS)
   return()
 endif()

@@ -5,8 +5,8 @@
 # library), builds the consumer again through add_subdirectory, and does it all once more with
 # BUILD_SHARED_LIBS=ON (CPU backend): the library's exports (the public API only,
 # tools/check_exports.py), pkg-config without --static, the installed runner (self-contained),
-# find_package's components (cpu found, cuda refused), and the C ABI's ctypes test on its
-# libtapewise.so. Exit status: non-zero on the first failure.
+# find_package's components (cpu found, cuda refused), a switch given a value that is not ON/OFF
+# (refused), and the C ABI's ctypes test on its libtapewise.so. Exit status: non-zero on the first failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build="${TAPEWISE_BUILD:-build}"
@@ -91,5 +91,13 @@ fi
 grep -q "built without CUDA" "$work/components.log" || {
   cat "$work/components.log"; echo "test_package: FAILED: no reason given for COMPONENTS cuda" >&2; exit 1; }
 echo "   COMPONENTS cpu: found; COMPONENTS cuda: refused (built without CUDA)"
+# A switch given a value CMake would read as false is refused, by name, before anything is built.
+if cmake -S . -B "$work/bad_switch" -G Ninja -DTAPEWISE_CUDA=OFF -DTAPEWISE_UNITY_BUILD=banana \
+     >"$work/bad_switch.log" 2>&1; then
+  echo "test_package: FAILED: TAPEWISE_UNITY_BUILD=banana configured" >&2; exit 1
+fi
+grep -q "TAPEWISE_UNITY_BUILD is 'banana'; it takes ON or OFF" "$work/bad_switch.log" || {
+  cat "$work/bad_switch.log"; echo "test_package: FAILED: no reason given for TAPEWISE_UNITY_BUILD=banana" >&2; exit 1; }
+echo "   TAPEWISE_UNITY_BUILD=banana: refused by name"
 TAPEWISE_LIB="$(ls "$work"/shared/lib/libtapewise.so)" python3 -m pytest -q -p no:cacheprovider proptest/test_c_api_ctypes.py
 echo "test_package: all passed"
