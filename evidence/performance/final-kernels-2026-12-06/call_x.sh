@@ -4,7 +4,7 @@ set -u
 T0=$SECONDS
 rm -rf .gpu/bin; tar xJf .gpu/all.tar.xz -C .gpu; B=.gpu/bin; R=$OUT/r; mkdir -p $R
 mkdir -p .gpu/share/tapewise && cp -r spec/special_points spec/ops.def spec/bounds.def spec/stagings.def .gpu/share/tapewise/
-mkdir -p /work/main/build/bin && cp $B/tapewise-conform $B/tapewise-cross-check /work/main/build/bin/ 2>&1 | head -2; pwd
+mkdir -p build/bin && cp $B/tapewise-conform $B/tapewise-cross-check build/bin/  # where the suite was built to find them
 s=$SECONDS; timeout 150 $B/tapewise_tests --gtest_brief=1 --gtest_filter='Cli.*:ConformTool.*:GraphCommand.*:SweepTool.*:-Cli.ProveWithoutAnAnswerIsNoVerdict' > $R/tests_cli.txt 2>&1
 echo "== cli tests: exit $? after $((SECONDS-s)) s"; grep -E '^\[  (PASSED|FAILED|SKIPPED)  \]|tests from .* ran' $R/tests_cli.txt | head -12
 left=$((300 - (SECONDS - T0))); lim=$(( left > 20 ? left : 20 ))
