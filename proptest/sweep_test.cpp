@@ -12,6 +12,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -289,8 +290,16 @@ sw::Inputs libm_inputs_for(const sw::Job& j, std::uint64_t k) {
   }
 }
 
+// TAPEWISE_SWEEP_FLOAT64_CASES: the cases per float64 libm node (default 100,000). tools/sanitize.sh sets
+// 10,000: MPFR under AddressSanitizer took 50 s of the instrumented suite's 130 at the full count (2026-12-07).
+std::int64_t float64_libm_cases() {
+  const char* env = std::getenv("TAPEWISE_SWEEP_FLOAT64_CASES");
+  const long long n = env && *env ? std::strtoll(env, nullptr, 10) : 100000;
+  return n >= 2 ? n : 100000;
+}
+
 TEST(SweepReference, AgreesWithMpfrOnEveryFloat64LibmNode) {
-  constexpr std::int64_t kCasesPerLibmNode = 100000;
+  const std::int64_t cases_per_libm_node = float64_libm_cases();
   std::int64_t total = 0;
   std::atomic<std::int64_t> failures{0};
   std::vector<std::string> examples;
@@ -301,7 +310,7 @@ TEST(SweepReference, AgreesWithMpfrOnEveryFloat64LibmNode) {
     const sw::Job j = job_for(info.op, DType::float64, s.s0, s.s1);
     auto work = [&](std::int64_t first) {
       ref::ensure_precision();
-      for (std::int64_t k = first; k < kCasesPerLibmNode; k += 2) {
+      for (std::int64_t k = first; k < cases_per_libm_node; k += 2) {
         const sw::Inputs in = libm_inputs_for(j, static_cast<std::uint64_t>(k));
         const double g = (k / 2) % 2 ? round_to(DType::float64, 0.7) : 1.0;
         for (int output = 0; output <= 1; ++output) {
@@ -329,9 +338,9 @@ TEST(SweepReference, AgreesWithMpfrOnEveryFloat64LibmNode) {
       }
     };
     run_on_two_threads(work);
-    total += kCasesPerLibmNode;
+    total += cases_per_libm_node;
   }
-  EXPECT_GE(total, 1000000);
+  EXPECT_GE(total, 10 * cases_per_libm_node);  // ten libm nodes or more
   EXPECT_EQ(failures.load(), 0);
   for (const std::string& e : examples) ADD_FAILURE() << e;
 }

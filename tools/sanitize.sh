@@ -32,6 +32,7 @@ export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 # The instruction-set and vector math tests at a fraction of their inputs: under ASan at -O1 their scalar loops dominate.
 export TAPEWISE_ISA_STRIDE=65537
 export TAPEWISE_VECTOR_MATH_STRIDE=65537  # the vector math test likewise
+export TAPEWISE_SWEEP_FLOAT64_CASES=10000  # and the float64 libm nodes' MPFR sweep, a tenth
 work="$(mktemp -d "${TMPDIR:-/tmp}/tapewise_sanitize.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 reports='ERROR: AddressSanitizer|ERROR: LeakSanitizer|runtime error:'
