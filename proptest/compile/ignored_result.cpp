@@ -1,6 +1,7 @@
 // proptest/compile/ignored_result.cpp — compiled, never run, by the ctest ignored_result_fails_to_compile
-// (check_ignored_result.cmake). Without IGNORED it uses every Result and must compile; with IGNORED=n
-// it drops the Result of call n instead, which tapewise's own build flags must refuse to compile.
+// (check_ignored_result.cmake). Without IGNORED it uses every Result and must compile; with IGNORED=1
+// each "case" line drops one Result instead, and tapewise's own build flags must refuse every one of
+// them, one error a line.
 #include <vector>
 
 #include <tapewise/tapewise.hpp>
@@ -15,32 +16,20 @@ int main() {
   const HostArray ones = HostArray::of<float>(Shape{2}, std::vector<float>{1.f, 1.f});
   const NodeId x = tape.leaf(ones).value();
   Buffer buffer = backend->allocate(Shape{2}, DType::float32, AllocTag::value).value();
-#if IGNORED == 1
-  tape.mul(x, x);
-#elif IGNORED == 2
-  tape.leaf(ones);
-#elif IGNORED == 3
-  tape.backward(x, ones);
-#elif IGNORED == 4
-  tape.flush();
-#elif IGNORED == 5
-  tape.value(x);
-#elif IGNORED == 6
-  backend->allocate(Shape{2}, DType::float32, AllocTag::value);
-#elif IGNORED == 7
-  tape.set_options(TapeOptions{});
-#elif IGNORED == 8
-  backend->synchronize();
-#elif IGNORED == 9
-  backend->download(buffer);
-#elif IGNORED == 10
-  make_cuda_backend();
-#elif IGNORED == 11
-  Shape{2}.check();
-#elif IGNORED == 12
-  fail(ErrorCode::InvalidArgument, "dropped");
-#elif IGNORED == 13
-  make_error();
+#if IGNORED
+  tape.mul(x, x);  // case 1
+  tape.leaf(ones);  // case 2
+  tape.backward(x, ones);  // case 3
+  tape.flush();  // case 4
+  tape.value(x);  // case 5
+  backend->allocate(Shape{2}, DType::float32, AllocTag::value);  // case 6
+  tape.set_options(TapeOptions{});  // case 7
+  backend->synchronize();  // case 8
+  backend->download(buffer);  // case 9
+  make_cuda_backend();  // case 10
+  Shape{2}.check();  // case 11
+  fail(ErrorCode::InvalidArgument, "dropped");  // case 12
+  make_error();  // case 13
 #else
   const NodeId y = tape.mul(x, x).value();
   const Gradients grads = tape.backward(y, ones).value();
