@@ -13,7 +13,7 @@ mutant's nodes in the dtypes the mutant names, and checks the JSON report: every
 refuted with `differ: true` on the replay (the real fused and staged paths' bits differ at the printed
 inputs), and every dtype the mutant cannot change still proven. Some mutants only change the 16-bit
 paths (bfloat16, float16): float32 and float64 must stay proven under them. Translation units the
-mutant cannot touch are compiled once; those it can, as one unit per mutant.
+mutant cannot touch are compiled once.
 
     python3 prove/mutants.py --build build --out build/prove-mutants [--jobs 2] [--only NAME]
 
@@ -158,15 +158,6 @@ def compile_tu(cxx, src, build, tu, obj):
     return obj
 
 
-def write_mutable_unity(src):
-    """One source including a mutant's MUTABLE_TUS, compiled as one unit: the kernels' headers they all include
-    are parsed once (2026-12-07, -O0, two cores: 22 CPU-seconds as four units, 14 as one)."""
-    unity = os.path.join(src, "obj", "mutable_units.cpp")
-    with open(unity, "w") as f:
-        f.writelines(f'#include "{os.path.join(src, tu)}"\n' for tu in MUTABLE_TUS)
-    return unity
-
-
 def judge_report(report, nodes, refute, keep):
     """The problems with a mutant's prover report, and the replayed counterexamples that refute it."""
     problems, evidence = [], []
@@ -268,11 +259,13 @@ def main(argv=None):
             with open(path, "w") as f:
                 f.write(text.replace(old, new))
         os.makedirs(os.path.join(src, "obj"))
-        jobs.append((name, src, write_mutable_unity(src)))
+        for tu in MUTABLE_TUS:
+            jobs.append((name, src, tu))
     objects = {}
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-        futures = {pool.submit(compile_tu, args.cxx, src, build, unity, os.path.join(src, "obj", "mutable_units.o")): name
-                   for name, src, unity in jobs}
+        futures = {pool.submit(compile_tu, args.cxx, src, build, tu,
+                               os.path.join(src, "obj", tu.replace("/", "_") + ".o")): name
+                   for name, src, tu in jobs}
         for fut in concurrent.futures.as_completed(futures):
             objects.setdefault(futures[fut], []).append(fut.result())
     built = time.time() - start
