@@ -59,22 +59,14 @@ template <class Body>
 }
 #endif
 
-template <class Body>
+// `widest`: the widest copy compiled for this body, which a wider processor runs too. The tape programs'
+// interpreter stops at x86-64-v3: each copy inlines it for every step and dtype (a v4 copy cost 52 of this
+// file's 265 CPU-seconds of compilation, 2026-12-07), and its CPU pieces are small (kCpuProgramThreshold).
+template <CpuIsa widest = CpuIsa::x86_64_v4, class Body>
 void run_in([[maybe_unused]] CpuIsa isa, const Body& body) {
 #if TW_CPU_X86_CLONES
-  if (isa == CpuIsa::x86_64_v3) return run_x86_64_v3(body);
-  if (isa == CpuIsa::x86_64_v4) return run_x86_64_v4(body);
-#endif
-  body();
-}
-
-// body() in the x86-64-v3 copy on an x86-64-v4 processor too: for the tape programs' interpreter, which
-// each copy inlines for every step and dtype (a v4 copy beside it cost 52 of this file's 265 CPU-seconds
-// of compilation, 2026-12-07), and whose CPU pieces are small (kCpuProgramThreshold). The bits are the
-// same in every copy.
-template <class Body>
-void run_in_at_most_v3([[maybe_unused]] CpuIsa isa, const Body& body) {
-#if TW_CPU_X86_CLONES
+  if constexpr (widest == CpuIsa::x86_64_v4)
+    if (isa == CpuIsa::x86_64_v4) return run_x86_64_v4(body);
   if (isa == CpuIsa::x86_64_v3 || isa == CpuIsa::x86_64_v4) return run_x86_64_v3(body);
 #endif
   body();
@@ -241,7 +233,7 @@ class CpuBackend final : public detail::Engine {
       first += static_cast<std::size_t>(piece.count);
       auto run_piece = [&]<class T>() -> Result<void> {
         detail::for_each_chunk(pool_.get(), piece.numel, [&](std::int64_t lo, std::int64_t hi) {
-          run_in_at_most_v3(isa_, [&] {
+          run_in<CpuIsa::x86_64_v3>(isa_, [&] {
             std::int64_t i = lo;
             for (; i + kWideLanes <= std::min(hi, piece.covered); i += kWideLanes)
               detail::run_steps_at<T, std::int64_t, kWideLanes, true>(piece.steps, piece.count, i, 1);
