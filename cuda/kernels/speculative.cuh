@@ -3,7 +3,8 @@
 // have returned that float; a node's per-element code run on flagged values (Speculative); the few flagged
 // elements then recomputed by the scalar code. The CPU backend's loops vectorize this way
 // (backends/speculative_math.hpp); the GPU's float32 map kernels run a vector's elements this way, so that
-// their fast paths interleave without a branch between them (map_kernels.cuh). Same source for both.
+// their fast paths interleave without a branch between them (map_kernels.cuh). Same source for both, but for
+// tanh's double on the CPU, which is computed without the exp table (exact/exp_tanh.cuh).
 //
 // Why it gives exact::f's bits: exact::exp and the others test whether their double result is far enough
 // from a float rounding boundary and otherwise branch to a slow path (and branch on special inputs). Here
@@ -44,20 +45,21 @@ TW_EXACT_HD float exp(float x, bool& uncertain) {
 
 // exact::tanh: the fast path on every input, run on min(|x|, 10) (10 for NaN), with the sign put back;
 // uncertain for NaN or near a boundary. Below 2^-12, where exact::tanh returns x itself, the fast path gives
-// it too: tanh_of_float_fast's double is within 2^-49.3 of tanh|x|, which is within |x|^3/3 < 2^-25.58 |x| of
-// |x| (and, for a subnormal |x|, far under half its quantum), so it rounds to |x| and lies far from a boundary
-// (+-0 give +-0). From 10 on, exact::tanh returns +-1: tanh(10)'s double rounds to 1 (1 - tanh 10 < 2^-27.8,
-// under the half ulp 2^-25 below 1) and is certain. So no input needs a selection of its own.
+// it too: tanh_of_float_fast's double (and the CPU's, without the table) is within 2^-49.3 of tanh|x|, which
+// is within |x|^3/3 < 2^-25.58 |x| of |x| (and, for a subnormal |x|, far under half its quantum), so it rounds
+// to |x| and lies far from a boundary (+-0 give +-0). From 10 on, exact::tanh returns +-1: tanh(10)'s double
+// rounds to 1 (1 - tanh 10 < 2^-27.8, under the half ulp 2^-25 below 1) and is certain. So no input needs a
+// selection of its own.
 TW_EXACT_HD float tanh(float x, bool& uncertain) {
   using namespace exact::detail::exp_tanh;
   const std::uint32_t sign = bits_of(x) & 0x80000000u;
   const float ax = float_of(bits_of(x) ^ sign);
   // min(|x|, 10), NaN giving 10 either way: one FMNMX on the GPU, a comparison and a blend in the CPU's vectors
-  // (where fminf would be a call).
+  // (where fminf would be a call). The CPU's double comes without the table (no gathers), within the same bound.
 #if defined(__CUDA_ARCH__)
   const double y = tanh_of_float_fast(::fminf(ax, 10.0f));
 #else
-  const double y = tanh_of_float_fast(ax < 10.0f ? ax : 10.0f);
+  const double y = tanh_of_float_fast_without_table(ax < 10.0f ? ax : 10.0f);
 #endif
   uncertain = (ax != ax) | !float_rounding_is_certain(y, 32);
   return float_of(bits_of(static_cast<float>(y)) | sign);
