@@ -4,7 +4,7 @@
 // elements then recomputed by the scalar code. The CPU backend's loops vectorize this way
 // (backends/speculative_math.hpp); the GPU's float32 map kernels run a vector's elements this way, so that
 // their fast paths interleave without a branch between them (map_kernels.cuh). Same source for both, but for
-// tanh's double on the CPU, which is computed without the exp table (exact/exp_tanh.cuh).
+// tanh's and log's doubles on the CPU, computed without their tables (exact/exp_tanh.cuh, exact/log.cuh).
 //
 // Why it gives exact::f's bits: exact::exp and the others test whether their double result is far enough
 // from a float rounding boundary and otherwise branch to a slow path (and branch on special inputs). Here
@@ -66,12 +66,17 @@ TW_EXACT_HD float tanh(float x, bool& uncertain) {
 }
 
 // exact::log's fast path, reduced from the float's bits; uncertain for inputs not positive, normal and finite
-// (subnormals too: the bits reduction needs a normal float), or near a boundary. Its double is the scalar
-// fast path's: the same m, exponent and index.
+// (subnormals too: the bits reduction needs a normal float), or near a boundary. On the GPU its double is the
+// scalar fast path's (the same m, exponent and index); the CPU's comes without the table, within the same
+// 8-ulp margin.
 TW_EXACT_HD float log(float x, bool& uncertain) {
   const bool normal = exact::bits_of(x) - 0x00800000u < 0x7f000000u;
-  const double y = exact::detail::log_of_reduced_float_fast(
-      exact::detail::log_reduce_normal_float(float_of(normal ? bits_of(x) : 0x3F800000u)));
+  const float reducible = float_of(normal ? bits_of(x) : 0x3F800000u);
+#if defined(__CUDA_ARCH__)
+  const double y = exact::detail::log_of_reduced_float_fast(exact::detail::log_reduce_normal_float(reducible));
+#else
+  const double y = exact::detail::log_of_normal_float_without_table(reducible);
+#endif
   const std::uint32_t below_float = static_cast<std::uint32_t>(exact::bits_of(y)) & 0x1fffffffu;
   uncertain = !normal | !(below_float - (0x10000000u - 8u) > 16u);
   return static_cast<float>(y);
