@@ -301,25 +301,28 @@ TW_EXACT_HD double tanh_of_float_fast(float ax) {
 }
 
 #if !defined(__CUDA_ARCH__)
-// The CPU's first pass for tanh: the same E / (E + 2) without the table, whose two reads are vector gathers
-// there (a third of the pass's time on a Zen 4 core). z = 2|x| = k ln2 + r, k = round(z / ln2) in [0, 29],
+// The CPU's first pass for tanh computes without the table, whose two reads are vector gathers there (a
+// third of the pass on a Zen 4 core; exp's one read costs it little, and exp keeps the table): z = k ln2 + r,
+// k = round(z / ln2), 2^k built from its bits, e^r - 1 from Taylor's series. For z in [0, 20]: k in [0, 29],
 // |r| < 0.3467. r = (z - k hi) - k lo, ln2 = hi + lo to 2^-110: each fma is rounded once, < 2^-55 each (|r| <
-// 2^-1), and k = 0 leaves r = z exact. q = e^r - 1 by Taylor's series to r^13, |q| >= 0.826 |r|: the rest is <
-// 0.3467^13 e^0.3467 / (14! 0.826) < 2^-55.4 |q|, and Horner in double adds < 1.56 * 2^-53 |q| (r^2 tail is at
-// most 0.184 |q|). E = 2^k q + (2^k - 1) by one fma (2^k - 1 exact), relative error < 2^-53 (the fma) + 1.415
-// (1.56 * 2^-53 + 2^-55.4) (q's, times 2^k |q| / E <= 1.415 at k = 1) + 3.42 * 2^-54 (r's, times 2^k e^r / E
-// <= 3.42) < 2^-50.6. With the sum E + 2 (2^-53) and the quotient (< 2^-51.6): < 2^-49.8 relative, under the
-// 2^-49.3 that the certainty test's 32 ulps are set for. On every float32 input the CPU's two passes give
-// exact::tanh's bits (tapewise_tests with TAPEWISE_VECTOR_MATH_ALL=tanh).
+// 2^-1), so |r's error| < 2^-54 (0 where k = 0). q = e^r - 1 to r^13, |q| >= 0.826 |r|: the rest is < 0.3467^13
+// e^0.3467 / (14! 0.826) < 2^-55.4 |q|, and Horner in double adds < 1.56 * 2^-53 |q| (r^2 tail is at most 0.184
+// |q|): q within 1.75 * 2^-53 |q|. On every float32 input the CPU's two passes give exact::tanh's bits
+// (tapewise_tests with TAPEWISE_VECTOR_MATH_ALL=tanh).
 constexpr double kInvLn2 = 0x1.71547652b82fep+0;  // RN(1/ln2)
 constexpr double kLn2Hi = 0x1.62e42fefa39efp-1;
 constexpr double kLn2Lo = 0x1.abc9e3b39803fp-56;
-inline double tanh_of_float_fast_without_table(float ax) {
-  const double z = static_cast<double>(2.0f * ax);  // 2|x| <= 20: exact in float
+struct ReducedByLn2 {
+  double r;
+  int k;
+};
+inline ReducedByLn2 reduce_by_ln2(double z) {
   const double shifted = exact::fma(z, kInvLn2, kShifter);
   const double k = shifted - kShifter;
-  const int k_int = static_cast<std::int32_t>(static_cast<std::uint32_t>(bits_of(shifted)));
-  const double r = exact::fma(k, -kLn2Lo, exact::fma(k, -kLn2Hi, z));
+  return {exact::fma(k, -kLn2Lo, exact::fma(k, -kLn2Hi, z)),
+          static_cast<std::int32_t>(static_cast<std::uint32_t>(bits_of(shifted)))};
+}
+inline double expm1_taylor13(double r) {
   // 1/13! .. 1/2!, rounded to double; written out, as a loop here keeps GCC 12 from vectorizing the pass.
   double tail = exact::fma(r, 0x1.6124613a86d09p-33, 0x1.1eed8eff8d898p-29);
   tail = exact::fma(r, tail, 0x1.ae64567f544e4p-26);
@@ -332,9 +335,16 @@ inline double tanh_of_float_fast_without_table(float ax) {
   tail = exact::fma(r, tail, 0x1.5555555555555p-5);
   tail = exact::fma(r, tail, 0x1.5555555555555p-3);
   tail = exact::fma(r, tail, 0x1p-1);
-  const double q = exact::fma(r * r, tail, r);
-  const double scale = two_to(k_int);
-  const double e_minus_1 = exact::fma(scale, q, scale - 1.0);
+  return exact::fma(r * r, tail, r);
+}
+// tanh|x| = E / (E + 2) for |x| = ax in [0, 10] (k in [0, 29]): E = 2^k q + (2^k - 1) by one fma (2^k - 1
+// exact), relative error < 2^-53 (the fma) + 1.415 * 1.75 * 2^-53 (q's, times 2^k |q| / E <= 1.415 at k = 1) +
+// 3.42 * 2^-54 (r's, times 2^k e^r / E <= 3.42) < 2^-50.6. With the sum E + 2 (2^-53) and the quotient (<
+// 2^-51.6): < 2^-49.8 relative, under the 2^-49.3 that tanh's certainty test (32 ulps) is set for.
+inline double tanh_of_float_fast_without_table(float ax) {
+  const ReducedByLn2 a = reduce_by_ln2(static_cast<double>(2.0f * ax));  // 2|x| <= 20: exact in float
+  const double scale = two_to(a.k);
+  const double e_minus_1 = exact::fma(scale, expm1_taylor13(a.r), scale - 1.0);
   return ratio_to_rounded_sum(e_minus_1, e_minus_1 + 2.0);
 }
 #endif

@@ -165,11 +165,11 @@ TW_EXACT_HD double log_of_reduced_float_fast(LogReduction reduced) {
 // The CPU's first pass for log: the same reduction without the table, whose two reads are vector gathers
 // there. f = m - 1 (exact, Sterbenz) is a multiple of 2^-24 below 0.38, so f + 2 is exact; s = f / (f + 2) is
 // rounded once, |s| < 0.1866, w = s^2 < 0.0349, and log m = 2 atanh s = 2s + 2s w (1/3 + w/5 + ... + w^9/21):
-// the rest is < w^10 / 23 / (1 - w) < 2^-57.7 of it. log m's relative error: s's rounding times atanh's
+// the rest is < w^11 / 23 / (1 - w) < 2^-57.7 of it. log m's relative error: s's rounding times atanh's
 // condition 1 / (1 - w) (< 1.036 * 2^-53), the last fma's (2^-53), the tail's (< 0.04 * 2^-53, as 2s w P(w) <
-// 0.0117 |log m|): < 2.12 * 2^-53. y = k ln2 + log m by one fma: |ln2 - kLn2| < 2^-55.26, and |y| >= 0.3154
-// where k != 0 (|log m| <= 0.3777), so y is within (2^-55.26 + 0.3777 * 2.12 * 2^-53) / 0.3154 + 2^-53 < 4.2 *
-// 2^-53 |y| of log x: under the 8 ulps the certainty test allows. On every float32 input the CPU's two passes
+// 0.0119 |log m|): < 2.12 * 2^-53. y = k ln2 + log m by one fma: |ln2 - kLn2| < 2^-55.26, and |y| >= 0.3154
+// where k != 0 (|log m| <= 0.3777), so y is within (2^-55.26 + 0.3777 * 2.12 * 2^-53) / 0.3154 + 2^-53 < 4.3 *
+// 2^-53 |y| of log x (at k = 1; less for larger |k|): under the 8 ulps the certainty test allows. On every float32 input the CPU's two passes
 // give exact::log's bits (tapewise_tests with TAPEWISE_VECTOR_MATH_ALL=log).
 inline double log_of_normal_float_without_table(float x) {
   const LogReduction reduced = log_reduce_normal_float(x);
