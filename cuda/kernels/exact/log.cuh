@@ -161,6 +161,7 @@ TW_EXACT_HD double log_of_reduced_float_fast(LogReduction reduced) {
   double t = fma(r * r, log1p_minus_r_over_r2(r), r);
   return s1 + t;
 }
+
 #if !defined(__CUDA_ARCH__)
 // The CPU's first pass for log: the same reduction without the table, whose two reads are vector gathers
 // there. f = m - 1 (exact, Sterbenz) is a multiple of 2^-24 below 0.38, so f + 2 is exact; s = f / (f + 2) is
@@ -169,26 +170,27 @@ TW_EXACT_HD double log_of_reduced_float_fast(LogReduction reduced) {
 // condition 1 / (1 - w) (< 1.036 * 2^-53), the last fma's (2^-53), the tail's (< 0.04 * 2^-53, as 2s w P(w) <
 // 0.0119 |log m|): < 2.12 * 2^-53. y = k ln2 + log m by one fma: |ln2 - kLn2| < 2^-55.26, and |y| >= 0.3154
 // where k != 0 (|log m| <= 0.3777), so y is within (2^-55.26 + 0.3777 * 2.12 * 2^-53) / 0.3154 + 2^-53 < 4.3 *
-// 2^-53 |y| of log x (at k = 1; less for larger |k|): under the 8 ulps the certainty test allows. On every float32 input the CPU's two passes
-// give exact::log's bits (tapewise_tests with TAPEWISE_VECTOR_MATH_ALL=log).
+// 2^-53 |y| of log x (at k = 1; less for larger |k|): under the 8 ulps the certainty test allows. On every
+// float32 input the CPU's two passes give exact::log's bits (tapewise_tests with TAPEWISE_VECTOR_MATH_ALL=log).
 inline double log_of_normal_float_without_table(float x) {
   const LogReduction reduced = log_reduce_normal_float(x);
   const double f = reduced.m - 1.0;
   const double s = f / (f + 2.0);
   const double w = s * s;
   double tail = fma(w, 0x1.8618618618618p-5, 0x1.af286bca1af28p-5);  // 1/21, 1/19
-  tail = fma(w, tail, 0x1.e1e1e1e1e1e1ep-5);                        // 1/17
-  tail = fma(w, tail, 0x1.1111111111111p-4);                        // 1/15
-  tail = fma(w, tail, 0x1.3b13b13b13b14p-4);                        // 1/13
-  tail = fma(w, tail, 0x1.745d1745d1746p-4);                        // 1/11
-  tail = fma(w, tail, 0x1.c71c71c71c71cp-4);                        // 1/9
-  tail = fma(w, tail, 0x1.2492492492492p-3);                        // 1/7
-  tail = fma(w, tail, 0x1.999999999999ap-3);                        // 1/5
-  tail = fma(w, tail, 0x1.5555555555555p-2);                        // 1/3
+  tail = fma(w, tail, 0x1.e1e1e1e1e1e1ep-5);                         // 1/17
+  tail = fma(w, tail, 0x1.1111111111111p-4);                         // 1/15
+  tail = fma(w, tail, 0x1.3b13b13b13b14p-4);                         // 1/13
+  tail = fma(w, tail, 0x1.745d1745d1746p-4);                         // 1/11
+  tail = fma(w, tail, 0x1.c71c71c71c71cp-4);                         // 1/9
+  tail = fma(w, tail, 0x1.2492492492492p-3);                         // 1/7
+  tail = fma(w, tail, 0x1.999999999999ap-3);                         // 1/5
+  tail = fma(w, tail, 0x1.5555555555555p-2);                         // 1/3
   const double two_s = s + s;
   return fma(static_cast<double>(reduced.exponent), kLn2, fma(two_s * w, tail, two_s));
 }
 #endif
+
 TW_EXACT_HD double log_of_float_fast(float x) {  // any float x > 0, subnormals included
   return log_of_reduced_float_fast(log_reduce(static_cast<double>(x)));
 }
