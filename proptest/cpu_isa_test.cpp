@@ -27,11 +27,7 @@ std::vector<CpuIsa> wider_isas() {
   return out;
 }
 
-std::uint64_t stride() {
-  const char* env = std::getenv("TAPEWISE_ISA_STRIDE");
-  const unsigned long long s = env && *env ? std::strtoull(env, nullptr, 10) : 4099;
-  return s == 0 ? 4099 : s;
-}
+std::uint64_t stride() { return static_cast<std::uint64_t>(env_count("TAPEWISE_ISA_STRIDE", 4099)); }
 
 template <class T>
 T from_bits32(std::uint32_t bits) {
@@ -148,6 +144,28 @@ TEST(CpuIsa, TheEnvironmentVariableSetsTheAutomaticChoice) {
   EXPECT_NE(fallback->describe().find("TAPEWISE_CPU_ISA"), std::string::npos) << fallback->describe();
   EXPECT_EQ(cpu_isa(*cpu_in(CpuIsa::baseline)), CpuIsa::baseline);  // an explicit choice wins
   unsetenv("TAPEWISE_CPU_ISA");
+}
+
+// The stride and case counts the sweeps read from the environment: unset or empty gives the default,
+// a whole number is taken, and anything else stops the test with the variable's name.
+TEST(TestSettings, CountsFromTheEnvironmentRefuseWhatIsNotACount) {
+  const char* name = "TAPEWISE_TEST_SETTINGS_COUNT";
+  unsetenv(name);
+  EXPECT_EQ(env_count(name, 4099), 4099);
+  setenv(name, "", 1);
+  EXPECT_EQ(env_count(name, 4099), 4099);
+  setenv(name, "65537", 1);
+  EXPECT_EQ(env_count(name, 4099), 65537);
+  for (const char* bad : {"-5", "+5", "0", "1", "5x", "x", " 5", "99999999999999999999"}) {
+    setenv(name, bad, 1);
+    try {
+      env_count(name, 4099, 2);
+      ADD_FAILURE() << bad << " was taken";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string(name) + "=" + bad), std::string::npos) << e.what();
+    }
+  }
+  unsetenv(name);
 }
 
 }  // namespace

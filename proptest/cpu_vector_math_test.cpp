@@ -42,11 +42,7 @@ std::uint32_t bits_from(float f) {
   return u;
 }
 
-std::uint64_t sweep_stride() {
-  const char* env = std::getenv("TAPEWISE_VECTOR_MATH_STRIDE");
-  const unsigned long long s = env && *env ? std::strtoull(env, nullptr, 10) : 2053;
-  return s == 0 ? 2053 : s;
-}
+std::uint64_t sweep_stride() { return static_cast<std::uint64_t>(env_count("TAPEWISE_VECTOR_MATH_STRIDE", 2053)); }
 
 // x and its neighbours, both signs.
 void add_around(std::vector<float>& v, float x, int count) {

@@ -292,11 +292,7 @@ sw::Inputs libm_inputs_for(const sw::Job& j, std::uint64_t k) {
 
 // TAPEWISE_SWEEP_FLOAT64_CASES: the cases per float64 libm node (default 100,000). tools/sanitize.sh sets
 // 10,000: MPFR under AddressSanitizer took 50 s of the instrumented suite's 130 at the full count (2026-12-07).
-std::int64_t float64_libm_cases() {
-  const char* env = std::getenv("TAPEWISE_SWEEP_FLOAT64_CASES");
-  const long long n = env && *env ? std::strtoll(env, nullptr, 10) : 100000;
-  return n >= 2 ? n : 100000;
-}
+std::int64_t float64_libm_cases() { return testing::env_count("TAPEWISE_SWEEP_FLOAT64_CASES", 100000, 2); }
 
 TEST(SweepReference, AgreesWithMpfrOnEveryFloat64LibmNode) {
   const std::int64_t cases_per_libm_node = float64_libm_cases();

@@ -4,9 +4,11 @@
 // small host-array helpers. No tolerances and no per-node values live here.
 #pragma once
 
+#include <cerrno>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -254,6 +256,22 @@ T must(Result<T> r) {
 }
 inline void must(Result<void> r) {
   if (!r) throw std::runtime_error("unexpected error from tapewise: " + r.error().str());
+}
+
+// A count a test reads from the environment (a stride, a number of cases): `fallback` where the
+// variable is unset or empty; a whole number from `least` up otherwise. Anything else (a sign, a
+// space, a suffix, too large) throws naming the variable, so that a mistyped setting fails the test
+// instead of running a different sweep than the one asked for.
+inline std::int64_t env_count(const char* name, std::int64_t fallback, std::int64_t least = 1) {
+  const char* text = std::getenv(name);
+  if (!text || !*text) return fallback;
+  char* end = nullptr;
+  errno = 0;
+  const long long n = std::strtoll(text, &end, 10);
+  if (text[0] < '0' || text[0] > '9' || errno != 0 || *end != '\0' || n < least)
+    throw std::runtime_error(std::string(name) + "=" + text + " is not a whole number from " +
+                             std::to_string(least) + " up");
+  return n;
 }
 
 // What a failed command must leave as it was: the tape's nodes and the backend's memory. (A failed
