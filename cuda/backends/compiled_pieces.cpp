@@ -198,10 +198,22 @@ Result<cudaKernel_t> load_kernel(const std::vector<char>& cubin) {
   return kernel;
 }
 
+// At exit: drops what is queued and waits for the piece being compiled, so that the worker does not run
+// into NVRTC's teardown. A piece takes well under a second (about 3 s under a profiler); the wait is
+// bounded all the same, so an exit never hangs on a compilation.
+void wait_for_the_worker_at_exit() {
+  Cache& c = cache();
+  std::unique_lock lock(c.mutex);
+  c.exiting = true;
+  c.unfinished -= static_cast<int>(c.queue.size());
+  c.queue.clear();
+  c.idle.wait_for(lock, std::chrono::seconds(30), [&] { return c.unfinished == 0; });
+}
+
 // The worker: compiles the queued pieces one after another, for the life of the process.
 void compile_queued(Cache& c) {
   std::unique_lock lock(c.mutex);
-  for (;;) {
+  for (bool first = true;; first = false) {
     c.work.wait(lock, [&] { return !c.queue.empty(); });
     const Job job = std::move(c.queue.front());
     c.queue.pop_front();
@@ -225,23 +237,37 @@ void compile_queued(Cache& c) {
       c.stats.last_error = cubin.error().message;
     }
     if (--c.unfinished == 0) c.idle.notify_all();
+    if (first) std::atexit(wait_for_the_worker_at_exit);  // start_worker says why again
   }
 }
 
-// At exit, before NVRTC is unloaded (it is constructed after NVRTC is loaded, so its destructor runs
-// first): drops what is queued and waits for the piece being compiled, so that the worker does not run
-// into NVRTC's teardown. A piece takes well under a second (about 3 s under a profiler); the wait is bounded
-// all the same, so an exit never hangs on a compilation.
-struct ExitGuard {
-  Cache& c;
-  ~ExitGuard() {
-    std::unique_lock lock(c.mutex);
-    c.exiting = true;
-    c.unfinished -= static_cast<int>(c.queue.size());
-    c.queue.clear();
-    c.idle.wait_for(lock, std::chrono::seconds(30), [&] { return c.unfinished == 0; });
-  }
-};
+// Exit runs its handlers in the reverse order of their registration, static destructors among them, and
+// NVRTC registers some of its own during its first compilation. A wait registered before that ran after
+// them: a compilation in flight at exit ran on NVRTC's destroyed state, and the exit crashed or hung
+// (compute-sanitizer's exit status 11 and 60-s hangs, 2026-12-06/07, after every test had passed; the
+// test CompiledPieces.AnExitWhileCompilingIsClean shows it without a GPU). So the worker's first
+// compilation is a small program, compiled here in the starting thread with the pieces' headers and
+// options, before the wait is registered; the worker registers it again after its first piece, for
+// anything a larger program makes NVRTC make.
+constexpr const char* kWarmUpSource =
+    "#include \"op_math.cuh\"\n"
+    "extern \"C\" __global__ void tapewise_warm_up(float* x) { x[threadIdx.x] = sinf(x[threadIdx.x]) + expf(x[0]); }\n";
+
+void start_worker(Cache& c, const std::string& arch) {
+  if (Result<std::vector<char>> warm = compile_piece_source(kWarmUpSource, arch); !warm && nvrtc().error.empty())
+    TAPEWISE_LOG(warn, "compiled pieces: NVRTC's warm-up compilation: " + warm.error().message);
+  std::atexit(wait_for_the_worker_at_exit);
+  std::thread(compile_queued, std::ref(c)).detach();
+  c.worker_started = true;
+}
+
+// A job for the worker (mutex held; its entry made by the caller), which starts on the first.
+void queue_job(Cache& c, Job job) {
+  if (!c.worker_started) start_worker(c, job.arch);
+  c.queue.push_back(std::move(job));
+  ++c.unfinished;
+  c.work.notify_one();
+}
 
 // A piece seen for the first time (mutex held): queued for the worker, or irregular.
 Entry first_sight(Cache& c, const std::string& key, std::span<const Step> steps, std::int64_t numel,
@@ -262,15 +288,7 @@ Entry first_sight(Cache& c, const std::string& key, std::span<const Step> steps,
     entry.state = State::failed;
     return entry;
   }
-  c.queue.push_back(Job{key, std::move(*source), arch});
-  ++c.unfinished;
-  if (!c.worker_started) {
-    nvrtc();  // loaded (or not) before the guard, whose destructor must run before its unloading
-    static ExitGuard guard{c};
-    std::thread(compile_queued, std::ref(c)).detach();
-    c.worker_started = true;
-  }
-  c.work.notify_one();
+  queue_job(c, Job{key, std::move(*source), arch});
   return entry;
 }
 
@@ -309,8 +327,8 @@ Result<std::vector<char>> compile_piece_source(const std::string& source, const 
   const Nvrtc& n = nvrtc();
   if (!n.error.empty()) return fail(ErrorCode::CudaFailure, n.error);
   // Never destroyed, like the cache: the worker may be compiling while the process exits, and a
-  // function-local static made on its first compilation, after the exit guard, would be destroyed
-  // before the guard's wait (compute-sanitizer saw such exits crash: its exit status 11).
+  // function-local static made on its first compilation, after the exit's wait was registered, would be
+  // destroyed before that wait (start_worker: NVRTC's own statics did the same).
   static const HeaderSet& headers = *new HeaderSet;
   nvrtcProgram program = nullptr;
   nvrtcResult r = n.create(&program, source.c_str(), "tapewise_piece.cu", static_cast<int>(headers.names.size()),
@@ -353,6 +371,16 @@ CompiledPieceStats compiled_piece_stats() {
   s.interpreted_irregular = c.interpreted_irregular.load();
   s.interpreted_failed = c.interpreted_failed.load();
   return s;
+}
+
+std::string nvrtc_unavailable_reason() { return nvrtc().error; }
+
+void compile_in_background(const std::string& source, const std::string& arch) {
+  Cache& c = cache();
+  std::lock_guard lock(c.mutex);
+  const std::string key = "source for " + arch + ":" + source;
+  if (c.exiting || !c.entries.try_emplace(key).second) return;  // exiting, or queued or compiled before
+  queue_job(c, Job{key, source, arch});
 }
 
 void wait_for_compiled_pieces() {

@@ -68,6 +68,14 @@ bool launch_compiled_piece(std::span<const Step> steps, std::int64_t numel, std:
                            const PieceLaunch& launch, const CompiledPieceTarget& target, unsigned blocks, void** args,
                            cudaStream_t stream, cudaError_t& err);
 
+// Why NVRTC cannot be used, "" when it can: loads it (once for the process) and compiles nothing.
+std::string nvrtc_unavailable_reason();
+
+// Queues `source` for the worker thread under a cache entry of its own, as the first sight of a piece
+// queues its source, and returns at once (wait_for_compiled_pieces waits for it). For the tests of the
+// worker's life, such as a process that exits while it compiles. Needs no GPU.
+void compile_in_background(const std::string& source, const std::string& arch);
+
 // Blocks until every piece queued has compiled (or failed): for benchmarks and tests that measure or
 // check the compiled kernels rather than the interpreter running meanwhile.
 void wait_for_compiled_pieces();
