@@ -41,6 +41,7 @@ struct Options {
   bool chain_every_gradient = false;     // --chain-gradients all
   std::int64_t program_threshold = -1;  // the chain's tapes', in elements; -1: the library's default
   std::int64_t max_pending_nodes = 0;   // the chain's tapes'; 0: the library's default
+  std::int64_t recompute_from = -1;     // elements from which backward programs compute values again; -1: the library's
   std::uint64_t seed = 20261130;
 };
 

@@ -22,6 +22,7 @@
 
 #include "bench.hpp"
 #include "backends/compiled_pieces.hpp"
+#include "tape/backward_program.hpp"
 #include <cuda_runtime.h>
 
 using namespace tapewise;
@@ -329,6 +330,10 @@ Result<Options> parse_options(int argc, char** argv) {
   app.add_option("--max-pending-nodes", opt.max_pending_nodes,
                  "forwards a chain's tape defers before it flushes (default: the library's, 4,096)")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{65536}));
+  app.add_option("--recompute-from", opt.recompute_from,
+                 "elements from which a backward program computes single-use values again rather than have the "
+                 "flush store them (default: the library's, 2^22; 0: always)")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 62));
   app.add_option("--map-shapes", shapes, "launch shapes to measure side by side (TAPEWISE_MAP_SHAPE names, "
                                          "comma-separated; default: the library's); float32 and float64 "
                                          "only, each 16-bit kernel has one shape");
@@ -632,6 +637,7 @@ Result<std::vector<ChainResult>> measure_chains(const Options& opt, const std::s
   setup.every_gradient = opt.chain_every_gradient;
   if (opt.program_threshold >= 0) setup.tape.program_threshold = opt.program_threshold;
   if (opt.max_pending_nodes > 0) setup.tape.max_pending_nodes = opt.max_pending_nodes;
+  if (opt.recompute_from >= 0) detail::set_recompute_from(opt.recompute_from);
   for (const std::string& shape : opt.chain_shapes) {
     for (const int log2n : opt.chain_log2_sizes) {
       std::printf("  measuring the %s chain at 2^%d ...\n", shape.c_str(), log2n);

@@ -2,7 +2,9 @@
 // its two executors: node by node (a kernel per VJP, fused or staged, into fresh contribution buffers)
 // or as one program (backward_program.hpp). Both run the same plan, so they cannot disagree; neither
 // changes the tape.
+#include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -45,6 +47,9 @@ struct BufferSums {
 // of each per thread is enough.
 thread_local detail::BackwardPlan backward_plan;
 thread_local detail::BackwardProgram backward_program;
+// A byte per position, 1 where the node's forward is pending: which values a backward program may
+// compute again (BackwardProgram::build).
+thread_local std::vector<std::uint8_t> pending_at;
 
 }  // namespace
 
@@ -188,7 +193,13 @@ Result<Gradients> Tape::run_plan_as_program(const detail::BackwardPlan& plan, No
   } released{builder};
   const char* what = dense ? "backward_dense" : "backward";
   TAPEWISE_CHECK(builder.allocate_slots(engine, plan, nodes_, out, dense));
-  const detail::Program& program = builder.build(plan, nodes_, out, seed, options_.program_threshold);
+  std::span<const std::uint8_t> pending;
+  if (nodes_[static_cast<std::size_t>(out)].value.numel() >= detail::recompute_from()) {
+    pending_at.assign(nodes_.size(), 0);
+    for (NodeId at : pending_) pending_at[static_cast<std::size_t>(at)] = 1;
+    pending = pending_at;
+  }
+  const detail::Program& program = builder.build(plan, nodes_, out, seed, options_.program_threshold, pending);
   TAPEWISE_CHECK(builder.allocate_internal_slots(engine, what));
   TAPEWISE_CHECK(flush_for_backward(builder.values_read(), out));
   TAPEWISE_CHECK(engine.run_program(program));

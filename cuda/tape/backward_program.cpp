@@ -2,6 +2,7 @@
 // its steps, and the register pass with the piece boundaries it respects.
 #include "tape/backward_program.hpp"
 
+#include <atomic>
 #include <cstddef>
 #include <limits>
 #include <string>
@@ -9,6 +10,13 @@
 #include "tape/tape_internal.hpp"
 
 namespace tapewise::detail {
+
+namespace {
+std::atomic<std::int64_t> recompute_threshold{kRecomputeFromDefault};
+}  // namespace
+
+std::int64_t recompute_from() { return recompute_threshold.load(std::memory_order_relaxed); }
+void set_recompute_from(std::int64_t elements) { recompute_threshold.store(elements, std::memory_order_relaxed); }
 
 std::int64_t stand_in_index(std::span<const std::byte> stand_ins, const void* p) {
   const auto first = reinterpret_cast<std::uintptr_t>(stand_ins.data());
@@ -123,12 +131,22 @@ Result<void> BackwardProgram::allocate_internal_slots(Engine& engine, const char
 }
 
 const Program& BackwardProgram::build(const BackwardPlan& plan, std::span<const Node> nodes, NodeId out,
-                                      const Buffer& seed, std::int64_t threshold) {
+                                      const Buffer& seed, std::int64_t threshold, std::span<const std::uint8_t> pending) {
   auto at = [&](NodeId id) -> const Node& { return nodes[node_position(id)]; };
   auto slot = [&](NodeId id) { return address_[node_position(id)]; };
   const Buffer& like = at(out).value;
   program_.steps.clear();
   values_read_.clear();
+  recomputed_.clear();
+  read_from_memory_.assign(nodes.size(), 0);
+  if (!pending.empty()) {
+    vjp_reads_.assign(nodes.size(), 0);
+    for (const Visit& visit : plan.visits) {
+      const Node& n = at(visit.node);
+      if (visit.pass_once || op_info(*n.op).vjp_reads != VjpReads::inputs) continue;
+      for (int k = 0; k < n.arity; ++k) ++vjp_reads_[node_position(n.parents[k])];
+    }
+  }
   // A new step of the program, filled where it lies (Program::append) and sealed once complete.
   auto new_step = [&](StepKind kind, const Buffer& shaped) -> Step& {
     Step& step = program_.append();
@@ -145,6 +163,7 @@ const Program& BackwardProgram::build(const BackwardPlan& plan, std::span<const 
   for (const Visit& visit : plan.visits) {
     const Node& n = at(visit.node);
     void* g = slot(visit.node);
+    if (!visit.pass_once && !pending.empty()) append_recomputes(n, nodes, pending);
     Step& step = new_step(visit.pass_once ? StepKind::pass : StepKind::vjp, like);
     step.in[0] = g;
     if (!visit.pass_once) {
@@ -159,8 +178,7 @@ const Program& BackwardProgram::build(const BackwardPlan& plan, std::span<const 
       if (visit.write[k] != SlotWrite::none) step.out[k] = slot(n.parents[k]);
     }
     program_.seal_last();
-    for (int k = 0; k < (visit.pass_once ? 0 : n.arity); ++k)
-      if (reads(step, kIn0 + k)) values_read_.push_back(static_cast<NodeId>(node_position(n.parents[k])));
+    if (!visit.pass_once) note_values_read(step, n);
   }
   // Dense: slots that received nothing hold +0; a large one (a node outside the output's graph) by a
   // fill kernel, so the program's threads stay as many as the output's elements. Each is returned.
@@ -176,7 +194,55 @@ const Program& BackwardProgram::build(const BackwardPlan& plan, std::span<const 
     program_.seal_last();
   }
   register_pass_.run(program_, stand_ins_);
+  // A value computed again reaches the steps after it in a register; a step that reads it from memory
+  // (past kHistory, or in the next piece) has it listed in values_read_, so the flush stores it.
+  for (std::size_t j : recomputed_) program_.steps[j].out[0] = nullptr;
   return program_;
+}
+
+// Which inputs are computed again: a node's whose forward is pending (the flush would otherwise store
+// it for this VJP alone), unary (it reads one value, where the stored one would be one read), read by
+// no other VJP of the plan and by no step from memory so far. One step back, the VJP finds it in a
+// register; its input's node, if it qualifies too, is computed first, so that the VJP after this one
+// finds its own input three steps back. At most kHistory - 1 steps go in between, so that this VJP
+// still takes its gradient from the register of the VJP before it. A unary chain thus stores one value
+// of three that its VJPs read, where it stored each.
+void BackwardProgram::append_recomputes(const Node& n, std::span<const Node> nodes, std::span<const std::uint8_t> pending) {
+  if (op_info(*n.op).vjp_reads != VjpReads::inputs) return;
+  auto worth = [&](std::size_t p) {
+    const Node& v = nodes[p];
+    return pending[p] && v.op && v.arity == 1 && vjp_reads_[p] == 1 && !read_from_memory_[p];
+  };
+  int room = kHistory - 1;
+  for (int k = 0; k < n.arity && room > 0; ++k) {
+    const std::size_t p = node_position(n.parents[k]);
+    if (!worth(p)) continue;
+    const std::size_t q = node_position(nodes[p].parents[0]);
+    if (room >= 2 && worth(q)) {
+      append_forward(q, nodes);
+      --room;
+    }
+    append_forward(p, nodes);
+    --room;
+  }
+}
+
+void BackwardProgram::append_forward(std::size_t position, std::span<const Node> nodes) {
+  const Node& n = nodes[position];
+  Step& step = program_.append();
+  fill_forward_step(step, n, nodes);  // its value's address too: sources_of finds the steps after it
+  program_.seal_last();
+  note_values_read(step, n);
+  recomputed_.push_back(program_.steps.size() - 1);
+}
+
+void BackwardProgram::note_values_read(const Step& step, const Node& n) {
+  for (int k = 0; k < n.arity; ++k) {
+    if (!reads(step, kIn0 + k) || source_code(step.sources, kIn0 + k) != kFromMemory) continue;
+    const std::size_t p = node_position(n.parents[k]);
+    values_read_.push_back(static_cast<NodeId>(p));
+    read_from_memory_[p] = 1;
+  }
 }
 
 Result<void> BackwardProgram::fill_large_zeros(Engine& engine) {

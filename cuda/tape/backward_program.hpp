@@ -17,6 +17,15 @@
 
 namespace tapewise::detail {
 
+// From how many elements a backward program computes values again instead of reading them stored.
+// Past the GPU's L2 a stored value costs a write in the forward's flush and a read in the backward,
+// 8 bytes a float32 element, where computing a unary node's value again from its input costs its
+// instructions; BackwardProgram::build says which values. Process-wide; tapewise-bench
+// (--recompute-from) and the tests set it, to measure and to test both ways.
+inline constexpr std::int64_t kRecomputeFromDefault = std::int64_t{1} << 22;
+std::int64_t recompute_from();
+void set_recompute_from(std::int64_t elements);
+
 // The internal slot whose stand-in address (a byte of `stand_ins` each) p is, else -1.
 std::int64_t stand_in_index(std::span<const std::byte> stand_ins, const void* p);
 
@@ -48,10 +57,14 @@ class BackwardProgram {
   // The program over the slots: the seed copy, a step per visit, then dense zeros of at most
   // `threshold` elements (a larger one is a fill kernel: fill_large_zeros); when only some gradients
   // are wanted, the register pass. Not runnable before allocate_internal_slots.
+  // `pending` (a byte per position, 1 where the node's forward is pending; empty: none) lets a VJP's
+  // step be preceded by forward steps that compute its input again in registers (append_recomputes),
+  // so that the flush need not store that value.
   const Program& build(const BackwardPlan& plan, std::span<const Node> nodes, NodeId out, const Buffer& seed,
-                       std::int64_t threshold);
-  // The positions of the nodes whose values the built program reads (the inputs of VJPs that depend
-  // on them; repeats possible): the pending forwards it needs (Tape::flush_for_backward).
+                       std::int64_t threshold, std::span<const std::uint8_t> pending = {});
+  // The positions of the nodes whose values the built program reads from memory (the inputs of VJPs
+  // that depend on them and of the forwards it computes again, where no register holds them; repeats
+  // possible): the pending forwards it needs stored (Tape::flush_for_backward).
   std::span<const NodeId> values_read() const { return values_read_; }
   // Memory for the slots in between that a step of the built program stores to, in one allocation, and
   // their addresses in the steps; the others (the register pass kept them out of memory: a chain's
@@ -72,6 +85,13 @@ class BackwardProgram {
  private:
   static constexpr std::size_t kNoSlot = SIZE_MAX;
 
+  // Before the VJP step of `n`: forward steps computing again the inputs it reads, where that saves
+  // storing them. Their stores are dropped once the program is complete (build).
+  void append_recomputes(const Node& n, std::span<const Node> nodes, std::span<const std::uint8_t> pending);
+  void append_forward(std::size_t position, std::span<const Node> nodes);
+  // Lists the values `step` (of node `n`) reads from memory in values_read_.
+  void note_values_read(const Step& step, const Node& n);
+
   Program program_;
   std::vector<BufferSpec> specs_;
   std::vector<std::size_t> slot_of_;   // a returned slot's index in slots_, else kNoSlot
@@ -83,6 +103,9 @@ class BackwardProgram {
   DType internal_dtype_ = DType::float32;
   std::vector<NodeId> large_zeros_;
   std::vector<NodeId> values_read_;
+  std::vector<std::uint8_t> read_from_memory_;  // per position: listed in values_read_
+  std::vector<std::uint32_t> vjp_reads_;        // per position: the VJPs of the plan that read its value
+  std::vector<std::size_t> recomputed_;         // the forward steps build appended
   RegisterPass register_pass_;
   std::vector<Buffer> slots_;          // the returned slots; empty between calls
   Buffer internal_slots_;

@@ -34,10 +34,6 @@ std::uint32_t next_serial() {
   return made.fetch_add(1, std::memory_order_relaxed) % kMostSerials + 1;
 }
 
-// Programs write into buffers the tape hands out as const (values computed late, slots being
-// filled): the buffers are the tape's own.
-void* writable(const Buffer& b) { return const_cast<void*>(b.data()); }
-
 // The flush's program, reused by every tape of the thread: a long recording builds its programs in
 // memory that is already there (no large temporary allocated and freed, and touched afresh, per call).
 thread_local detail::Program flush_program;
@@ -159,16 +155,7 @@ detail::Program& Tape::pending_program() const {
   detail::Program& program = flush_program;
   program.steps.clear();
   for (NodeId at : pending_) {
-    const Node& n = nodes_[static_cast<std::size_t>(at)];
-    detail::Step& step = program.append();
-    step.kind = detail::StepKind::forward;
-    step.op = *n.op;
-    step.dtype = n.value.dtype();
-    step.numel = n.value.numel();
-    step.s0 = n.scalars.s0;
-    step.s1 = n.scalars.s1;
-    for (int k = 0; k < n.arity; ++k) step.in[k] = nodes_[node_position(n.parents[k])].value.data();
-    step.out[0] = writable(n.value);
+    detail::fill_forward_step(program.append(), nodes_[static_cast<std::size_t>(at)], nodes_);
     program.seal_last();
   }
   return program;

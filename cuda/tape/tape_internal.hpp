@@ -1,11 +1,15 @@
 // cuda/tape/tape_internal.hpp — what recording (tape.cpp) and reverse mode (backward.cpp) share: how a
-// node id is written in messages and why one is refused, and which nodes run as programs.
+// node id is written in messages and why one is refused, which nodes run as programs, and a node's
+// forward as a program step.
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include <tapewise/tape.hpp>
+
+#include "kernels/program.hpp"
 
 namespace tapewise::detail {
 
@@ -38,5 +42,19 @@ inline Error id_error(const std::string& what, const char* role, NodeId id, std:
 
 // Nodes of at most `threshold` elements run as programs (TapeOptions::program_threshold; 0: none).
 inline bool runs_as_program(std::int64_t numel, std::int64_t threshold) { return threshold > 0 && numel <= threshold; }
+
+// Fills a step Program::append made as node `n`'s forward, storing its value; `nodes` are the tape's
+// (n's parents among them). The caller seals it. Programs write into the value the tape hands out as
+// const: it is the tape's own.
+inline void fill_forward_step(Step& step, const Node& n, std::span<const Node> nodes) {
+  step.kind = StepKind::forward;
+  step.op = *n.op;
+  step.dtype = n.value.dtype();
+  step.numel = n.value.numel();
+  step.s0 = n.scalars.s0;
+  step.s1 = n.scalars.s1;
+  for (int k = 0; k < n.arity; ++k) step.in[k] = nodes[node_position(n.parents[k])].value.data();
+  step.out[0] = const_cast<void*>(n.value.data());
+}
 
 }  // namespace tapewise::detail
