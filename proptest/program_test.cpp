@@ -112,7 +112,8 @@ struct DagNode {
 };
 
 // Leaves of random types, then nodes of every op over earlier nodes of one type (a binary node's
-// second parent has the first's type; sometimes it is the first: repeated parents). Half the DAGs
+// second parent has the first's type; sometimes it is the first: repeated parents). Half the first
+// parents are the node just before, so that chains form, whose values pass in registers. Half the DAGs
 // have a single type, so that slots receive many contributions; half use only arithmetic nodes,
 // whose values stay finite, so that a change in the order of additions shows in the bits.
 std::vector<DagNode> random_dag() {
@@ -136,7 +137,8 @@ std::vector<DagNode> random_dag() {
     DagNode n;
     n.op = *rc::gen::elementOf(ops);
     n.scalars = pick_any_table_scalars(*n.op);
-    n.parents[0] = *rc::gen::inRange<NodeId>(0, static_cast<NodeId>(dag.size()));
+    const auto size = static_cast<NodeId>(dag.size());
+    n.parents[0] = *rc::gen::weightedOneOf<NodeId>({{1, rc::gen::just(size - 1)}, {1, rc::gen::inRange<NodeId>(0, size)}});
     n.type = dag[static_cast<std::size_t>(n.parents[0])].type;
     n.requires_grad = dag[static_cast<std::size_t>(n.parents[0])].requires_grad;
     if (op_info(*n.op).arity == 2) {
