@@ -20,6 +20,9 @@
 #include <thread>
 #include <vector>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "kernels/piece_source.hpp"
 #include "test_support.hpp"
 #if TAPEWISE_HAS_CUDA
@@ -323,6 +326,34 @@ TEST(CompiledPieces, AnExitWhileCompilingIsClean) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   for (int delay_ms : {100, 200, 300, 400, 500})
     EXPECT_EXIT(exit_while_compiling(delay_ms), ::testing::ExitedWithCode(0), "") << delay_ms << " ms into a compilation";
+}
+
+// Forks 100 ms into an exact-mode piece's compilation and times the child's exit: it has no worker
+// thread (fork copies only the forking thread), so a wait for the parent's compilation would never
+// end before its 30-s bound. Exits 0 when the child exited 0 within 5 s, else 4.
+[[noreturn]] void fork_while_compiling() {
+  std::optional<std::string> source =
+      piece_source(chain_steps(true), 5000, 5000, PieceLaunch{DType::float64, 1, detail::kStepsPerLaunch, false, true});
+  if (!source) std::exit(3);
+  source->insert(0, "#define TAPEWISE_MATH_EXACT 1\n");
+  detail::compile_in_background(*source, "sm_90");
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const auto start = std::chrono::steady_clock::now();
+  const pid_t child = fork();
+  if (child == 0) std::exit(0);
+  int status = 0;
+  if (child < 0 || waitpid(child, &status, 0) != child) std::exit(5);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::exit(WIFEXITED(status) && WEXITSTATUS(status) == 0 && seconds < 5 ? 0 : 4);
+}
+
+// A process forked while the worker compiles (a data loader's workers, say) starts with a cache of its
+// own, empty, and exits at once. Its copy of the parent's cache counted a compilation in flight that
+// no thread of the child would finish, so its exit waited the full 30 s.
+TEST(CompiledPieces, AChildForkedWhileCompilingExitsAtOnce) {
+  if (const std::string why = detail::nvrtc_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(fork_while_compiling(), ::testing::ExitedWithCode(0), "");
 }
 
 TEST(CompiledPieces, ASourceThatDoesNotCompileIsAnErrorWithTheLog) {

@@ -5,6 +5,7 @@
 #include "backends/compiled_pieces.hpp"
 
 #include <dlfcn.h>
+#include <pthread.h>
 
 #include <atomic>
 #include <chrono>
@@ -161,9 +162,22 @@ struct Cache {
   std::atomic<std::int64_t> launches{0}, interpreted_short{0}, interpreted_uneven{0}, interpreted_compiling{0},
       interpreted_irregular{0}, interpreted_failed{0};
 };
+// The process's cache, never destroyed: its kernels may be launched, and its worker run, until the
+// process ends. A forked child gets a cache of its own, empty: fork copies only the forking thread, so
+// the parent's worker, and any compilation the copy counts in flight, are not in the child (whose exit
+// would wait for it 30 s), and CUDA's state is not inherited either. The fork holds the mutex, so the
+// copy is taken between two changes, and the child leaves it locked and unused.
+Cache* current_cache = nullptr;
+void hold_cache_for_fork() { current_cache->mutex.lock(); }
+void release_cache_after_fork() { current_cache->mutex.unlock(); }
+void fresh_cache_in_child() { current_cache = new Cache; }
 Cache& cache() {
-  static Cache* c = new Cache;  // never destroyed: its kernels may be launched, and its worker run, until the process ends
-  return *c;
+  static const bool made = [] {
+    current_cache = new Cache;
+    return pthread_atfork(hold_cache_for_fork, release_cache_after_fork, fresh_cache_in_child) == 0;
+  }();
+  (void)made;
+  return *current_cache;
 }
 
 // A piece's cache key: what its source is generated from (the math mode, the launch, each step's code,
