@@ -33,18 +33,15 @@ Tape tape_with_threshold(std::shared_ptr<Backend> be, std::int64_t threshold) {
 // The threshold the random DAGs run under: small enough that a "large" node costs nothing.
 constexpr std::int64_t kSmall = 8;
 
-// detail::recompute_from for a scope: 0 has every program backward compute single-use values again,
-// kNeverRecompute none.
+// detail::recompute_from for a scope, then each backend's own again: 0 has every program backward
+// compute single-use values again, kNeverRecompute none.
 constexpr std::int64_t kNeverRecompute = INT64_MAX;
 class RecomputeFrom {
  public:
   explicit RecomputeFrom(std::int64_t elements) { detail::set_recompute_from(elements); }
-  ~RecomputeFrom() { detail::set_recompute_from(before_); }
+  ~RecomputeFrom() { detail::set_recompute_from(-1); }
   RecomputeFrom(const RecomputeFrom&) = delete;
   RecomputeFrom& operator=(const RecomputeFrom&) = delete;
-
- private:
-  std::int64_t before_ = detail::recompute_from();
 };
 
 struct TensorType {

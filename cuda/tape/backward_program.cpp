@@ -12,11 +12,15 @@
 namespace tapewise::detail {
 
 namespace {
-std::atomic<std::int64_t> recompute_threshold{kRecomputeFromDefault};
+std::atomic<std::int64_t> recompute_override{-1};  // set_recompute_from's; -1: none
 }  // namespace
 
-std::int64_t recompute_from() { return recompute_threshold.load(std::memory_order_relaxed); }
-void set_recompute_from(std::int64_t elements) { recompute_threshold.store(elements, std::memory_order_relaxed); }
+std::int64_t recompute_from(BackendKind kind) {
+  const std::int64_t set = recompute_override.load(std::memory_order_relaxed);
+  if (set >= 0) return set;
+  return kind == BackendKind::cuda ? kRecomputeFromOnCuda : std::numeric_limits<std::int64_t>::max();
+}
+void set_recompute_from(std::int64_t elements) { recompute_override.store(elements, std::memory_order_relaxed); }
 
 std::int64_t stand_in_index(std::span<const std::byte> stand_ins, const void* p) {
   const auto first = reinterpret_cast<std::uintptr_t>(stand_ins.data());

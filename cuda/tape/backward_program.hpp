@@ -17,13 +17,16 @@
 
 namespace tapewise::detail {
 
-// From how many elements a backward program computes values again instead of reading them stored.
-// Past the GPU's L2 a stored value costs a write in the forward's flush and a read in the backward,
-// 8 bytes a float32 element, where computing a unary node's value again from its input costs its
-// instructions; BackwardProgram::build says which values. Process-wide; tapewise-bench
-// (--recompute-from) and the tests set it, to measure and to test both ways.
-inline constexpr std::int64_t kRecomputeFromDefault = std::int64_t{1} << 22;
-std::int64_t recompute_from();
+// From how many elements a backward program on a `kind` backend computes values again instead of
+// reading them stored (BackwardProgram::build says which values). Past the GPU's L2 a stored value
+// costs a write in the forward's flush and a read in the backward, 8 bytes a float32 element, where
+// computing a unary node's value again from its input costs its instructions: on CUDA from
+// kRecomputeFromOnCuda elements. The CPU's interpreter is bound by instructions, not memory (the
+// 100-node unary chain at 2^12 took 1.37x as long computing again): never there.
+inline constexpr std::int64_t kRecomputeFromOnCuda = std::int64_t{1} << 22;
+std::int64_t recompute_from(BackendKind kind);
+// Sets it for every backend, process-wide (tapewise-bench --recompute-from, and the tests, to measure
+// and test both ways); -1 restores each backend's own.
 void set_recompute_from(std::int64_t elements);
 
 // The internal slot whose stand-in address (a byte of `stand_ins` each) p is, else -1.
