@@ -4,7 +4,6 @@
 // small host-array helpers. No tolerances and no per-node values live here.
 #pragma once
 
-#include <cerrno>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -24,6 +23,7 @@
 #include <tapewise/tapewise.hpp>
 
 #include "backends/engine.hpp"  // the engine behind Backend: prims, the allocation-failure hook
+#include "core/whole_number.hpp"
 
 namespace tapewise {
 // A 16-bit element's NaN test and its value in a failure message, where argument-dependent lookup
@@ -265,13 +265,11 @@ inline void must(Result<void> r) {
 inline std::int64_t env_count(const char* name, std::int64_t fallback, std::int64_t least = 1) {
   const char* text = std::getenv(name);
   if (!text || !*text) return fallback;
-  char* end = nullptr;
-  errno = 0;
-  const long long n = std::strtoll(text, &end, 10);
-  if (text[0] < '0' || text[0] > '9' || errno != 0 || *end != '\0' || n < least)
+  const auto n = detail::whole_number(text, INT64_MAX);
+  if (!n || static_cast<std::int64_t>(*n) < least)
     throw std::runtime_error(std::string(name) + "=" + text + " is not a whole number from " +
                              std::to_string(least) + " up");
-  return n;
+  return static_cast<std::int64_t>(*n);
 }
 
 // What a failed command must leave as it was: the tape's nodes and the backend's memory. (A failed

@@ -5,10 +5,12 @@
 #include <limits>
 #include <mutex>
 #include <string>
+#include <string_view>
 
 #include <tapewise/backend.hpp>
 
 #include "backends/engine.hpp"
+#include "core/whole_number.hpp"
 #include "kernels/dispatch.hpp"
 #include "kernels/program.hpp"
 
@@ -204,21 +206,17 @@ Result<std::size_t> detail::kept_memory_limit_from_environment(std::size_t defau
                                                 "' is not a byte count (a whole number below 2^62, optionally followed by K, M or G for KiB, "
                                                 "MiB, GiB)");
   };
-  std::size_t digits = 0;
-  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
-  if (digits == 0 || digits > 18 || text.size() - digits > 1) return refuse();
   int shift = 0;
-  if (digits < text.size()) {
-    switch (text.back()) {
-      case 'K': shift = 10; break;
-      case 'M': shift = 20; break;
-      case 'G': shift = 30; break;
-      default: return refuse();
-    }
+  switch (text.back()) {
+    case 'K': shift = 10; break;
+    case 'M': shift = 20; break;
+    case 'G': shift = 30; break;
+    default: break;
   }
-  const std::uint64_t number = std::stoull(text.substr(0, digits));
-  if (number > (std::uint64_t{1} << (62 - shift))) return refuse();
-  return static_cast<std::size_t>(number << shift);
+  const auto number = whole_number(std::string_view(text).substr(0, text.size() - (shift ? 1 : 0)),
+                                   std::uint64_t{1} << (62 - shift));
+  if (!number) return refuse();
+  return static_cast<std::size_t>(*number << shift);
 }
 
 Result<Buffer> Backend::allocate(const Shape& shape, DType dtype, AllocTag tag) {

@@ -8,8 +8,6 @@
 #include <sched.h>
 
 #include <algorithm>
-#include <cctype>
-#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -25,6 +23,7 @@
 #include "backends/kept_memory.hpp"
 #include "backends/speculative_math.hpp"
 #include "backends/thread_pool.hpp"
+#include "core/whole_number.hpp"
 #include "core/log.hpp"
 #include "kernels/dispatch.hpp"
 #include "kernels/interpreter.hpp"
@@ -139,13 +138,11 @@ Result<int> resolve_threads(int requested) {
   if (requested > 0) return requested;
   const char* env = std::getenv("TAPEWISE_CPU_THREADS");
   if (env && *env) {
-    char* end = nullptr;
-    errno = 0;
-    const long value = std::strtol(env, &end, 10);
-    if (errno != 0 || *end != '\0' || end == env || value < 1 || value > kMaxCpuThreads || !std::isdigit(static_cast<unsigned char>(env[0])))
+    const auto value = detail::whole_number(env, kMaxCpuThreads);
+    if (!value || *value < 1)
       return fail(ErrorCode::InvalidArgument, std::string("make_cpu_backend: TAPEWISE_CPU_THREADS='") + env +
                                                   "' is not a whole number from 1 to " + std::to_string(kMaxCpuThreads));
-    return static_cast<int>(value);
+    return static_cast<int>(*value);
   }
   return std::min(available_cpus(), kMaxDefaultThreads);
 }
