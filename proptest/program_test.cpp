@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/piece_source.hpp"
 #include "kernels/program.hpp"
 #include "tape/backward_program.hpp"
 #include "test_support.hpp"
@@ -566,6 +567,57 @@ TEST(BackwardProgram, AFanOutsInternalSlotsTakeMemoryOnlyWhereAStepStoresThem) {
       996, 4);
 }
 
+// Node i of the unary chain (sin, tanh, sigmoid, scale 0.9, relu, repeated), on h.
+NodeId unary_chain_node(Tape& t, NodeId h, int i) {
+  switch (i % 5) {
+    case 0: return must(t.sin(h));
+    case 1: return must(t.tanh(h));
+    case 2: return must(t.sigmoid(h));
+    case 3: return must(t.scale(h, 0.9));
+    default: return must(t.relu(h));
+  }
+}
+
+// A recomputing backward of the 1,000-node unary chain still repeats a short block of steps (forward
+// steps join the VJPs: nine steps a cycle of five nodes), so each of its full pieces has a compiled
+// form (piece_source: blocks of at most kMaxBlockLength steps, kMaxWrittenSteps written out) rather
+// than running in the CUDA interpreter.
+TEST(BackwardProgram, ARecomputingChainsPiecesCompile) {
+  const RecomputeFrom scope(0);
+  const std::shared_ptr<Backend> be = make_cpu_backend();
+  constexpr std::int64_t kElements = 4096;
+  Tape tape(be);
+  must(tape.set_options(TapeOptions{.program_threshold = kElements}));
+  const NodeId x = must(tape.leaf(host(std::vector<float>(kElements, 0.5f))));
+  NodeId h = x;
+  for (int i = 0; i < 1000; ++i) h = unary_chain_node(tape, h, i);
+  const std::span<const Node> nodes(must(tape.node(x)), tape.size());
+  const auto out = static_cast<NodeId>(node_position(h));
+  detail::BackwardPlan plan;
+  detail::plan_backward(nodes, out, false, plan);
+  const Buffer seed = must(be->upload(host(std::vector<float>(kElements, 1.0f))));
+  detail::BackwardProgram builder;
+  const std::vector<std::uint8_t> pending(nodes.size(), 1);
+  ASSERT_TRUE(builder.allocate_slots(detail::engine_of(*be), plan, nodes, out, false));
+  const detail::Program& program = builder.build(plan, nodes, out, seed, kElements, pending);
+  std::size_t forwards = 0;
+  for (const detail::Step& step : program.steps) forwards += step.kind == detail::StepKind::forward;
+  EXPECT_EQ(forwards, 799u) << "four forward steps a cycle of five nodes, but the leaf's value is its own";
+  int compiled = 0;
+  for (std::size_t first = 0; first < program.steps.size();) {
+    const detail::Piece piece = detail::piece_at(program, first, detail::kStepsPerLaunch);
+    const std::span<const detail::Step> steps(piece.steps, static_cast<std::size_t>(piece.count));
+    const bool has_source = detail::piece_source(steps, piece.numel, piece.covered,
+                                                 detail::PieceLaunch{DType::float32, 1, detail::kStepsPerLaunch, false, true})
+                                .has_value();
+    EXPECT_EQ(has_source, detail::piece_long_enough(steps.size())) << "the piece of " << piece.count << " steps at step " << first;
+    compiled += has_source;
+    first += static_cast<std::size_t>(piece.count);
+  }
+  EXPECT_EQ(compiled, 4) << "1,800 steps: four full pieces of 448 and one of 8";
+  builder.release();
+}
+
 // A step the builder appended and never sealed is refused, naming it, on every backend, and nothing
 // runs: before, its code was 0 and it ran as add's forward.
 TEST_P(Programs, AnUnsealedStepIsRefusedAndNothingRuns) {
@@ -952,13 +1004,7 @@ TEST_P(Programs, ChainOfAThousandNodes) {
     Tape t = tape_with_threshold(backend, kSides[side].threshold);
     NodeId h = must(t.leaf(host(xs)));
     for (int i = 0; i < kNodes; ++i) {
-      switch (i % 5) {
-        case 0: h = must(t.sin(h)); break;
-        case 1: h = must(t.tanh(h)); break;
-        case 2: h = must(t.sigmoid(h)); break;
-        case 3: h = must(t.scale(h, 0.9)); break;
-        default: h = must(t.relu(h)); break;
-      }
+      h = unary_chain_node(t, h, i);
       ASSERT_LE(t.pending(), kPendingLimit);
     }
     EXPECT_EQ(t.pending(), side == 0 ? 0u : kNodes % kPendingLimit);
