@@ -332,7 +332,7 @@ Result<Options> parse_options(int argc, char** argv) {
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{65536}));
   app.add_option("--recompute-from", opt.recompute_from,
                  "elements from which a backward program computes single-use values again rather than have the "
-                 "flush store them (default: the library's, 2^22 on CUDA, never on the CPU; 0: always)")
+                 "flush store them (default: the library's, 2^20 on CUDA in float32, else never; 0: always)")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 62));
   app.add_option("--map-shapes", shapes, "launch shapes to measure side by side (TAPEWISE_MAP_SHAPE names, "
                                          "comma-separated; default: the library's); float32 and float64 "

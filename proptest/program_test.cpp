@@ -567,6 +567,23 @@ TEST(BackwardProgram, AFanOutsInternalSlotsTakeMemoryOnlyWhereAStepStoresThem) {
       996, 4);
 }
 
+// Where backward programs compute values again by default: CUDA, float32, from 2^20 elements (the
+// sizes and the dtype where an H100 measured it faster); set_recompute_from overrides every backend and
+// dtype, and -1 gives the defaults back.
+TEST(BackwardProgram, RecomputingIsCudasFloat32FromTwoToTheTwentyByDefault) {
+  constexpr std::int64_t kNever = INT64_MAX;
+  EXPECT_EQ(detail::recompute_from(BackendKind::cuda, DType::float32), std::int64_t{1} << 20);
+  for (DType dtype : {DType::float64, DType::bfloat16, DType::float16})
+    EXPECT_EQ(detail::recompute_from(BackendKind::cuda, dtype), kNever) << dtype_name(dtype);
+  for (DType dtype : kDTypes) EXPECT_EQ(detail::recompute_from(BackendKind::cpu, dtype), kNever) << dtype_name(dtype);
+  {
+    const RecomputeFrom scope(7);
+    EXPECT_EQ(detail::recompute_from(BackendKind::cpu, DType::bfloat16), 7);
+    EXPECT_EQ(detail::recompute_from(BackendKind::cuda, DType::float32), 7);
+  }
+  EXPECT_EQ(detail::recompute_from(BackendKind::cuda, DType::float32), std::int64_t{1} << 20);
+}
+
 // Node i of the unary chain (sin, tanh, sigmoid, scale 0.9, relu, repeated), on h.
 NodeId unary_chain_node(Tape& t, NodeId h, int i) {
   switch (i % 5) {

@@ -194,7 +194,8 @@ Result<Gradients> Tape::run_plan_as_program(const detail::BackwardPlan& plan, No
   const char* what = dense ? "backward_dense" : "backward";
   TAPEWISE_CHECK(builder.allocate_slots(engine, plan, nodes_, out, dense));
   std::span<const std::uint8_t> pending;
-  if (nodes_[static_cast<std::size_t>(out)].value.numel() >= detail::recompute_from(backend_->kind())) {
+  const Buffer& out_value = nodes_[static_cast<std::size_t>(out)].value;
+  if (out_value.numel() >= detail::recompute_from(backend_->kind(), out_value.dtype())) {
     pending_at.assign(nodes_.size(), 0);
     for (NodeId at : pending_) pending_at[static_cast<std::size_t>(at)] = 1;
     pending = pending_at;

@@ -15,10 +15,10 @@ namespace {
 std::atomic<std::int64_t> recompute_override{-1};  // set_recompute_from's; -1: none
 }  // namespace
 
-std::int64_t recompute_from(BackendKind kind) {
+std::int64_t recompute_from(BackendKind kind, DType dtype) {
   const std::int64_t set = recompute_override.load(std::memory_order_relaxed);
   if (set >= 0) return set;
-  return kind == BackendKind::cuda ? kRecomputeFromOnCuda : std::numeric_limits<std::int64_t>::max();
+  return kind == BackendKind::cuda && dtype == DType::float32 ? kRecomputeFromOnCuda : std::numeric_limits<std::int64_t>::max();
 }
 void set_recompute_from(std::int64_t elements) { recompute_override.store(elements, std::memory_order_relaxed); }
 
