@@ -209,8 +209,9 @@ const Program& BackwardProgram::build(const BackwardPlan& plan, std::span<const 
 // no other VJP of the plan and by no step from memory so far. One step back, the VJP finds it in a
 // register; its input's node, if it qualifies too, is computed first, so that the VJP after this one
 // finds its own input three steps back. At most kHistory - 1 steps go in between, so that this VJP
-// still takes its gradient from the register of the VJP before it. A unary chain thus stores one value
-// of three that its VJPs read, where it stored each.
+// still takes its gradient from the register of the VJP before it. A chain of sin and tanh nodes thus
+// stores one value of three, where it stored each (the chain sin, tanh, sigmoid, scale, relu: two of
+// five, where it stored four).
 void BackwardProgram::append_recomputes(const Node& n, std::span<const Node> nodes, std::span<const std::uint8_t> pending) {
   if (op_info(*n.op).vjp_reads != VjpReads::inputs) return;
   auto worth = [&](std::size_t p) {

@@ -21,9 +21,9 @@ namespace tapewise::detail {
 // again instead of reading them stored (BackwardProgram::build says which values). A stored value
 // costs a write in the forward's flush and a read in the backward, where computing a unary node's
 // value again from its input costs its instructions. Measured on an H100 (2026-12-07, the unary chain
-// sin, tanh, sigmoid, scale 0.9, relu; device time per node): float32 1.47-1.50x faster at 2^22-2^26
+// sin, tanh, sigmoid, scale 0.9, relu; device time per node): float32 1.45-1.50x faster at 2^22-2^26
 // (100 nodes) and 1.37x at 2^20 (1,000 nodes), but 1.37x slower at 2^12, whose values stay in L2;
-// bfloat16, half the bytes for the same math, 1.25-1.30x slower at 2^22-2^26. So on CUDA float32 from
+// bfloat16, half the bytes for the same math, 1.27-1.31x slower at 2^22-2^26. So on CUDA float32 from
 // 2^20 elements; the other dtypes and the sizes between are unmeasured and keep their values. The
 // CPU's interpreter is bound by instructions, not memory (the 100-node unary chain at 2^12 took 1.37x
 // as long computing again): never there.
