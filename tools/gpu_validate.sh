@@ -32,10 +32,12 @@ step() {  # step NAME COMMAND...: runs it, output to $work/NAME.txt, prints the 
 # compute-sanitizer TOOL over the CUDA tests and the compiled-piece tests (a small property budget: the
 # tools slow kernels ~100x).
 # CudaLimits is left to the plain run: tensors past 2^31 elements, and an allocation meant to fail,
-# which memcheck would rightly report as an API error.
+# which memcheck would rightly report as an API error. So are the two tests that start processes and
+# end them mid-compilation (they need no GPU and run in CI): under memcheck on an H100 (2026-12-07) the
+# filter with them did not finish in 110 s, without them in 99.
 sanitize() {
   RC_PARAMS="seed=5 max_success=10" compute-sanitizer --tool "$1" --error-exitcode 1 \
-    "$bin/tapewise_tests" --gtest_brief=1 --gtest_filter='*cuda*:*Cuda*:CompiledPieces.*:-CudaLimits.*'
+    "$bin/tapewise_tests" --gtest_brief=1 --gtest_filter='*cuda*:*Cuda*:CompiledPieces.*:-CudaLimits.*:CompiledPieces.AnExitWhileCompilingIsClean:CompiledPieces.AChildForkedWhileCompilingExitsAtOnce'
 }
 sanitizers() {  # one tool after another (their shadow memory does not fit four at once), then verdicts
   local tool rc=0
