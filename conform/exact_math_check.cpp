@@ -63,6 +63,7 @@
 #include <mpfr.h>
 #include <nlohmann/json.hpp>
 
+#include "core/whole_number.hpp"
 #include "kernels/exact_math.cuh"
 
 namespace {
@@ -886,12 +887,7 @@ std::optional<std::uint64_t> parse_count(const std::string& text) {
     if (!k || *k > 63) return std::nullopt;  // 2^64 and beyond
     return 1ull << *k;
   }
-  if (text.empty() || text.size() > 20 || text.find_first_not_of("0123456789") != std::string::npos)
-    return std::nullopt;
-  errno = 0;
-  const unsigned long long v = std::strtoull(text.c_str(), nullptr, 10);
-  if (errno == ERANGE) return std::nullopt;
-  return v;
+  return tapewise::detail::whole_number(text);
 }
 
 std::uint64_t parse_count_or_throw(const std::string& option, const std::string& text, std::uint64_t low,

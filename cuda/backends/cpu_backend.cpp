@@ -23,8 +23,8 @@
 #include "backends/kept_memory.hpp"
 #include "backends/speculative_math.hpp"
 #include "backends/thread_pool.hpp"
-#include "core/whole_number.hpp"
 #include "core/log.hpp"
+#include "core/whole_number.hpp"
 #include "kernels/dispatch.hpp"
 #include "kernels/interpreter.hpp"
 

@@ -1,6 +1,6 @@
-// cuda/core/whole_number.hpp — the one reading of a count written in an environment variable
-// (TAPEWISE_CPU_THREADS, TAPEWISE_KEPT_MEMORY_LIMIT's digits, the tests' sweep settings): decimal
-// digits alone, up to a bound.
+// cuda/core/whole_number.hpp — the one reading of a count written in an environment variable or a
+// flag (TAPEWISE_CPU_THREADS, TAPEWISE_KEPT_MEMORY_LIMIT's digits, the tests' sweep settings,
+// tapewise-exact-check's counts): decimal digits alone, up to a bound.
 #pragma once
 
 #include <cstdint>
