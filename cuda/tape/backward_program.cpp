@@ -141,7 +141,6 @@ const Program& BackwardProgram::build(const BackwardPlan& plan, std::span<const 
   const Buffer& like = at(out).value;
   program_.steps.clear();
   values_read_.clear();
-  recomputed_.clear();
   read_from_memory_.assign(nodes.size(), 0);
   if (!pending.empty()) {
     vjp_reads_.assign(nodes.size(), 0);
@@ -198,9 +197,11 @@ const Program& BackwardProgram::build(const BackwardPlan& plan, std::span<const 
     program_.seal_last();
   }
   register_pass_.run(program_, stand_ins_);
-  // A value computed again reaches the steps after it in a register; a step that reads it from memory
-  // (past kHistory, or in the next piece) has it listed in values_read_, so the flush stores it.
-  for (std::size_t j : recomputed_) program_.steps[j].out[0] = nullptr;
+  // A value computed again (a backward's only forward steps) reaches the steps after it in a register; a
+  // step that reads it from memory (past kHistory, or in the next piece) has it listed in values_read_,
+  // so the flush stores it.
+  for (Step& step : program_.steps)
+    if (step.kind == StepKind::forward) step.out[0] = nullptr;
   return program_;
 }
 
@@ -238,7 +239,6 @@ void BackwardProgram::append_forward(std::size_t position, std::span<const Node>
   fill_forward_step(step, n, nodes);  // its value's address too: sources_of finds the steps after it
   program_.seal_last();
   note_values_read(step, n);
-  recomputed_.push_back(program_.steps.size() - 1);
 }
 
 void BackwardProgram::note_values_read(const Step& step, const Node& n) {

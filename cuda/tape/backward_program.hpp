@@ -112,7 +112,6 @@ class BackwardProgram {
   std::vector<NodeId> values_read_;
   std::vector<std::uint8_t> read_from_memory_;  // per position: listed in values_read_
   std::vector<std::uint32_t> vjp_reads_;        // per position: the VJPs of the plan that read its value
-  std::vector<std::size_t> recomputed_;         // the forward steps build appended
   RegisterPass register_pass_;
   std::vector<Buffer> slots_;          // the returned slots; empty between calls
   Buffer internal_slots_;
